@@ -1,0 +1,612 @@
+/* Contract validation for every operator: public entry point -> checked plan -> kernel.
+ *
+ * Each rule of include/ropekit.h is checked here and only here, before any output memory is
+ * touched. Messages name the argument, the rule and the offending value. */
+#include <math.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+/* ---- tensor views -------------------------------------------------------------------------- */
+
+static int is_float_dtype(ropekit_dtype d) {
+    return d == ROPEKIT_FLOAT32 || d == ROPEKIT_FLOAT16 || d == ROPEKIT_BFLOAT16;
+}
+
+static void format_shape(const ropekit_tensor *t, char *buf, size_t n) {
+    size_t used = (size_t)snprintf(buf, n, "(");
+    for (int i = 0; i < t->rank && used < n; ++i)
+        used += (size_t)snprintf(buf + used, n - used, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+    if (used < n) snprintf(buf + used, n - used, t->rank == 1 ? ",)" : ")");
+}
+
+/* Checks a view on its own: present, a known dtype, a supported rank, non-negative dims,
+ * offsets that fit in int64 bytes, data present when there are elements. */
+ropekit_status rk_check_view(const ropekit_tensor *t, const char *name, rk_span *span) {
+    if (t == NULL) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "%s: tensor pointer is NULL", name);
+    size_t es = ropekit_dtype_size(t->dtype);
+    if (es == 0) return rk_fail(ROPEKIT_ERROR_DTYPE, "%s: unknown dtype %d", name, (int)t->dtype);
+    if (t->rank < 1 || t->rank > ROPEKIT_MAX_RANK)
+        return rk_fail(ROPEKIT_ERROR_SHAPE, "%s: rank %d is outside [1, %d]", name, (int)t->rank,
+                       ROPEKIT_MAX_RANK);
+    int64_t numel = 1, lo = 0, hi = 0;
+    for (int i = 0; i < t->rank; ++i) {
+        if (t->shape[i] < 0)
+            return rk_fail(ROPEKIT_ERROR_SHAPE, "%s: shape[%d] = %lld is negative", name, i,
+                           (long long)t->shape[i]);
+        if (!rk_mul(numel, t->shape[i], &numel))
+            return rk_fail(ROPEKIT_ERROR_OVERFLOW, "%s: element count overflows int64", name);
+    }
+    if (numel > 0) {
+        for (int i = 0; i < t->rank; ++i) {
+            int64_t ext;
+            if (!rk_mul(t->shape[i] - 1, t->strides[i], &ext))
+                return rk_fail(ROPEKIT_ERROR_OVERFLOW, "%s: offset along dim %d overflows int64",
+                               name, i);
+            if (!(ext < 0 ? rk_add(lo, ext, &lo) : rk_add(hi, ext, &hi)))
+                return rk_fail(ROPEKIT_ERROR_OVERFLOW, "%s: offsets overflow int64", name);
+        }
+        int64_t down, up; /* bytes below and above data: lo <= 0 <= hi */
+        if (lo == INT64_MIN || !rk_mul(-lo, (int64_t)es, &down) || !rk_add(hi, 1, &up) ||
+            !rk_mul(up, (int64_t)es, &up))
+            return rk_fail(ROPEKIT_ERROR_OVERFLOW, "%s: byte offsets overflow int64", name);
+        if (t->data == NULL)
+            return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "%s: data is NULL but the tensor has %lld "
+                           "elements", name, (long long)numel);
+        uintptr_t base = (uintptr_t)t->data;
+        if ((uint64_t)down > base || (uint64_t)up > UINTPTR_MAX - base)
+            return rk_fail(ROPEKIT_ERROR_OVERFLOW, "%s: view wraps around the address space", name);
+        span->lo = base - (uintptr_t)down;
+        span->hi = base + (uintptr_t)up;
+    } else {
+        span->lo = span->hi = (uintptr_t)t->data;
+    }
+    return ROPEKIT_OK;
+}
+
+/* An output must not write one element twice: dims sorted by |stride| must nest. */
+ropekit_status rk_check_no_self_overlap(const ropekit_tensor *t, const char *name) {
+    int64_t st[ROPEKIT_MAX_RANK], sh[ROPEKIT_MAX_RANK];
+    int n = 0;
+    for (int i = 0; i < t->rank; ++i) {
+        if (t->shape[i] == 0) return ROPEKIT_OK;
+        if (t->shape[i] == 1) continue;
+        st[n] = t->strides[i] < 0 ? -t->strides[i] : t->strides[i];
+        sh[n] = t->shape[i];
+        ++n;
+    }
+    for (int i = 1; i < n; ++i) /* insertion sort by stride */
+        for (int j = i; j > 0 && st[j] < st[j - 1]; --j) {
+            int64_t a = st[j], b = sh[j];
+            st[j] = st[j - 1], sh[j] = sh[j - 1], st[j - 1] = a, sh[j - 1] = b;
+        }
+    int64_t need = 1;
+    for (int i = 0; i < n; ++i) {
+        if (st[i] < need)
+            return rk_fail(ROPEKIT_ERROR_ALIASING, "%s: strides make elements overlap (an output "
+                           "must address each element once)", name);
+        need = st[i] * sh[i]; /* cannot overflow: check_view bounded (sh-1)*st */
+    }
+    return ROPEKIT_OK;
+}
+
+static int spans_overlap(rk_span a, rk_span b) {
+    return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi;
+}
+
+static ropekit_status check_float_dtype(const ropekit_tensor *t, const char *name) {
+    if (!is_float_dtype(t->dtype))
+        return rk_fail(ROPEKIT_ERROR_DTYPE, "%s: dtype %s is not float32, float16 or bfloat16",
+                       name, ropekit_dtype_name(t->dtype));
+    return ROPEKIT_OK;
+}
+
+static ropekit_status check_dtype(const ropekit_tensor *t, const char *name, ropekit_dtype want) {
+    if (t->dtype != want)
+        return rk_fail(ROPEKIT_ERROR_DTYPE, "%s: dtype is %s, must be %s", name,
+                       ropekit_dtype_name(t->dtype), ropekit_dtype_name(want));
+    return ROPEKIT_OK;
+}
+
+/* Checks rank and every dim; a dim of -1 in `want` is not checked. */
+static ropekit_status check_shape(const ropekit_tensor *t, const char *name, int rank,
+                                  const int64_t *want, const char *what) {
+    int ok = t->rank == rank;
+    for (int i = 0; ok && i < rank; ++i) ok = want[i] < 0 || t->shape[i] == want[i];
+    if (ok) return ROPEKIT_OK;
+    char got[96], exp[96] = "(";
+    format_shape(t, got, sizeof got);
+    size_t used = 1;
+    for (int i = 0; i < rank; ++i)
+        used += (size_t)(want[i] < 0 ? snprintf(exp + used, sizeof exp - used, i ? ", ?" : "?")
+                                     : snprintf(exp + used, sizeof exp - used, i ? ", %lld" : "%lld",
+                                                (long long)want[i]));
+    snprintf(exp + used, sizeof exp - used, rank == 1 ? ",)" : ")");
+    return rk_fail(ROPEKIT_ERROR_SHAPE, "%s: shape %s, expected %s %s", name, got, exp, what);
+}
+
+typedef struct rk_named_span {
+    const char *name;
+    rk_span span;
+} rk_named_span;
+
+/* Output `out` may equal an input exactly (in place is decided by the caller and passed as
+ * `same_as`: the index of the input it is identical to, or -1); it may overlap nothing else. */
+static ropekit_status check_output_overlap(const char *out_name, rk_span out, int same_as,
+                                           const rk_named_span *inputs, int n) {
+    for (int i = 0; i < n; ++i) {
+        if (i == same_as || !inputs[i].name) continue;
+        if (spans_overlap(out, inputs[i].span))
+            return rk_fail(ROPEKIT_ERROR_ALIASING, "%s overlaps %s (in place is allowed only with "
+                           "an identical view of the input being rotated)", out_name,
+                           inputs[i].name);
+    }
+    return ROPEKIT_OK;
+}
+
+/* ---- rotary operators -------------------------------------------------------------------- */
+
+/* The parts of the three rotary contracts that are the same: x/y layout, head split, widths. */
+typedef struct rk_rotary_args {
+    const char *x_name;
+    int64_t interleaved, rotary_embedding_dim, num_heads;
+} rk_rotary_args;
+
+
+/* Canonical (B, S, N, H) dims and strides of a rank-3 (B, S, N*H) or rank-4 (B, N, S, H) view. */
+static ropekit_status canonical_bsnh(const ropekit_tensor *t, int64_t N, int64_t H,
+                                     const char *name, int64_t dims[4], int64_t st[4]) {
+    if (t->rank == 4) {
+        dims[0] = t->shape[0], dims[1] = t->shape[2], dims[2] = t->shape[1], dims[3] = t->shape[3];
+        st[0] = t->strides[0], st[1] = t->strides[2], st[2] = t->strides[1], st[3] = t->strides[3];
+        return ROPEKIT_OK;
+    }
+    dims[0] = t->shape[0], dims[1] = t->shape[1], dims[2] = N, dims[3] = H;
+    st[0] = t->strides[0], st[1] = t->strides[1], st[3] = t->strides[2];
+    if (!rk_mul(H, t->strides[2], &st[2]))
+        return rk_fail(ROPEKIT_ERROR_OVERFLOW, "%s: head stride overflows int64", name);
+    return ROPEKIT_OK;
+}
+
+static ropekit_status rotary_common(const ropekit_tensor *x, const ropekit_tensor *y,
+                                    const rk_rotary_args *a, rk_rotary_plan *p, rk_span *xspan,
+                                    rk_span *yspan, int *in_place) {
+    RK_TRY(rk_check_view(x, a->x_name, xspan));
+    RK_TRY(check_float_dtype(x, a->x_name));
+    RK_TRY(rk_check_view(y, "y", yspan));
+    if (x->rank != 3 && x->rank != 4)
+        return rk_fail(ROPEKIT_ERROR_SHAPE, "%s: rank must be 3 (B, S, N*H) or 4 (B, N, S, H), "
+                       "got %d", a->x_name, (int)x->rank);
+    if (a->interleaved != 0 && a->interleaved != 1)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "interleaved = %lld, must be 0 or 1",
+                       (long long)a->interleaved);
+    if (a->num_heads < 0)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "num_heads = %lld is negative",
+                       (long long)a->num_heads);
+    int64_t N, H;
+    if (x->rank == 3) {
+        if (a->num_heads == 0)
+            return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "num_heads is required (> 0) for "
+                           "rank-3 %s", a->x_name);
+        if (x->shape[2] % a->num_heads != 0)
+            return rk_fail(ROPEKIT_ERROR_SHAPE, "%s: hidden size %lld is not a multiple of "
+                           "num_heads = %lld", a->x_name, (long long)x->shape[2],
+                           (long long)a->num_heads);
+        N = a->num_heads;
+        H = x->shape[2] / N;
+    } else {
+        N = x->shape[1];
+        H = x->shape[3];
+        if (a->num_heads != 0 && a->num_heads != N)
+            return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "num_heads = %lld does not match "
+                           "%s.shape[1] = %lld", (long long)a->num_heads, a->x_name, (long long)N);
+    }
+    int64_t R = a->rotary_embedding_dim;
+    if (R < 0)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "rotary_embedding_dim = %lld is negative",
+                       (long long)R);
+    if (R == 0) R = H;
+    if (R == 0)
+        return rk_fail(ROPEKIT_ERROR_SHAPE, "%s: head size is 0, nothing to rotate", a->x_name);
+    if (R > H)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "rotary_embedding_dim = %lld exceeds the "
+                       "head size %lld", (long long)R, (long long)H);
+    if (R % 2 != 0)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "rotary width %lld is odd; it must be "
+                       "even%s", (long long)R, a->rotary_embedding_dim == 0 ? " (it is the head "
+                       "size: set rotary_embedding_dim to an even width to copy the last channel)"
+                       : "");
+    /* y: same dtype, same shape */
+    if (y->dtype != x->dtype)
+        return rk_fail(ROPEKIT_ERROR_DTYPE, "y: dtype %s differs from %s dtype %s",
+                       ropekit_dtype_name(y->dtype), a->x_name, ropekit_dtype_name(x->dtype));
+    RK_TRY(check_shape(y, "y", x->rank, x->shape, "(the shape of the input)"));
+    RK_TRY(rk_check_no_self_overlap(y, "y"));
+
+    memset(p, 0, sizeof *p);
+    p->dtype = x->dtype;
+    int64_t dims[4];
+    RK_TRY(canonical_bsnh(x, N, H, a->x_name, dims, p->xs));
+    RK_TRY(canonical_bsnh(y, N, H, "y", dims, p->ys));
+    p->B = dims[0], p->S = dims[1], p->N = dims[2], p->H = dims[3], p->R = R;
+    p->x = (const char *)x->data;
+    p->y = (char *)y->data;
+    p->interleaved = (int)a->interleaved;
+    *in_place = x->data == y->data && memcmp(p->xs, p->ys, sizeof p->xs) == 0;
+    return ROPEKIT_OK;
+}
+
+/* cos/sin: same dtype (T or float32), same shape, `rank` dims with the last equal to h. */
+static ropekit_status check_tables(const ropekit_tensor *c, const ropekit_tensor *s,
+                                   const char *cname, const char *sname, ropekit_dtype T,
+                                   const int64_t *want, int rank, const char *what,
+                                   rk_span *cspan, rk_span *sspan) {
+    RK_TRY(rk_check_view(c, cname, cspan));
+    RK_TRY(rk_check_view(s, sname, sspan));
+    if (c->dtype != T && c->dtype != ROPEKIT_FLOAT32)
+        return rk_fail(ROPEKIT_ERROR_DTYPE, "%s: dtype %s must be the input's (%s) or float32",
+                       cname, ropekit_dtype_name(c->dtype), ropekit_dtype_name(T));
+    if (s->dtype != c->dtype)
+        return rk_fail(ROPEKIT_ERROR_DTYPE, "%s: dtype %s differs from %s dtype %s", sname,
+                       ropekit_dtype_name(s->dtype), cname, ropekit_dtype_name(c->dtype));
+    RK_TRY(check_shape(c, cname, rank, want, what));
+    RK_TRY(check_shape(s, sname, rank, c->shape, "(the shape of the cos table)"));
+    return ROPEKIT_OK;
+}
+
+static void set_table_2d(rk_rotary_plan *p, const ropekit_tensor *c, const ropekit_tensor *s) {
+    p->table_dtype = c->dtype;
+    p->cos = (const char *)c->data, p->sin = (const char *)s->data;
+    p->cos_rs = c->strides[0], p->cos_cs = c->strides[1];
+    p->sin_rs = s->strides[0], p->sin_cs = s->strides[1];
+}
+
+/* Checks position_ids (B, S) [stream dim first when streams > 0] against `rows` table rows. */
+static ropekit_status check_position_rows(const ropekit_tensor *pos, int64_t B, int64_t S,
+                                          int stream, int64_t rows, rk_rotary_plan *p) {
+    const int64_t *ids = (const int64_t *)pos->data + (stream >= 0 ? stream * p->pos_as : 0);
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S; ++s) {
+            int64_t v = ids[b * p->pos_bs + s * p->pos_ss];
+            if (v < 0 || v >= rows) {
+                if (stream >= 0)
+                    return rk_fail(ROPEKIT_ERROR_POSITION_OUT_OF_RANGE, "position_ids[%d][%lld][%lld] "
+                                   "= %lld is outside cos_cache rows [0, %lld)", stream,
+                                   (long long)b, (long long)s, (long long)v, (long long)rows);
+                return rk_fail(ROPEKIT_ERROR_POSITION_OUT_OF_RANGE, "position_ids[%lld][%lld] = "
+                               "%lld is outside cos_cache rows [0, %lld)", (long long)b,
+                               (long long)s, (long long)v, (long long)rows);
+            }
+        }
+    return ROPEKIT_OK;
+}
+
+static void run_rotary(const rk_rotary_plan *p) {
+    if (p->B == 0 || p->S == 0 || p->N == 0) return;
+    rk_ref_rotary(p);
+}
+
+ropekit_status ropekit_rotary_embedding(const ropekit_tensor *x, const ropekit_tensor *cos_cache,
+                                        const ropekit_tensor *sin_cache,
+                                        const ropekit_tensor *position_ids,
+                                        const ropekit_rotary_embedding_attrs *attrs,
+                                        const ropekit_tensor *y) {
+    rk_clear_error();
+    if (!attrs) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "attrs is NULL");
+    if (attrs->inverse != 0 && attrs->inverse != 1)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "inverse = %lld, must be 0 or 1",
+                       (long long)attrs->inverse);
+    rk_rotary_args a = {"x", attrs->interleaved, attrs->rotary_embedding_dim, attrs->num_heads};
+    rk_rotary_plan p;
+    rk_span xs, ys, cs, ss, ps = {0, 0};
+    int in_place;
+    RK_TRY(rotary_common(x, y, &a, &p, &xs, &ys, &in_place));
+    p.inverse = (int)attrs->inverse;
+    int64_t h = p.R / 2;
+    if (position_ids) {
+        int64_t want[2] = {-1, h};
+        RK_TRY(check_tables(cos_cache, sin_cache, "cos_cache", "sin_cache", x->dtype, want, 2,
+                            "(rows, rotary_embedding_dim/2) with position_ids", &cs, &ss));
+        RK_TRY(rk_check_view(position_ids, "position_ids", &ps));
+        RK_TRY(check_dtype(position_ids, "position_ids", ROPEKIT_INT64));
+        int64_t pw[2] = {p.B, p.S};
+        RK_TRY(check_shape(position_ids, "position_ids", 2, pw, "(batch, sequence)"));
+        set_table_2d(&p, cos_cache, sin_cache);
+        p.rows = RK_ROWS_PER_TOKEN;
+        p.pos = (const int64_t *)position_ids->data;
+        p.pos_bs = position_ids->strides[0], p.pos_ss = position_ids->strides[1];
+        RK_TRY(check_position_rows(position_ids, p.B, p.S, -1, cos_cache->shape[0], &p));
+    } else {
+        int64_t want[3] = {p.B, p.S, h};
+        RK_TRY(check_tables(cos_cache, sin_cache, "cos_cache", "sin_cache", x->dtype, want, 3,
+                            "(batch, sequence, rotary_embedding_dim/2) without position_ids", &cs,
+                            &ss));
+        p.table_dtype = cos_cache->dtype;
+        p.cos = (const char *)cos_cache->data, p.sin = (const char *)sin_cache->data;
+        p.rows = RK_ROWS_TABLE_3D;
+        p.cos_bs = cos_cache->strides[0], p.cos_ss = cos_cache->strides[1];
+        p.cos_cs = cos_cache->strides[2];
+        p.sin_bs = sin_cache->strides[0], p.sin_ss = sin_cache->strides[1];
+        p.sin_cs = sin_cache->strides[2];
+    }
+    rk_named_span ins[4] = {{"x", xs}, {"cos_cache", cs}, {"sin_cache", ss},
+                            {position_ids ? "position_ids" : NULL, ps}};
+    RK_TRY(check_output_overlap("y", ys, in_place ? 0 : -1, ins, 4));
+    run_rotary(&p);
+    return ROPEKIT_OK;
+}
+
+/* Shared by the two com.microsoft rotary ops: scale, is_packed_batching, inverse. */
+static ropekit_status check_ms_extras(float scale, int64_t is_packed_batching, int64_t inverse,
+                                      rk_rotary_plan *p) {
+    if (is_packed_batching != 0)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "is_packed_batching = %lld: only 0 is supported",
+                       (long long)is_packed_batching);
+    if (inverse != 0 && inverse != 1)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "inverse = %lld, must be 0 or 1",
+                       (long long)inverse);
+    if (!isfinite(scale))
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "scale is not finite");
+    p->inverse = (int)inverse;
+    p->scale = scale;
+    p->apply_scale = scale != 1.0f;
+    return ROPEKIT_OK;
+}
+
+ropekit_status ropekit_ms_rotary_embedding(const ropekit_tensor *input,
+                                           const ropekit_tensor *position_ids,
+                                           const ropekit_tensor *cos_cache,
+                                           const ropekit_tensor *sin_cache,
+                                           const ropekit_ms_rotary_embedding_attrs *attrs,
+                                           const ropekit_tensor *y) {
+    rk_clear_error();
+    if (!attrs) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "attrs is NULL");
+    rk_rotary_args a = {"input", attrs->interleaved, attrs->rotary_embedding_dim,
+                        attrs->num_heads};
+    rk_rotary_plan p;
+    rk_span xs, ys, cs, ss, ps;
+    int in_place;
+    RK_TRY(rotary_common(input, y, &a, &p, &xs, &ys, &in_place));
+    RK_TRY(check_ms_extras(attrs->scale, attrs->is_packed_batching, attrs->inverse, &p));
+    int64_t want[2] = {-1, p.R / 2};
+    RK_TRY(check_tables(cos_cache, sin_cache, "cos_cache", "sin_cache", input->dtype, want, 2,
+                        "(max_sequence_length, rotary_embedding_dim/2)", &cs, &ss));
+    set_table_2d(&p, cos_cache, sin_cache);
+    if (position_ids == NULL)
+        return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "position_ids is required");
+    RK_TRY(rk_check_view(position_ids, "position_ids", &ps));
+    RK_TRY(check_dtype(position_ids, "position_ids", ROPEKIT_INT64));
+    int64_t rows = cos_cache->shape[0];
+    p.pos = (const int64_t *)position_ids->data;
+    if (position_ids->rank == 1 && position_ids->shape[0] == 1) {
+        int64_t off = p.pos[0];
+        if (off < 0 || p.S > rows || off > rows - p.S)
+            return rk_fail(ROPEKIT_ERROR_POSITION_OUT_OF_RANGE, "position offset %lld with "
+                           "sequence length %lld needs rows [%lld, %lld + %lld), cos_cache has "
+                           "rows [0, %lld)", (long long)off, (long long)p.S, (long long)off,
+                           (long long)off, (long long)p.S, (long long)rows);
+        p.rows = RK_ROWS_OFFSET;
+        p.offset = off;
+    } else {
+        int64_t pw[2] = {p.B, p.S};
+        RK_TRY(check_shape(position_ids, "position_ids", 2, pw,
+                           "(batch, sequence), or (1,) for an offset"));
+        p.rows = RK_ROWS_PER_TOKEN;
+        p.pos_bs = position_ids->strides[0], p.pos_ss = position_ids->strides[1];
+        RK_TRY(check_position_rows(position_ids, p.B, p.S, -1, rows, &p));
+    }
+    rk_named_span ins[4] = {{"input", xs}, {"position_ids", ps}, {"cos_cache", cs},
+                            {"sin_cache", ss}};
+    RK_TRY(check_output_overlap("y", ys, in_place ? 0 : -1, ins, 4));
+    run_rotary(&p);
+    return ROPEKIT_OK;
+}
+
+ropekit_status ropekit_mrotary_embedding(const ropekit_tensor *input,
+                                         const ropekit_tensor *position_ids,
+                                         const ropekit_tensor *cos_cache,
+                                         const ropekit_tensor *sin_cache,
+                                         const ropekit_mrotary_embedding_attrs *attrs,
+                                         const ropekit_tensor *y) {
+    rk_clear_error();
+    if (!attrs) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "attrs is NULL");
+    rk_rotary_args a = {"input", attrs->interleaved, attrs->rotary_embedding_dim,
+                        attrs->num_heads};
+    rk_rotary_plan p;
+    rk_span xs, ys, cs, ss, ps;
+    int in_place;
+    RK_TRY(rotary_common(input, y, &a, &p, &xs, &ys, &in_place));
+    RK_TRY(check_ms_extras(attrs->scale, attrs->is_packed_batching, attrs->inverse, &p));
+    int64_t h = p.R / 2;
+    if (attrs->mrope_layout != 0 && attrs->mrope_layout != 1)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "mrope_layout = %lld, must be 0 "
+                       "(sectioned) or 1 (interleaved)", (long long)attrs->mrope_layout);
+    const int64_t *sec = attrs->mrope_section;
+    if (sec[0] < 0 || sec[1] < 0 || sec[2] < 0 || sec[0] > h || sec[1] > h || sec[2] > h ||
+        sec[0] + sec[1] + sec[2] != h)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "mrope_section = [%lld, %lld, %lld] must "
+                       "be non-negative and sum to rotary_embedding_dim/2 = %lld (it is not "
+                       "doubled)", (long long)sec[0], (long long)sec[1], (long long)sec[2],
+                       (long long)h);
+    int64_t want[2] = {-1, h};
+    RK_TRY(check_tables(cos_cache, sin_cache, "cos_cache", "sin_cache", input->dtype, want, 2,
+                        "(max_sequence_length, rotary_embedding_dim/2)", &cs, &ss));
+    set_table_2d(&p, cos_cache, sin_cache);
+    if (position_ids == NULL)
+        return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "position_ids is required");
+    RK_TRY(rk_check_view(position_ids, "position_ids", &ps));
+    RK_TRY(check_dtype(position_ids, "position_ids", ROPEKIT_INT64));
+    int64_t pw[3] = {3, p.B, p.S};
+    RK_TRY(check_shape(position_ids, "position_ids", 3, pw, "(3 streams, batch, sequence)"));
+    p.rows = RK_ROWS_MROPE;
+    p.pos = (const int64_t *)position_ids->data;
+    p.pos_as = position_ids->strides[0];
+    p.pos_bs = position_ids->strides[1], p.pos_ss = position_ids->strides[2];
+    memcpy(p.mrope_section, sec, sizeof p.mrope_section);
+    p.mrope_layout = (int)attrs->mrope_layout;
+    int used[3] = {0, 0, 0};
+    for (int64_t k = 0; k < h; ++k) used[rk_mrope_stream(sec, p.mrope_layout, k)] = 1;
+    for (int st = 0; st < 3; ++st)
+        if (used[st]) RK_TRY(check_position_rows(position_ids, p.B, p.S, st, cos_cache->shape[0], &p));
+    rk_named_span ins[4] = {{"input", xs}, {"position_ids", ps}, {"cos_cache", cs},
+                            {"sin_cache", ss}};
+    RK_TRY(check_output_overlap("y", ys, in_place ? 0 : -1, ins, 4));
+    run_rotary(&p);
+    return ROPEKIT_OK;
+}
+
+/* ---- QKNormRotaryEmbedding ----------------------------------------------------------------- */
+
+static ropekit_status check_rope_dims(int64_t num_heads, int64_t head_dim, int64_t rope) {
+    if (num_heads <= 0)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "num_heads = %lld, must be > 0",
+                       (long long)num_heads);
+    if (head_dim <= 0)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "head_dim = %lld, must be > 0",
+                       (long long)head_dim);
+    if (rope < 0 || rope > head_dim || rope % 2 != 0)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "rope_head_dim = %lld, must be even and "
+                       "in [0, head_dim = %lld]", (long long)rope, (long long)head_dim);
+    int64_t hidden;
+    if (!rk_mul(num_heads, head_dim, &hidden))
+        return rk_fail(ROPEKIT_ERROR_OVERFLOW, "num_heads * head_dim overflows int64");
+    return ROPEKIT_OK;
+}
+
+/* Optional float32 (..., rope) tables: NULL allowed only when rope == 0. */
+static ropekit_status check_m_table(const ropekit_tensor *t, const char *name, int rank,
+                                    const int64_t *want, int64_t rope, rk_span *span) {
+    span->lo = span->hi = 0;
+    if (t == NULL) {
+        if (rope == 0) return ROPEKIT_OK;
+        return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "%s is required when rope_head_dim > 0", name);
+    }
+    RK_TRY(rk_check_view(t, name, span));
+    RK_TRY(check_dtype(t, name, ROPEKIT_FLOAT32));
+    return check_shape(t, name, rank, want, "");
+}
+
+ropekit_status ropekit_qknorm_rotary_embedding(
+    const ropekit_tensor *query, const ropekit_tensor *kv, const ropekit_tensor *kv_norm_weight,
+    const ropekit_tensor *cos, const ropekit_tensor *sin,
+    const ropekit_qknorm_rotary_embedding_attrs *attrs, const ropekit_tensor *query_out,
+    const ropekit_tensor *kv_out) {
+    rk_clear_error();
+    if (!attrs) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "attrs is NULL");
+    int64_t nh = attrs->num_heads, hd = attrs->head_dim, rd = attrs->rope_head_dim;
+    RK_TRY(check_rope_dims(nh, hd, rd));
+    if (attrs->simulate_fp8 != 0 && attrs->simulate_fp8 != 1)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "simulate_fp8 = %lld, must be 0 or 1",
+                       (long long)attrs->simulate_fp8);
+    if (attrs->simulate_fp8 && (hd - rd) % 64 != 0)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "simulate_fp8 needs head_dim - "
+                       "rope_head_dim = %lld to be a multiple of 64", (long long)(hd - rd));
+    float eps = attrs->epsilon;
+    if (!isfinite(eps) || eps < 0.0f)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "epsilon must be finite and >= 0");
+    rk_span qs, ks, ws, cs, ss, qos, kos;
+    RK_TRY(rk_check_view(query, "query", &qs));
+    RK_TRY(check_float_dtype(query, "query"));
+    int64_t q3[3] = {-1, -1, nh * hd};
+    RK_TRY(check_shape(query, "query", 3, q3, "(batch, sequence, num_heads*head_dim)"));
+    int64_t B = query->shape[0], S = query->shape[1];
+    ropekit_dtype T = query->dtype;
+    RK_TRY(rk_check_view(kv, "kv", &ks));
+    RK_TRY(check_dtype(kv, "kv", T));
+    int64_t k3[3] = {B, S, hd};
+    RK_TRY(check_shape(kv, "kv", 3, k3, "(batch, sequence, head_dim)"));
+    RK_TRY(rk_check_view(kv_norm_weight, "kv_norm_weight", &ws));
+    RK_TRY(check_dtype(kv_norm_weight, "kv_norm_weight", ROPEKIT_FLOAT32));
+    RK_TRY(check_shape(kv_norm_weight, "kv_norm_weight", 1, &hd, "(head_dim)"));
+    int64_t c3[3] = {B, S, rd};
+    RK_TRY(check_m_table(cos, "cos", 3, c3, rd, &cs));
+    RK_TRY(check_m_table(sin, "sin", 3, c3, rd, &ss));
+    RK_TRY(rk_check_view(query_out, "query_out", &qos));
+    RK_TRY(check_dtype(query_out, "query_out", T));
+    int64_t qo4[4] = {B, S, nh, hd};
+    RK_TRY(check_shape(query_out, "query_out", 4, qo4, "(batch, sequence, num_heads, head_dim)"));
+    RK_TRY(rk_check_no_self_overlap(query_out, "query_out"));
+    RK_TRY(rk_check_view(kv_out, "kv_out", &kos));
+    RK_TRY(check_dtype(kv_out, "kv_out", T));
+    RK_TRY(check_shape(kv_out, "kv_out", 3, k3, "(batch, sequence, head_dim)"));
+    RK_TRY(rk_check_no_self_overlap(kv_out, "kv_out"));
+
+    rk_qknorm_plan p;
+    memset(&p, 0, sizeof p);
+    p.dtype = T;
+    p.B = B, p.S = S, p.num_heads = nh, p.head_dim = hd, p.rope_dim = rd, p.nope = hd - rd;
+    p.epsilon = eps;
+    p.simulate_fp8 = (int)attrs->simulate_fp8;
+    p.q = (const char *)query->data, p.kv = (const char *)kv->data;
+    p.q_out = (char *)query_out->data, p.kv_out = (char *)kv_out->data;
+    p.qs[0] = query->strides[0], p.qs[1] = query->strides[1], p.qs[3] = query->strides[2];
+    if (!rk_mul(hd, query->strides[2], &p.qs[2]))
+        return rk_fail(ROPEKIT_ERROR_OVERFLOW, "query: head stride overflows int64");
+    memcpy(p.qos, query_out->strides, sizeof p.qos);
+    memcpy(p.kvs, kv->strides, sizeof p.kvs);
+    memcpy(p.kvos, kv_out->strides, sizeof p.kvos);
+    p.w = (const float *)kv_norm_weight->data, p.ws = kv_norm_weight->strides[0];
+    if (rd > 0) {
+        p.cos = (const float *)cos->data, p.sin = (const float *)sin->data;
+        memcpy(p.cos_s, cos->strides, sizeof p.cos_s);
+        memcpy(p.sin_s, sin->strides, sizeof p.sin_s);
+    }
+    /* in place: identical element mapping */
+    int q_in_place = query->data == query_out->data && memcmp(p.qs, p.qos, sizeof p.qs) == 0;
+    int kv_in_place = kv->data == kv_out->data && memcmp(p.kvs, p.kvos, sizeof p.kvs) == 0;
+    rk_named_span ins[6] = {{"query", qs}, {"kv", ks}, {"kv_norm_weight", ws},
+                            {rd ? "cos" : NULL, cs}, {rd ? "sin" : NULL, ss}, {"kv_out", kos}};
+    RK_TRY(check_output_overlap("query_out", qos, q_in_place ? 0 : -1, ins, 6));
+    RK_TRY(check_output_overlap("kv_out", kos, kv_in_place ? 1 : -1, ins, 5));
+    if (B > 0 && S > 0) rk_ref_qknorm(&p);
+    return ROPEKIT_OK;
+}
+
+/* ---- InverseRotaryRegroup ------------------------------------------------------------------ */
+
+ropekit_status ropekit_inverse_rotary_regroup(const ropekit_tensor *input,
+                                              const ropekit_tensor *cos,
+                                              const ropekit_tensor *sin,
+                                              const ropekit_inverse_rotary_regroup_attrs *attrs,
+                                              const ropekit_tensor *out) {
+    rk_clear_error();
+    if (!attrs) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "attrs is NULL");
+    int64_t nh = attrs->num_heads, hd = attrs->head_dim, rd = attrs->rope_head_dim;
+    RK_TRY(check_rope_dims(nh, hd, rd));
+    int64_t F = nh * hd, G = attrs->num_groups;
+    if (G <= 0 || F % G != 0)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "num_groups = %lld must be > 0 and divide "
+                       "num_heads*head_dim = %lld", (long long)G, (long long)F);
+    rk_span is, cs, ss, os;
+    RK_TRY(rk_check_view(input, "input", &is));
+    RK_TRY(check_float_dtype(input, "input"));
+    int64_t i2[2] = {-1, F};
+    RK_TRY(check_shape(input, "input", 2, i2, "(tokens, num_heads*head_dim)"));
+    int64_t N = input->shape[0];
+    int64_t c2[2] = {N, rd};
+    RK_TRY(check_m_table(cos, "cos", 2, c2, rd, &cs));
+    RK_TRY(check_m_table(sin, "sin", 2, c2, rd, &ss));
+    RK_TRY(rk_check_view(out, "out", &os));
+    RK_TRY(check_dtype(out, "out", input->dtype));
+    int64_t o3[3] = {G, N, F / G};
+    RK_TRY(check_shape(out, "out", 3, o3, "(num_groups, tokens, group_dim)"));
+    RK_TRY(rk_check_no_self_overlap(out, "out"));
+    rk_named_span ins[3] = {{"input", is}, {rd ? "cos" : NULL, cs}, {rd ? "sin" : NULL, ss}};
+    RK_TRY(check_output_overlap("out", os, -1, ins, 3));
+
+    rk_regroup_plan p;
+    memset(&p, 0, sizeof p);
+    p.dtype = input->dtype;
+    p.N = N, p.num_heads = nh, p.head_dim = hd, p.rope_dim = rd, p.nope = hd - rd;
+    p.num_groups = G, p.group_dim = F / G;
+    p.x = (const char *)input->data, p.out = (char *)out->data;
+    memcpy(p.xs, input->strides, sizeof p.xs);
+    memcpy(p.os, out->strides, sizeof p.os);
+    if (rd > 0) {
+        p.cos = (const float *)cos->data, p.sin = (const float *)sin->data;
+        memcpy(p.cos_s, cos->strides, sizeof p.cos_s);
+        memcpy(p.sin_s, sin->strides, sizeof p.sin_s);
+    }
+    if (N > 0) rk_ref_regroup(&p);
+    return ROPEKIT_OK;
+}

@@ -1,0 +1,3 @@
+#include "check.h"
+#include "ropekit.h"
+int main(void) { return REPORT(); }
