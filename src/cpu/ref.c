@@ -139,6 +139,7 @@ static void qknorm_query(const rk_qknorm_plan *p, int64_t b, int64_t s, int64_t 
     float ss = sum_of_squares(x, T, p->head_dim, xs);
     float r = rk_round_to(T, 1.0f / sqrtf(ss / (float)p->head_dim + p->epsilon));
     for (int64_t c = 0; c < p->nope; ++c) rk_store(y, T, c * ys, rk_load(x, T, c * xs) * r);
+    if (p->rope_dim == 0) return; /* the tables may be absent */
     const float *cs = p->cos + b * p->cos_s[0] + s * p->cos_s[1];
     const float *sn = p->sin + b * p->sin_s[0] + s * p->sin_s[1];
     for (int64_t t = 0; t < p->rope_dim; t += 2) {
@@ -180,6 +181,7 @@ static void qknorm_kv(const rk_qknorm_plan *p, int64_t b, int64_t s) {
         }
         for (int64_t i = 0; i < block; ++i) rk_store(y, T, (c0 + i) * ys, v[i]);
     }
+    if (p->rope_dim == 0) return; /* the tables may be absent */
     const float *cs = p->cos + b * p->cos_s[0] + s * p->cos_s[1];
     const float *sn = p->sin + b * p->sin_s[0] + s * p->sin_s[1];
     for (int64_t t = 0; t < p->rope_dim; t += 2) {

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what building and testing ropekit needs on Debian/Ubuntu, only what is missing:
+# a C compiler, clang (sanitizer build), cmake, Python venv support, and (with --python) a
+# virtual environment .venv with the pinned test packages of tests/requirements.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v cc >/dev/null || need+=(gcc)
+command -v clang >/dev/null || need+=(clang)
+command -v make >/dev/null || need+=(make)
+command -v python3 >/dev/null || need+=(python3)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+if [ ${#need[@]} -gt 0 ]; then
+    echo "bootstrap: installing ${need[*]}"
+    sudo_cmd=""
+    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if [ "${1:-}" = "--python" ]; then
+    stamp=.venv/.requirements
+    if [ ! -x .venv/bin/python ] || ! cmp -s tests/requirements.txt "$stamp"; then
+        echo "bootstrap: creating .venv with tests/requirements.txt"
+        python3 -m venv .venv
+        .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
+        cp tests/requirements.txt "$stamp"
+    fi
+fi
