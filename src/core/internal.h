@@ -127,6 +127,7 @@ typedef struct rk_rotary_plan {
     int64_t cos_bs, cos_ss, sin_bs, sin_ss; /* batch and sequence strides (3D tables) */
     /* row source */
     rk_row_source rows;
+    int64_t table_rows; /* rows of a 2D table */
     const int64_t *pos;
     int64_t pos_as, pos_bs, pos_ss; /* stream, batch, sequence strides of position_ids */
     int64_t offset;
@@ -167,6 +168,41 @@ typedef struct rk_regroup_plan {
     const float *cos, *sin;
     int64_t cos_s[2], sin_s[2];
 } rk_regroup_plan;
+
+/* ---- plan builders (src/core/validate.c) --------------------------------------------------
+ * Each checks every rule of its operator that does not need to read tensor data (shapes, dtypes,
+ * attributes, strides, overlaps) and fills the plan. Position ids are read only by
+ * rk_check_position_ids (host memory), so a device backend can build the same plans for device
+ * pointers and check ids on the device. */
+ropekit_status rk_plan_rotary_embedding(const ropekit_tensor *x, const ropekit_tensor *cos_cache,
+                                        const ropekit_tensor *sin_cache,
+                                        const ropekit_tensor *position_ids,
+                                        const ropekit_rotary_embedding_attrs *attrs,
+                                        const ropekit_tensor *y, rk_rotary_plan *plan);
+ropekit_status rk_plan_ms_rotary_embedding(const ropekit_tensor *input,
+                                           const ropekit_tensor *position_ids,
+                                           const ropekit_tensor *cos_cache,
+                                           const ropekit_tensor *sin_cache,
+                                           const ropekit_ms_rotary_embedding_attrs *attrs,
+                                           const ropekit_tensor *y, rk_rotary_plan *plan);
+ropekit_status rk_plan_mrotary_embedding(const ropekit_tensor *input,
+                                         const ropekit_tensor *position_ids,
+                                         const ropekit_tensor *cos_cache,
+                                         const ropekit_tensor *sin_cache,
+                                         const ropekit_mrotary_embedding_attrs *attrs,
+                                         const ropekit_tensor *y, rk_rotary_plan *plan);
+ropekit_status rk_plan_qknorm_rotary_embedding(
+    const ropekit_tensor *query, const ropekit_tensor *kv, const ropekit_tensor *kv_norm_weight,
+    const ropekit_tensor *cos, const ropekit_tensor *sin,
+    const ropekit_qknorm_rotary_embedding_attrs *attrs, const ropekit_tensor *query_out,
+    const ropekit_tensor *kv_out, rk_qknorm_plan *plan);
+ropekit_status rk_plan_inverse_rotary_regroup(const ropekit_tensor *input,
+                                              const ropekit_tensor *cos, const ropekit_tensor *sin,
+                                              const ropekit_inverse_rotary_regroup_attrs *attrs,
+                                              const ropekit_tensor *out, rk_regroup_plan *plan);
+/* Reads the plan's position ids (host memory) and checks each against the table rows; for the
+ * offset form it also stores the offset in the plan. */
+ropekit_status rk_check_position_ids(rk_rotary_plan *p);
 
 /* ---- CPU kernels (src/cpu) --------------------------------------------------------------- */
 void rk_ref_rotary(const rk_rotary_plan *p);

@@ -261,24 +261,47 @@ static void set_table_2d(rk_rotary_plan *p, const ropekit_tensor *c, const ropek
     p->sin_rs = s->strides[0], p->sin_cs = s->strides[1];
 }
 
-/* Checks position_ids (B, S) [stream dim first when streams > 0] against `rows` table rows. */
-static ropekit_status check_position_rows(const ropekit_tensor *pos, int64_t B, int64_t S,
-                                          int stream, int64_t rows, rk_rotary_plan *p) {
-    const int64_t *ids = (const int64_t *)pos->data + (stream >= 0 ? stream * p->pos_as : 0);
-    for (int64_t b = 0; b < B; ++b)
-        for (int64_t s = 0; s < S; ++s) {
+/* Checks the ids of one stream (-1: plain (B, S) ids) against the table rows. */
+static ropekit_status check_stream_ids(const rk_rotary_plan *p, int stream) {
+    const int64_t *ids = p->pos + (stream >= 0 ? stream * p->pos_as : 0);
+    for (int64_t b = 0; b < p->B; ++b)
+        for (int64_t s = 0; s < p->S; ++s) {
             int64_t v = ids[b * p->pos_bs + s * p->pos_ss];
-            if (v < 0 || v >= rows) {
-                if (stream >= 0)
-                    return rk_fail(ROPEKIT_ERROR_POSITION_OUT_OF_RANGE, "position_ids[%d][%lld][%lld] "
-                                   "= %lld is outside cos_cache rows [0, %lld)", stream,
-                                   (long long)b, (long long)s, (long long)v, (long long)rows);
-                return rk_fail(ROPEKIT_ERROR_POSITION_OUT_OF_RANGE, "position_ids[%lld][%lld] = "
-                               "%lld is outside cos_cache rows [0, %lld)", (long long)b,
-                               (long long)s, (long long)v, (long long)rows);
-            }
+            if (v >= 0 && v < p->table_rows) continue;
+            if (stream >= 0)
+                return rk_fail(ROPEKIT_ERROR_POSITION_OUT_OF_RANGE, "position_ids[%d][%lld][%lld] = "
+                               "%lld is outside cos_cache rows [0, %lld)", stream, (long long)b,
+                               (long long)s, (long long)v, (long long)p->table_rows);
+            return rk_fail(ROPEKIT_ERROR_POSITION_OUT_OF_RANGE, "position_ids[%lld][%lld] = %lld is "
+                           "outside cos_cache rows [0, %lld)", (long long)b, (long long)s,
+                           (long long)v, (long long)p->table_rows);
         }
     return ROPEKIT_OK;
+}
+
+ropekit_status rk_check_position_ids(rk_rotary_plan *p) {
+    switch (p->rows) {
+    case RK_ROWS_TABLE_3D: return ROPEKIT_OK;
+    case RK_ROWS_OFFSET: {
+        int64_t off = p->pos[0], rows = p->table_rows;
+        if (off < 0 || p->S > rows || off > rows - p->S)
+            return rk_fail(ROPEKIT_ERROR_POSITION_OUT_OF_RANGE, "position offset %lld with "
+                           "sequence length %lld needs rows [%lld, %lld + %lld), cos_cache has "
+                           "rows [0, %lld)", (long long)off, (long long)p->S, (long long)off,
+                           (long long)off, (long long)p->S, (long long)rows);
+        p->offset = off;
+        return ROPEKIT_OK;
+    }
+    case RK_ROWS_MROPE: {
+        int used[3] = {0, 0, 0};
+        for (int64_t k = 0; k < p->R / 2; ++k)
+            used[rk_mrope_stream(p->mrope_section, p->mrope_layout, k)] = 1;
+        for (int st = 0; st < 3; ++st)
+            if (used[st]) RK_TRY(check_stream_ids(p, st));
+        return ROPEKIT_OK;
+    }
+    default: return check_stream_ids(p, -1);
+    }
 }
 
 static void run_rotary(const rk_rotary_plan *p) {
@@ -286,12 +309,12 @@ static void run_rotary(const rk_rotary_plan *p) {
     rk_ref_rotary(p);
 }
 
-ropekit_status ropekit_rotary_embedding(const ropekit_tensor *x, const ropekit_tensor *cos_cache,
+ropekit_status rk_plan_rotary_embedding(const ropekit_tensor *x, const ropekit_tensor *cos_cache,
                                         const ropekit_tensor *sin_cache,
                                         const ropekit_tensor *position_ids,
                                         const ropekit_rotary_embedding_attrs *attrs,
-                                        const ropekit_tensor *y) {
-    rk_clear_error();
+                                        const ropekit_tensor *y,
+    rk_rotary_plan *plan) {
     if (!attrs) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "attrs is NULL");
     if (attrs->inverse != 0 && attrs->inverse != 1)
         return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "inverse = %lld, must be 0 or 1",
@@ -315,7 +338,7 @@ ropekit_status ropekit_rotary_embedding(const ropekit_tensor *x, const ropekit_t
         p.rows = RK_ROWS_PER_TOKEN;
         p.pos = (const int64_t *)position_ids->data;
         p.pos_bs = position_ids->strides[0], p.pos_ss = position_ids->strides[1];
-        RK_TRY(check_position_rows(position_ids, p.B, p.S, -1, cos_cache->shape[0], &p));
+        p.table_rows = cos_cache->shape[0];
     } else {
         int64_t want[3] = {p.B, p.S, h};
         RK_TRY(check_tables(cos_cache, sin_cache, "cos_cache", "sin_cache", x->dtype, want, 3,
@@ -332,6 +355,19 @@ ropekit_status ropekit_rotary_embedding(const ropekit_tensor *x, const ropekit_t
     rk_named_span ins[4] = {{"x", xs}, {"cos_cache", cs}, {"sin_cache", ss},
                             {position_ids ? "position_ids" : NULL, ps}};
     RK_TRY(check_output_overlap("y", ys, in_place ? 0 : -1, ins, 4));
+    *plan = p;
+    return ROPEKIT_OK;
+}
+
+ropekit_status ropekit_rotary_embedding(const ropekit_tensor *x, const ropekit_tensor *cos_cache,
+                                        const ropekit_tensor *sin_cache,
+                                        const ropekit_tensor *position_ids,
+                                        const ropekit_rotary_embedding_attrs *attrs,
+                                        const ropekit_tensor *y) {
+    rk_clear_error();
+    rk_rotary_plan p;
+    RK_TRY(rk_plan_rotary_embedding(x, cos_cache, sin_cache, position_ids, attrs, y, &p));
+    RK_TRY(rk_check_position_ids(&p));
     run_rotary(&p);
     return ROPEKIT_OK;
 }
@@ -353,13 +389,13 @@ static ropekit_status check_ms_extras(float scale, int64_t is_packed_batching, i
     return ROPEKIT_OK;
 }
 
-ropekit_status ropekit_ms_rotary_embedding(const ropekit_tensor *input,
+ropekit_status rk_plan_ms_rotary_embedding(const ropekit_tensor *input,
                                            const ropekit_tensor *position_ids,
                                            const ropekit_tensor *cos_cache,
                                            const ropekit_tensor *sin_cache,
                                            const ropekit_ms_rotary_embedding_attrs *attrs,
-                                           const ropekit_tensor *y) {
-    rk_clear_error();
+                                           const ropekit_tensor *y,
+    rk_rotary_plan *plan) {
     if (!attrs) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "attrs is NULL");
     rk_rotary_args a = {"input", attrs->interleaved, attrs->rotary_embedding_dim,
                         attrs->num_heads};
@@ -376,39 +412,45 @@ ropekit_status ropekit_ms_rotary_embedding(const ropekit_tensor *input,
         return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "position_ids is required");
     RK_TRY(rk_check_view(position_ids, "position_ids", &ps));
     RK_TRY(check_dtype(position_ids, "position_ids", ROPEKIT_INT64));
-    int64_t rows = cos_cache->shape[0];
+    p.table_rows = cos_cache->shape[0];
     p.pos = (const int64_t *)position_ids->data;
     if (position_ids->rank == 1 && position_ids->shape[0] == 1) {
-        int64_t off = p.pos[0];
-        if (off < 0 || p.S > rows || off > rows - p.S)
-            return rk_fail(ROPEKIT_ERROR_POSITION_OUT_OF_RANGE, "position offset %lld with "
-                           "sequence length %lld needs rows [%lld, %lld + %lld), cos_cache has "
-                           "rows [0, %lld)", (long long)off, (long long)p.S, (long long)off,
-                           (long long)off, (long long)p.S, (long long)rows);
-        p.rows = RK_ROWS_OFFSET;
-        p.offset = off;
+        p.rows = RK_ROWS_OFFSET; /* the offset is read and checked by rk_check_position_ids */
     } else {
         int64_t pw[2] = {p.B, p.S};
         RK_TRY(check_shape(position_ids, "position_ids", 2, pw,
                            "(batch, sequence), or (1,) for an offset"));
         p.rows = RK_ROWS_PER_TOKEN;
         p.pos_bs = position_ids->strides[0], p.pos_ss = position_ids->strides[1];
-        RK_TRY(check_position_rows(position_ids, p.B, p.S, -1, rows, &p));
     }
     rk_named_span ins[4] = {{"input", xs}, {"position_ids", ps}, {"cos_cache", cs},
                             {"sin_cache", ss}};
     RK_TRY(check_output_overlap("y", ys, in_place ? 0 : -1, ins, 4));
+    *plan = p;
+    return ROPEKIT_OK;
+}
+
+ropekit_status ropekit_ms_rotary_embedding(const ropekit_tensor *input,
+                                           const ropekit_tensor *position_ids,
+                                           const ropekit_tensor *cos_cache,
+                                           const ropekit_tensor *sin_cache,
+                                           const ropekit_ms_rotary_embedding_attrs *attrs,
+                                           const ropekit_tensor *y) {
+    rk_clear_error();
+    rk_rotary_plan p;
+    RK_TRY(rk_plan_ms_rotary_embedding(input, position_ids, cos_cache, sin_cache, attrs, y, &p));
+    RK_TRY(rk_check_position_ids(&p));
     run_rotary(&p);
     return ROPEKIT_OK;
 }
 
-ropekit_status ropekit_mrotary_embedding(const ropekit_tensor *input,
+ropekit_status rk_plan_mrotary_embedding(const ropekit_tensor *input,
                                          const ropekit_tensor *position_ids,
                                          const ropekit_tensor *cos_cache,
                                          const ropekit_tensor *sin_cache,
                                          const ropekit_mrotary_embedding_attrs *attrs,
-                                         const ropekit_tensor *y) {
-    rk_clear_error();
+                                         const ropekit_tensor *y,
+    rk_rotary_plan *plan) {
     if (!attrs) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "attrs is NULL");
     rk_rotary_args a = {"input", attrs->interleaved, attrs->rotary_embedding_dim,
                         attrs->num_heads};
@@ -444,13 +486,24 @@ ropekit_status ropekit_mrotary_embedding(const ropekit_tensor *input,
     p.pos_bs = position_ids->strides[1], p.pos_ss = position_ids->strides[2];
     memcpy(p.mrope_section, sec, sizeof p.mrope_section);
     p.mrope_layout = (int)attrs->mrope_layout;
-    int used[3] = {0, 0, 0};
-    for (int64_t k = 0; k < h; ++k) used[rk_mrope_stream(sec, p.mrope_layout, k)] = 1;
-    for (int st = 0; st < 3; ++st)
-        if (used[st]) RK_TRY(check_position_rows(position_ids, p.B, p.S, st, cos_cache->shape[0], &p));
+    p.table_rows = cos_cache->shape[0];
     rk_named_span ins[4] = {{"input", xs}, {"position_ids", ps}, {"cos_cache", cs},
                             {"sin_cache", ss}};
     RK_TRY(check_output_overlap("y", ys, in_place ? 0 : -1, ins, 4));
+    *plan = p;
+    return ROPEKIT_OK;
+}
+
+ropekit_status ropekit_mrotary_embedding(const ropekit_tensor *input,
+                                         const ropekit_tensor *position_ids,
+                                         const ropekit_tensor *cos_cache,
+                                         const ropekit_tensor *sin_cache,
+                                         const ropekit_mrotary_embedding_attrs *attrs,
+                                         const ropekit_tensor *y) {
+    rk_clear_error();
+    rk_rotary_plan p;
+    RK_TRY(rk_plan_mrotary_embedding(input, position_ids, cos_cache, sin_cache, attrs, y, &p));
+    RK_TRY(rk_check_position_ids(&p));
     run_rotary(&p);
     return ROPEKIT_OK;
 }
@@ -486,12 +539,12 @@ static ropekit_status check_m_table(const ropekit_tensor *t, const char *name, i
     return check_shape(t, name, rank, want, "");
 }
 
-ropekit_status ropekit_qknorm_rotary_embedding(
+ropekit_status rk_plan_qknorm_rotary_embedding(
     const ropekit_tensor *query, const ropekit_tensor *kv, const ropekit_tensor *kv_norm_weight,
     const ropekit_tensor *cos, const ropekit_tensor *sin,
     const ropekit_qknorm_rotary_embedding_attrs *attrs, const ropekit_tensor *query_out,
-    const ropekit_tensor *kv_out) {
-    rk_clear_error();
+    const ropekit_tensor *kv_out,
+    rk_qknorm_plan *plan) {
     if (!attrs) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "attrs is NULL");
     int64_t nh = attrs->num_heads, hd = attrs->head_dim, rd = attrs->rope_head_dim;
     RK_TRY(check_rope_dims(nh, hd, rd));
@@ -558,18 +611,30 @@ ropekit_status ropekit_qknorm_rotary_embedding(
                             {rd ? "cos" : NULL, cs}, {rd ? "sin" : NULL, ss}, {"kv_out", kos}};
     RK_TRY(check_output_overlap("query_out", qos, q_in_place ? 0 : -1, ins, 6));
     RK_TRY(check_output_overlap("kv_out", kos, kv_in_place ? 1 : -1, ins, 5));
-    if (B > 0 && S > 0) rk_ref_qknorm(&p);
+    *plan = p;
+    return ROPEKIT_OK;
+}
+
+ropekit_status ropekit_qknorm_rotary_embedding(
+    const ropekit_tensor *query, const ropekit_tensor *kv, const ropekit_tensor *kv_norm_weight,
+    const ropekit_tensor *cos, const ropekit_tensor *sin,
+    const ropekit_qknorm_rotary_embedding_attrs *attrs, const ropekit_tensor *query_out,
+    const ropekit_tensor *kv_out) {
+    rk_clear_error();
+    rk_qknorm_plan p;
+    RK_TRY(rk_plan_qknorm_rotary_embedding(query, kv, kv_norm_weight, cos, sin, attrs, query_out, kv_out, &p));
+    if (p.B > 0 && p.S > 0) rk_ref_qknorm(&p);
     return ROPEKIT_OK;
 }
 
 /* ---- InverseRotaryRegroup ------------------------------------------------------------------ */
 
-ropekit_status ropekit_inverse_rotary_regroup(const ropekit_tensor *input,
+ropekit_status rk_plan_inverse_rotary_regroup(const ropekit_tensor *input,
                                               const ropekit_tensor *cos,
                                               const ropekit_tensor *sin,
                                               const ropekit_inverse_rotary_regroup_attrs *attrs,
-                                              const ropekit_tensor *out) {
-    rk_clear_error();
+                                              const ropekit_tensor *out,
+    rk_regroup_plan *plan) {
     if (!attrs) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "attrs is NULL");
     int64_t nh = attrs->num_heads, hd = attrs->head_dim, rd = attrs->rope_head_dim;
     RK_TRY(check_rope_dims(nh, hd, rd));
@@ -607,6 +672,18 @@ ropekit_status ropekit_inverse_rotary_regroup(const ropekit_tensor *input,
         memcpy(p.cos_s, cos->strides, sizeof p.cos_s);
         memcpy(p.sin_s, sin->strides, sizeof p.sin_s);
     }
-    if (N > 0) rk_ref_regroup(&p);
+    *plan = p;
+    return ROPEKIT_OK;
+}
+
+ropekit_status ropekit_inverse_rotary_regroup(const ropekit_tensor *input,
+                                              const ropekit_tensor *cos,
+                                              const ropekit_tensor *sin,
+                                              const ropekit_inverse_rotary_regroup_attrs *attrs,
+                                              const ropekit_tensor *out) {
+    rk_clear_error();
+    rk_regroup_plan p;
+    RK_TRY(rk_plan_inverse_rotary_regroup(input, cos, sin, attrs, out, &p));
+    if (p.N > 0) rk_ref_regroup(&p);
     return ROPEKIT_OK;
 }
