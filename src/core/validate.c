@@ -211,11 +211,15 @@ static ropekit_status rotary_common(const ropekit_tensor *x, const ropekit_tenso
     if (R > H)
         return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "rotary_embedding_dim = %lld exceeds the "
                        "head size %lld", (long long)R, (long long)H);
-    if (R % 2 != 0)
-        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "rotary width %lld is odd; it must be "
-                       "even%s", (long long)R, a->rotary_embedding_dim == 0 ? " (it is the head "
-                       "size: set rotary_embedding_dim to an even width to copy the last channel)"
-                       : "");
+    if (R % 2 != 0) {
+        if (a->rotary_embedding_dim != 0)
+            return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "rotary_embedding_dim = %lld is odd; "
+                           "the rotary width must be even", (long long)R);
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "rotary_embedding_dim = 0 means the head "
+                       "size %lld, which is odd; the rotary width must be even (set "
+                       "rotary_embedding_dim to an even width to copy the last channel)",
+                       (long long)R);
+    }
     /* y: same dtype, same shape */
     if (y->dtype != x->dtype)
         return rk_fail(ROPEKIT_ERROR_DTYPE, "y: dtype %s differs from %s dtype %s",
