@@ -11,6 +11,7 @@
  *        ropekit_qknorm_rotary_embedding   com.microsoft.QKNormRotaryEmbedding (MLA, DeepSeek-V4)
  *        ropekit_inverse_rotary_regroup    com.microsoft.InverseRotaryRegroup
  *   4. cos/sin table builders (rope types default, linear, yarn, longrope, llama3)
+ *   5. CPU variants (ref, avx2, avx512: same bits) and threads
  *
  * ----------------------------------------------------------------------------------------------
  * Notation (used throughout)
@@ -389,6 +390,54 @@ ROPEKIT_API ropekit_status ropekit_rope_cos_sin_table(const float *inv_freq, int
                                                       ropekit_angle_mode mode,
                                                       const ropekit_tensor *cos_table,
                                                       const ropekit_tensor *sin_table);
+
+/* ============================================================================================
+ * 5. CPU variants and threads
+ *
+ * Variants. Each operator has a scalar reference ("ref") and SIMD variants ("avx2": AVX2 + FMA +
+ * F16C; "avx512": AVX-512 F/BW/VL; on AArch64 "neon"). All give the same bits for every input
+ * (see Arithmetic), so the choice only changes speed. (One reservation: a NaN result is a NaN
+ * in every variant, but its sign and payload are not specified; IEEE 754 leaves them open, and
+ * so do compilers.) The best variant the CPU and OS support is chosen at the first call; the
+ * environment variable ROPEKIT_CPU_VARIANT=ref|avx2|avx512|neon, read then, overrides it (an
+ * unknown or unsupported name falls back to the best one). Uncommon layouts (innermost stride
+ * != 1, a regroup whose groups split a head) run the reference code in every variant. Large
+ * outputs (16 MiB or more per thread, aligned) are written with streaming stores, as memcpy
+ * writes large copies.
+ *
+ * Threads. A call is split by token (batch x sequence rows; the regroup's input rows) into
+ * contiguous ranges, so results never depend on the thread count. ropekit keeps a small pool
+ * of persistent threads, created at the first call that needs them. Calls that move less than
+ * about 256 KiB run on the calling thread (a decode step pays no thread wake-up). One call at a
+ * time uses the pool; a call made while another holds it runs on its caller's thread.
+ * ========================================================================================== */
+
+/** Name of the variant in use: "ref", "avx2", "avx512" or "neon". Never NULL. */
+ROPEKIT_API const char *ropekit_cpu_variant(void);
+
+/** Use variant `name` ("ref", "avx2", "avx512", "neon", or "auto" for the best supported) for
+ *  the following calls, process-wide (meant for tests and benchmarks). Errors: NULL_POINTER,
+ *  INVALID_ATTRIBUTE (unknown name), UNSUPPORTED (not built for this architecture, or this CPU
+ *  or OS cannot run it); on error nothing changes. */
+ROPEKIT_API ropekit_status ropekit_set_cpu_variant(const char *name);
+
+/** Threads used by the following large calls, the caller's included, process-wide. Default 1:
+ *  the caller decides. n must be in [1, 256] (INVALID_ATTRIBUTE otherwise). */
+ROPEKIT_API ropekit_status ropekit_set_num_threads(int n);
+ROPEKIT_API int ropekit_get_num_threads(void);
+
+/** Let a host thread pool run the work instead of ropekit's pool.
+ *
+ *  When `fn` is set (process-wide; NULL restores ropekit's own pool), every call large enough
+ *  to split calls fn(host_ctx, n, task, task_ctx) once, on the caller's thread, with n >= 2 work
+ *  items (tokens). fn must call task(task_ctx, begin, end) for ranges that together cover
+ *  [0, n) exactly once — any split, from any threads, concurrently or not — and return only
+ *  when all of them have returned. The results are the same for every split. The thread count
+ *  of ropekit_set_num_threads is then not used. Set it before making calls, not during one. */
+typedef void (*ropekit_task_fn)(void *task_ctx, int64_t begin, int64_t end);
+typedef void (*ropekit_parallel_for_fn)(void *host_ctx, int64_t n, ropekit_task_fn task,
+                                        void *task_ctx);
+ROPEKIT_API ropekit_status ropekit_set_parallel_for(ropekit_parallel_for_fn fn, void *host_ctx);
 
 #ifdef __cplusplus
 }

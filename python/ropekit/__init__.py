@@ -431,3 +431,36 @@ def rope_cos_sin_table(inv_freq, num_positions, *, attention_factor=1.0, mode="g
         inv.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), inv.shape[0], float(attention_factor),
         _ANGLE_MODES[mode], ctypes.byref(_view(cos, "cos")), ctypes.byref(_view(sin, "sin"))))
     return cos, sin
+
+
+# ---- CPU variants and threads (include/ropekit.h, section 5) ---------------------------------
+_lib.ropekit_cpu_variant.restype = ctypes.c_char_p
+_lib.ropekit_cpu_variant.argtypes = []
+_lib.ropekit_set_cpu_variant.restype = ctypes.c_int
+_lib.ropekit_set_cpu_variant.argtypes = [ctypes.c_char_p]
+_lib.ropekit_set_num_threads.restype = ctypes.c_int
+_lib.ropekit_set_num_threads.argtypes = [ctypes.c_int]
+_lib.ropekit_get_num_threads.restype = ctypes.c_int
+_lib.ropekit_get_num_threads.argtypes = []
+__all__ += ["cpu_variant", "set_cpu_variant", "set_num_threads", "get_num_threads"]
+
+
+def cpu_variant() -> str:
+    """The CPU kernel variant in use: 'ref', 'avx2' or 'avx512' (all give the same bits)."""
+    return _lib.ropekit_cpu_variant().decode()
+
+
+def set_cpu_variant(name: str) -> None:
+    """Use variant `name` ('ref', 'avx2', 'avx512' or 'auto'), process-wide. Raises Error when
+    the name is unknown or the CPU cannot run it."""
+    _check(_lib.ropekit_set_cpu_variant(str(name).encode()))
+
+
+def set_num_threads(n: int) -> None:
+    """Threads used by large calls (the caller's included), process-wide; default 1."""
+    _check(_lib.ropekit_set_num_threads(int(n)))
+
+
+def get_num_threads() -> int:
+    """The thread count set by set_num_threads (default 1)."""
+    return int(_lib.ropekit_get_num_threads())

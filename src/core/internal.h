@@ -209,6 +209,37 @@ void rk_ref_rotary(const rk_rotary_plan *p);
 void rk_ref_qknorm(const rk_qknorm_plan *p);
 void rk_ref_regroup(const rk_regroup_plan *p);
 
+/* ---- CPU dispatch (src/cpu/dispatch.c) -----------------------------------------------------
+ * The entry points call these once a plan is checked: they pick the variant chosen at first use
+ * (cpuid, or ROPEKIT_CPU_VARIANT) and split the tokens over threads. Every variant gives the
+ * bits of rk_ref_*; an empty plan is a no-op. */
+void rk_cpu_rotary(const rk_rotary_plan *p);
+void rk_cpu_qknorm(const rk_qknorm_plan *p);
+void rk_cpu_regroup(const rk_regroup_plan *p);
+
+/* Calls moving fewer bytes than this stay on the calling thread (tests set 0 to split tiny
+ * calls too; a negative value restores the default). */
+void rk_cpu_set_parallel_threshold(int64_t bytes);
+/* Rotary outputs of at least this many bytes per thread are written with streaming stores
+ * (tests set 0 to exercise them; a negative value restores the default). */
+void rk_cpu_set_stream_threshold(int64_t bytes);
+int64_t rk_cpu_stream_threshold(void);
+
+/* A variant's kernels: each runs a whole (sub)plan on the calling thread. */
+typedef struct rk_cpu_kernels {
+    const char *name;
+    void (*rotary)(const rk_rotary_plan *p);
+    void (*qknorm)(const rk_qknorm_plan *p);
+    void (*regroup)(const rk_regroup_plan *p);
+} rk_cpu_kernels;
+extern const rk_cpu_kernels rk_kernels_ref;
+#if defined(__x86_64__) || defined(_M_X64)
+extern const rk_cpu_kernels rk_kernels_avx2, rk_kernels_avx512;
+#endif
+#if defined(__aarch64__)
+extern const rk_cpu_kernels rk_kernels_neon;
+#endif
+
 /* FP8-E4M3FN round trip of one float (exposed for tests). */
 float rk_e4m3_round(float v);
 

@@ -310,7 +310,7 @@ ropekit_status rk_check_position_ids(rk_rotary_plan *p) {
 
 static void run_rotary(const rk_rotary_plan *p) {
     if (p->B == 0 || p->S == 0 || p->N == 0) return;
-    rk_ref_rotary(p);
+    rk_cpu_rotary(p);
 }
 
 ropekit_status rk_plan_rotary_embedding(const ropekit_tensor *x, const ropekit_tensor *cos_cache,
@@ -627,7 +627,7 @@ ropekit_status ropekit_qknorm_rotary_embedding(
     rk_clear_error();
     rk_qknorm_plan p;
     RK_TRY(rk_plan_qknorm_rotary_embedding(query, kv, kv_norm_weight, cos, sin, attrs, query_out, kv_out, &p));
-    if (p.B > 0 && p.S > 0) rk_ref_qknorm(&p);
+    if (p.B > 0 && p.S > 0) rk_cpu_qknorm(&p);
     return ROPEKIT_OK;
 }
 
@@ -688,6 +688,6 @@ ropekit_status ropekit_inverse_rotary_regroup(const ropekit_tensor *input,
     rk_clear_error();
     rk_regroup_plan p;
     RK_TRY(rk_plan_inverse_rotary_regroup(input, cos, sin, attrs, out, &p));
-    if (p.N > 0) rk_ref_regroup(&p);
+    if (p.N > 0) rk_cpu_regroup(&p);
     return ROPEKIT_OK;
 }

@@ -1,0 +1,469 @@
+/* ropekit_bench: CPU speed of every operator on model shapes, as effective bandwidth and as a
+ * fraction of a memcpy of the same bytes measured in the same run with the same thread count.
+ *
+ *   ropekit_bench [--json] [--threads 1,2] [--filter NAME] [--dtypes f32,f16,bf16] [--time S]
+ *                 [--sweep]   (--sweep: the Llama head layout, 40 x 128, over S = 1 .. 8192)
+ *
+ * Bytes moved per call: read x + write y + the cos/sin values once per token (QKNorm: query,
+ * kv, their outputs, cos/sin; the regroup: input, output, cos/sin). The memcpy copies half of
+ * those bytes (so it also moves them: read + write). Times are medians of batches after a
+ * warm-up; decode shapes fit in cache and are reported per call. The variant is the library's
+ * (ROPEKIT_CPU_VARIANT=ref|avx2|avx512 to force one). */
+#define _GNU_SOURCE /* madvise, MADV_HUGEPAGE */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "ropekit.h"
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Large buffers get transparent huge pages where the kernel offers them on request, as numpy
+ * and PyTorch ask for them: the memcpy, ropekit and ORT (numpy arrays) all see the same pages. */
+static void *xalloc(size_t n) {
+    void *p = NULL;
+    size_t align = n >= ((size_t)4 << 20) ? (size_t)2 << 20 : 64;
+    if (posix_memalign(&p, align, n ? n : 64) != 0) {
+        fprintf(stderr, "out of memory (%zu bytes)\n", n);
+        exit(2);
+    }
+#ifdef MADV_HUGEPAGE
+    if (align > 64) (void)madvise(p, n, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, n);
+    return p;
+}
+
+static uint64_t g_rng = 0x243F6A8885A308D3ull;
+static double urand(void) {
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+    return (double)(g_rng >> 11) * 0x1p-53;
+}
+
+static uint16_t f32_to_16(float f, ropekit_dtype t) { /* round to nearest even */
+    if (t == ROPEKIT_BFLOAT16) {
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        u += 0x7fffu + ((u >> 16) & 1u);
+        return (uint16_t)(u >> 16);
+    }
+    /* float16 by hand (values here are normal and small) */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a < 0x38800000u) return (uint16_t)sign; /* tiny: zero is fine for timing data */
+    return (uint16_t)(sign | (((a - 0x38000000u) + 0xfffu + ((a >> 13) & 1u)) >> 13));
+}
+
+static void fill(void *p, ropekit_dtype t, size_t n, double lo, double hi) {
+    for (size_t i = 0; i < n; ++i) {
+        float v = (float)(lo + (hi - lo) * urand());
+        if (t == ROPEKIT_FLOAT32)
+            ((float *)p)[i] = v;
+        else
+            ((uint16_t *)p)[i] = f32_to_16(v, t);
+    }
+}
+
+/* cos/sin of random angles (rounded to t), so that repeated in-place calls neither grow nor
+ * shrink the data (no infinities or subnormals creeping in over thousands of repeats). */
+static void fill_cos_sin(void *c, void *s, ropekit_dtype t, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        double a = 6.283185307179586 * urand();
+        float cv = (float)cos(a), sv = (float)sin(a);
+        if (t == ROPEKIT_FLOAT32)
+            ((float *)c)[i] = cv, ((float *)s)[i] = sv;
+        else
+            ((uint16_t *)c)[i] = f32_to_16(cv, t), ((uint16_t *)s)[i] = f32_to_16(sv, t);
+    }
+}
+
+/* ---- memcpy over T threads (helpers sleep on a condition variable between copies; copies
+ * under 256 KiB stay on one thread, as ropekit's calls do) ------------------------------------ */
+
+typedef struct copy_job {
+    char *dst;
+    const char *src;
+    size_t n;
+} copy_job;
+static copy_job g_copy;
+static pthread_mutex_t g_copy_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_copy_cv = PTHREAD_COND_INITIALIZER,
+                      g_copy_done_cv = PTHREAD_COND_INITIALIZER;
+static int g_copy_gen, g_copy_left, g_copy_quit, g_copy_gen_start;
+static int g_copy_threads = 1;
+static pthread_t g_copy_tid[16];
+
+static void copy_part(int i, int parts) {
+    size_t b = g_copy.n * (size_t)i / (size_t)parts, e = g_copy.n * (size_t)(i + 1) / (size_t)parts;
+    b &= ~(size_t)63, e = i == parts - 1 ? g_copy.n : e & ~(size_t)63;
+    memcpy(g_copy.dst + b, g_copy.src + b, e - b);
+}
+
+static void *copy_worker(void *arg) {
+    int id = (int)(intptr_t)arg;
+    pthread_mutex_lock(&g_copy_mu);
+    int seen = g_copy_gen_start; /* jobs posted before this thread started are not its own */
+    for (;;) {
+        while (g_copy_gen == seen && !g_copy_quit)
+            pthread_cond_wait(&g_copy_cv, &g_copy_mu);
+        if (g_copy_quit) break;
+        seen = g_copy_gen;
+        pthread_mutex_unlock(&g_copy_mu);
+        copy_part(id, g_copy_threads);
+        pthread_mutex_lock(&g_copy_mu);
+        if (--g_copy_left == 0) pthread_cond_signal(&g_copy_done_cv);
+    }
+    pthread_mutex_unlock(&g_copy_mu);
+    return NULL;
+}
+
+static void copy_threads_start(int t) {
+    g_copy_threads = t;
+    g_copy_quit = 0;
+    g_copy_gen_start = g_copy_gen;
+    for (int i = 1; i < t; ++i)
+        pthread_create(&g_copy_tid[i], NULL, copy_worker, (void *)(intptr_t)i);
+}
+static void copy_threads_stop(void) {
+    pthread_mutex_lock(&g_copy_mu);
+    g_copy_quit = 1;
+    pthread_cond_broadcast(&g_copy_cv);
+    pthread_mutex_unlock(&g_copy_mu);
+    for (int i = 1; i < g_copy_threads; ++i)
+        pthread_join(g_copy_tid[i], NULL);
+    g_copy_threads = 1;
+}
+static void par_memcpy(void *dst, const void *src, size_t n) {
+    g_copy.dst = dst, g_copy.src = src, g_copy.n = n;
+    if (g_copy_threads == 1 || 2 * n < 256 * 1024) {
+        memcpy(dst, src, n);
+        return;
+    }
+    pthread_mutex_lock(&g_copy_mu);
+    g_copy_left = g_copy_threads - 1;
+    ++g_copy_gen;
+    pthread_cond_broadcast(&g_copy_cv);
+    pthread_mutex_unlock(&g_copy_mu);
+    copy_part(0, g_copy_threads);
+    pthread_mutex_lock(&g_copy_mu);
+    while (g_copy_left > 0)
+        pthread_cond_wait(&g_copy_done_cv, &g_copy_mu);
+    pthread_mutex_unlock(&g_copy_mu);
+}
+
+/* ---- timing ------------------------------------------------------------------------------- */
+
+typedef void (*call_fn)(void *ctx);
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double g_budget = 0.4; /* seconds per measurement */
+
+/* Calls per batch so that a batch takes about 1 ms. */
+static int calibrate(call_fn f, void *ctx, double *one_out) {
+    for (int i = 0; i < 3; ++i)
+        f(ctx);
+    double t0 = now_s();
+    f(ctx);
+    double one = now_s() - t0;
+    if (one < 1e-9) one = 1e-9;
+    *one_out = one;
+    return one < 1e-3 ? (int)(1e-3 / one) + 1 : 1;
+}
+
+/* Median seconds per call of f and of g, their batches alternating (so a burst of load on the
+ * shared machine hits both), after a warm-up. */
+static void time_pair(call_fn f, void *fc, call_fn g, void *gc, double *tf, double *tg, double *bf,
+                      double *bg) {
+    double of, og;
+    int kf = calibrate(f, fc, &of), kg = calibrate(g, gc, &og);
+    int batches = (int)(g_budget / (of * kf + og * kg)) + 1;
+    if (batches < 7) batches = 7;
+    if (batches > 2001) batches = 2001;
+    double *v = malloc(sizeof(double) * (size_t)batches),
+           *w = malloc(sizeof(double) * (size_t)batches);
+    for (int b = 0; b < batches; ++b) {
+        double t0 = now_s();
+        for (int i = 0; i < kf; ++i)
+            f(fc);
+        double t1 = now_s();
+        for (int i = 0; i < kg; ++i)
+            g(gc);
+        double t2 = now_s();
+        v[b] = (t1 - t0) / kf, w[b] = (t2 - t1) / kg;
+    }
+    qsort(v, (size_t)batches, sizeof(double), cmp_d);
+    qsort(w, (size_t)batches, sizeof(double), cmp_d);
+    *tf = v[batches / 2], *tg = w[batches / 2];
+    *bf = v[0], *bg = w[0];
+    free(v), free(w);
+}
+
+typedef struct copy_ctx {
+    void *dst, *src;
+    size_t n;
+} copy_ctx;
+static void call_copy(void *ctx) {
+    copy_ctx *c = (copy_ctx *)ctx;
+    par_memcpy(c->dst, c->src, c->n);
+}
+
+/* ---- shapes ------------------------------------------------------------------------------- */
+
+enum { K_ROTARY, K_MROPE, K_QKNORM, K_REGROUP };
+typedef struct shape {
+    const char *name;
+    int kind;
+    int64_t B, S, N, H, R; /* rotary: N = q+kv heads. qknorm: N heads, H head_dim, R rope. */
+    int64_t groups;        /* regroup */
+    int packed;            /* rotary: x is the q+k part of a packed QKV buffer, rotated in place */
+} shape;
+
+static const shape g_shapes[] = {
+    {"llama3-8b prefill", K_ROTARY, 1, 4096, 40, 128, 128, 0, 0},
+    {"llama3-8b QKV in place", K_ROTARY, 1, 4096, 40, 128, 128, 0, 1},
+    {"qwen3-0.6b prefill", K_ROTARY, 4, 2048, 24, 128, 128, 0, 0},
+    {"phi-2 partial R=32", K_ROTARY, 1, 2048, 64, 80, 32, 0, 0},
+    {"qwen2.5-vl mrope", K_MROPE, 1, 4096, 32, 128, 128, 0, 0},
+    {"decode B=1 32x128", K_ROTARY, 1, 1, 32, 128, 128, 0, 0},
+    {"decode B=64 40x128", K_ROTARY, 64, 1, 40, 128, 128, 0, 0},
+    {"dsv4 qknorm S=256", K_QKNORM, 1, 256, 128, 512, 64, 0, 0},
+    {"dsv4 regroup N=256", K_REGROUP, 1, 256, 128, 512, 64, 8, 0},
+};
+
+typedef struct run_ctx {
+    int kind;
+    ropekit_tensor x, y, cos, sin, pos, kv, kvo, w;
+    ropekit_rotary_embedding_attrs a;
+    ropekit_mrotary_embedding_attrs ma;
+    ropekit_qknorm_rotary_embedding_attrs qa;
+    ropekit_inverse_rotary_regroup_attrs ra;
+} run_ctx;
+
+static void call_op(void *ctx) {
+    run_ctx *c = (run_ctx *)ctx;
+    ropekit_status st = ROPEKIT_OK;
+    switch (c->kind) {
+    case K_ROTARY:
+        st = ropekit_rotary_embedding(&c->x, &c->cos, &c->sin, &c->pos, &c->a, &c->y);
+        break;
+    case K_MROPE:
+        st = ropekit_mrotary_embedding(&c->x, &c->pos, &c->cos, &c->sin, &c->ma, &c->y);
+        break;
+    case K_QKNORM:
+        st = ropekit_qknorm_rotary_embedding(&c->x, &c->kv, &c->w, &c->cos, &c->sin, &c->qa, &c->y,
+                                             &c->kvo);
+        break;
+    default: st = ropekit_inverse_rotary_regroup(&c->x, &c->cos, &c->sin, &c->ra, &c->y); break;
+    }
+    if (st != ROPEKIT_OK) {
+        fprintf(stderr, "bench call failed: %s\n", ropekit_last_error());
+        exit(1);
+    }
+}
+
+typedef struct result {
+    const char *shape, *dtype;
+    int threads;
+    double sec, bytes, copy_sec;
+    double best_sec, best_copy_sec; /* fastest batch: less sensitive to a busy machine */
+} result;
+
+static const char *dname(ropekit_dtype t) {
+    return t == ROPEKIT_FLOAT32 ? "f32" : t == ROPEKIT_FLOAT16 ? "f16" : "bf16";
+}
+
+static result bench_one(const shape *sh, ropekit_dtype T, int threads) {
+    const size_t es = ropekit_dtype_size(T);
+    run_ctx c;
+    memset(&c, 0, sizeof c);
+    c.kind = sh->kind;
+    const int64_t B = sh->B, S = sh->S, N = sh->N, H = sh->H, R = sh->R, h = R / 2;
+    double bytes = 0;
+    void *bufs[8] = {0};
+    int nb = 0;
+    if (sh->kind == K_ROTARY || sh->kind == K_MROPE) {
+        int64_t P = S < 4096 ? 4096 : S;
+        size_t nx = (size_t)(B * S * N * H);
+        void *x = bufs[nb++] = xalloc(nx * es), *y = bufs[nb++] = xalloc(nx * es);
+        fill(x, T, nx, -2, 2);
+        void *tc = bufs[nb++] = xalloc((size_t)(P * h) * es),
+             *ts = bufs[nb++] = xalloc((size_t)(P * h) * es);
+        fill_cos_sin(tc, ts, T, (size_t)(P * h)); /* a true rotation: in place keeps |x| */
+        int64_t xs[3] = {B, S, N * H}, tsh[2] = {P, h};
+        c.x = ropekit_tensor_contiguous(x, T, 3, xs);
+        c.y = ropekit_tensor_contiguous(y, T, 3, xs);
+        if (sh->packed) { /* (B, S, (N + N/5) * H): q and k heads, then v (8 of 40 heads) */
+            int64_t row = (N + N / 5) * H;
+            void *qkv = bufs[nb++] = xalloc((size_t)(B * S * row) * es);
+            fill(qkv, T, (size_t)(B * S * row), -2, 2);
+            c.x = (ropekit_tensor){qkv, T, 3, {B, S, N * H}, {S * row, row, 1}};
+            c.y = c.x;
+        }
+        c.cos = ropekit_tensor_contiguous(tc, T, 2, tsh);
+        c.sin = ropekit_tensor_contiguous(ts, T, 2, tsh);
+        int streams = sh->kind == K_MROPE ? 3 : 1;
+        int64_t *pos = bufs[nb++] = xalloc((size_t)(streams * B * S) * 8);
+        for (int64_t i = 0; i < streams * B * S; ++i)
+            pos[i] = S == 1 ? (int64_t)(urand() * (double)(P - 1)) : (i % S);
+        if (sh->kind == K_MROPE) {
+            int64_t psh[3] = {3, B, S};
+            c.pos = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 3, psh);
+            c.ma = (ropekit_mrotary_embedding_attrs){{16, 24, 24}, 0, 0, R, N, 1.0f, 0, 0};
+        } else {
+            int64_t psh[2] = {B, S};
+            c.pos = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, psh);
+            c.a = (ropekit_rotary_embedding_attrs){0, R, N, 0};
+        }
+        bytes = 2.0 * (double)nx * (double)es + (double)(B * S * R) * (double)es;
+    } else if (sh->kind == K_QKNORM) {
+        size_t nq = (size_t)(B * S * N * H), nk = (size_t)(B * S * H), nt = (size_t)(B * S * R);
+        void *q = bufs[nb++] = xalloc(nq * es), *qo = bufs[nb++] = xalloc(nq * es);
+        void *kv = bufs[nb++] = xalloc(nk * es), *kvo = bufs[nb++] = xalloc(nk * es);
+        float *w = bufs[nb++] = xalloc((size_t)H * 4);
+        float *cs = bufs[nb++] = xalloc(nt * 4), *sn = bufs[nb++] = xalloc(nt * 4);
+        fill(q, T, nq, -2, 2), fill(kv, T, nk, -2, 2),
+            fill(w, ROPEKIT_FLOAT32, (size_t)H, 0.5, 1.5);
+        fill(cs, ROPEKIT_FLOAT32, nt, -1, 1), fill(sn, ROPEKIT_FLOAT32, nt, -1, 1);
+        c.x = ropekit_tensor_contiguous(q, T, 3, (int64_t[]){B, S, N * H});
+        c.y = ropekit_tensor_contiguous(qo, T, 4, (int64_t[]){B, S, N, H});
+        c.kv = ropekit_tensor_contiguous(kv, T, 3, (int64_t[]){B, S, H});
+        c.kvo = ropekit_tensor_contiguous(kvo, T, 3, (int64_t[]){B, S, H});
+        c.w = ropekit_tensor_contiguous(w, ROPEKIT_FLOAT32, 1, (int64_t[]){H});
+        c.cos = ropekit_tensor_contiguous(cs, ROPEKIT_FLOAT32, 3, (int64_t[]){B, S, R});
+        c.sin = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 3, (int64_t[]){B, S, R});
+        c.qa = (ropekit_qknorm_rotary_embedding_attrs){N, H, R, 1e-6f, 1};
+        bytes = 2.0 * (double)(nq + nk) * (double)es + 2.0 * (double)nt * 4;
+    } else {
+        int64_t T_ = S * B, F = N * H, G = sh->groups;
+        size_t nx = (size_t)(T_ * F), nt = (size_t)(T_ * R);
+        void *x = bufs[nb++] = xalloc(nx * es), *o = bufs[nb++] = xalloc(nx * es);
+        float *cs = bufs[nb++] = xalloc(nt * 4), *sn = bufs[nb++] = xalloc(nt * 4);
+        fill(x, T, nx, -2, 2), fill(cs, ROPEKIT_FLOAT32, nt, -1, 1),
+            fill(sn, ROPEKIT_FLOAT32, nt, -1, 1);
+        c.x = ropekit_tensor_contiguous(x, T, 2, (int64_t[]){T_, F});
+        c.y = ropekit_tensor_contiguous(o, T, 3, (int64_t[]){G, T_, F / G});
+        c.cos = ropekit_tensor_contiguous(cs, ROPEKIT_FLOAT32, 2, (int64_t[]){T_, R});
+        c.sin = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, (int64_t[]){T_, R});
+        c.ra = (ropekit_inverse_rotary_regroup_attrs){N, H, R, G};
+        bytes = 2.0 * (double)nx * (double)es + 2.0 * (double)nt * 4;
+    }
+    ropekit_set_num_threads(threads);
+    result r = {sh->name, dname(T), threads, 0, bytes, 0, 0, 0};
+    /* memcpy of half the bytes (read + write = the same bytes moved), same thread count */
+    size_t half = (size_t)(bytes / 2);
+    copy_ctx cc = {xalloc(half), xalloc(half), half};
+    memset(cc.src, 1, half);
+    copy_threads_start(threads);
+    time_pair(call_op, &c, call_copy, &cc, &r.sec, &r.copy_sec, &r.best_sec, &r.best_copy_sec);
+    copy_threads_stop();
+    free(cc.dst), free(cc.src);
+    for (int i = 0; i < nb; ++i)
+        free(bufs[i]);
+    return r;
+}
+
+int main(int argc, char **argv) {
+    int json = 0, sweep = 0;
+    const char *filter = NULL;
+    int threads[4] = {1, 2}, nthreads = 2;
+    int dt_on[3] = {1, 1, 1};
+    for (int i = 1; i < argc; ++i) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else if (strcmp(argv[i], "--sweep") == 0)
+            sweep = 1;
+        else if (strcmp(argv[i], "--filter") == 0 && i + 1 < argc)
+            filter = argv[++i];
+        else if (strcmp(argv[i], "--time") == 0 && i + 1 < argc)
+            g_budget = atof(argv[++i]);
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+            nthreads = 0;
+            for (char *t = strtok(argv[++i], ","); t && nthreads < 4; t = strtok(NULL, ","))
+                threads[nthreads++] = atoi(t);
+        } else if (strcmp(argv[i], "--dtypes") == 0 && i + 1 < argc) {
+            dt_on[0] = dt_on[1] = dt_on[2] = 0;
+            for (char *t = strtok(argv[++i], ","); t; t = strtok(NULL, ","))
+                for (int d = 0; d < 3; ++d)
+                    if (strcmp(t, d == 0 ? "f32" : d == 1 ? "f16" : "bf16") == 0) dt_on[d] = 1;
+        } else {
+            fprintf(stderr,
+                    "usage: %s [--json] [--threads 1,2] [--filter NAME] "
+                    "[--dtypes f32,f16,bf16] [--time SECONDS] [--sweep]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    const char *variant = ropekit_cpu_variant();
+    if (json)
+        printf("{\"variant\": \"%s\", \"results\": [\n", variant);
+    else {
+        printf("variant %s; median per call; GB/s = bytes moved / time; ratio = that / memcpy "
+               "GB/s of the same bytes, same threads; best = the same ratio from the fastest "
+               "batches\n",
+               variant);
+        printf("%-22s %-5s %3s %12s %10s %9s %9s %8s %8s\n", "shape", "dtype", "thr", "time",
+               "MB moved", "GB/s", "memcpy", "ratio", "best");
+    }
+    shape shapes[64];
+    char names[64][32];
+    size_t nshapes = 0;
+    if (sweep) {
+        for (int64_t S = 1; S <= 8192; S *= 2, ++nshapes) {
+            snprintf(names[nshapes], sizeof names[0], "sweep S=%lld", (long long)S);
+            shapes[nshapes] = (shape){names[nshapes], K_ROTARY, 1, S, 40, 128, 128, 0, 0};
+        }
+    } else {
+        nshapes = sizeof g_shapes / sizeof g_shapes[0];
+        memcpy(shapes, g_shapes, sizeof g_shapes);
+    }
+    int first = 1;
+    for (size_t s = 0; s < nshapes; ++s) {
+        if (filter && !strstr(shapes[s].name, filter)) continue;
+        for (int d = 0; d < 3; ++d) {
+            if (!dt_on[d]) continue;
+            for (int t = 0; t < nthreads; ++t) {
+                result r = bench_one(&shapes[s], dts[d], threads[t]);
+                double gbs = r.bytes / r.sec * 1e-9, cgbs = r.bytes / r.copy_sec * 1e-9;
+                if (json) {
+                    printf(
+                        "%s  {\"shape\": \"%s\", \"dtype\": \"%s\", \"threads\": %d, "
+                        "\"seconds\": %.9g, \"bytes\": %.0f, \"gbps\": %.4g, "
+                        "\"memcpy_seconds\": %.9g, \"memcpy_gbps\": %.4g, \"ratio_memcpy\": %.4g, "
+                        "\"best_seconds\": %.9g, \"best_memcpy_seconds\": %.9g, "
+                        "\"best_ratio_memcpy\": %.4g, \"variant\": \"%s\"}",
+                        first ? "" : ",\n", r.shape, r.dtype, r.threads, r.sec, r.bytes, gbs,
+                        r.copy_sec, cgbs, gbs / cgbs, r.best_sec, r.best_copy_sec,
+                        r.best_copy_sec / r.best_sec, variant);
+                } else {
+                    char tbuf[32];
+                    if (r.sec < 1e-3)
+                        snprintf(tbuf, sizeof tbuf, "%.0f ns", r.sec * 1e9);
+                    else
+                        snprintf(tbuf, sizeof tbuf, "%.3f ms", r.sec * 1e3);
+                    printf("%-22s %-5s %3d %12s %10.2f %9.2f %9.2f %8.2f %8.2f\n", r.shape, r.dtype,
+                           r.threads, tbuf, r.bytes * 1e-6, gbs, cgbs, gbs / cgbs,
+                           r.best_copy_sec / r.best_sec);
+                }
+                fflush(stdout);
+                first = 0;
+            }
+        }
+    }
+    if (json) printf("\n]}\n");
+    return 0;
+}

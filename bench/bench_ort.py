@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""ropekit vs onnxruntime's CPU RotaryEmbedding, and bench/results-cpu.md.
+
+Runs the C benchmark (build/ropekit_bench --json: ropekit and a memcpy of the same bytes, same
+thread count, same process), then times onnxruntime's CPU kernel on the same shapes: a one-node
+ai.onnx.RotaryEmbedding (opset 23) model, intra_op_num_threads = the same thread count, inputs and
+a preallocated output bound once (IOBinding), median of batches after a warm-up. ORT has no
+bfloat16 RotaryEmbedding on CPU and no MRotaryEmbedding / QKNormRotaryEmbedding /
+InverseRotaryRegroup kernels: those rows have no ORT figure.
+
+    .venv/bin/python bench/bench_ort.py [--bench build/ropekit_bench] [--time 0.4] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnxruntime as ort
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# The C benchmark's rotary shapes: name -> (B, S, N = q+kv heads, H, R)
+ROTARY_SHAPES = {
+    "llama3-8b prefill": (1, 4096, 40, 128, 128),
+    "qwen3-0.6b prefill": (4, 2048, 24, 128, 128),
+    "phi-2 partial R=32": (1, 2048, 64, 80, 32),
+    "decode B=1 32x128": (1, 1, 32, 128, 128),
+    "decode B=64 40x128": (64, 1, 40, 128, 128),
+}
+SWEEP = [2**i for i in range(14)]  # S for the plot, 40 x 128 heads
+
+
+def sh(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        return ""
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(pathlib.Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def rotary_model(B, S, N, H, R, P, dtype) -> bytes:
+    T = onnx.TensorProto.FLOAT if dtype == np.float32 else onnx.TensorProto.FLOAT16
+    ins = [oh.make_tensor_value_info("x", T, [B, S, N * H]),
+           oh.make_tensor_value_info("cos", T, [P, R // 2]),
+           oh.make_tensor_value_info("sin", T, [P, R // 2]),
+           oh.make_tensor_value_info("pos", onnx.TensorProto.INT64, [B, S])]
+    node = oh.make_node("RotaryEmbedding", ["x", "cos", "sin", "pos"], ["y"], num_heads=N,
+                        rotary_embedding_dim=R, interleaved=0)
+    g = oh.make_graph([node], "rope", ins, [oh.make_tensor_value_info("y", T, [B, S, N * H])])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 23)])
+    m.ir_version = 10
+    return m.SerializeToString()
+
+
+def time_ort(B, S, N, H, R, dtype, threads, budget) -> float:
+    """Median seconds per run of ORT's CPU RotaryEmbedding."""
+    P = max(S, 4096)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-2, 2, (B, S, N * H)).astype(dtype)
+    ang = rng.uniform(0, 6.28, (P, R // 2))
+    cos, sin = np.cos(ang).astype(dtype), np.sin(ang).astype(dtype)
+    pos = (np.tile(np.arange(S, dtype=np.int64), (B, 1)) if S > 1
+           else rng.integers(0, P, (B, S), dtype=np.int64))
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(rotary_model(B, S, N, H, R, P, dtype), so,
+                                providers=["CPUExecutionProvider"])
+    y = np.empty_like(x)
+    io = sess.io_binding()
+    for name, arr in (("x", x), ("cos", cos), ("sin", sin), ("pos", pos)):
+        io.bind_cpu_input(name, arr)
+    io.bind_output("y", "cpu", 0, y.dtype, y.shape, y.ctypes.data)
+    for _ in range(3):
+        sess.run_with_iobinding(io)
+    t0 = time.perf_counter()
+    sess.run_with_iobinding(io)
+    one = max(time.perf_counter() - t0, 1e-7)
+    k = int(1e-3 / one) + 1 if one < 1e-3 else 1
+    batches = min(max(int(budget / (one * k)) + 1, 7), 2001)
+    v = []
+    for _ in range(batches):
+        t0 = time.perf_counter()
+        for _ in range(k):
+            sess.run_with_iobinding(io)
+        v.append((time.perf_counter() - t0) / k)
+    v.sort()
+    return v[len(v) // 2]
+
+
+def check_ort_matches_ropekit() -> str:
+    """A sanity check that the ORT model computes the op ropekit computes (small f32 case)."""
+    sys.path.insert(0, str(ROOT / "python"))
+    os.environ.setdefault("ROPEKIT_LIB", str(ROOT / "build" / "libropekit.so"))
+    try:
+        import ropekit
+    except Exception as e:  # noqa: BLE001
+        return f"not run ({e})"
+    B, S, N, H, R, P = 2, 5, 3, 16, 8, 11
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((B, S, N * H)).astype(np.float32)
+    ang = rng.uniform(0, 6.28, (P, R // 2))
+    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    pos = rng.integers(0, P, (B, S), dtype=np.int64)
+    sess = ort.InferenceSession(rotary_model(B, S, N, H, R, P, np.float32),
+                                providers=["CPUExecutionProvider"])
+    want = sess.run(None, {"x": x, "cos": cos, "sin": sin, "pos": pos})[0]
+    got = ropekit.rotary_embedding(x, cos, sin, pos, num_heads=N, rotary_embedding_dim=R)
+    err = float(np.max(np.abs(got - want)))
+    return f"max |ropekit - ORT| = {err:.3g} on a small f32 case (same op)"
+
+
+def run_c_bench(exe, budget, extra) -> dict:
+    out = subprocess.run([exe, "--json", "--time", str(budget), *extra], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def fmt_time(s: float) -> str:
+    return f"{s * 1e9:.0f} ns" if s < 1e-3 else f"{s * 1e3:.3f} ms"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench", default=str(ROOT / "build" / "ropekit_bench"))
+    ap.add_argument("--time", type=float, default=0.4, help="seconds per measurement")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--quick", action="store_true", help="no sweep / plot")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results-cpu.md"))
+    args = ap.parse_args()
+    thread_list = [int(t) for t in args.threads.split(",")]
+
+    load_before = loadavg()
+    started = datetime.datetime.now(datetime.timezone.utc)
+    c = run_c_bench(args.bench, args.time, ["--threads", args.threads])
+    rows = c["results"]
+    ort_t = {}
+    for r in rows:
+        if r["shape"] in ROTARY_SHAPES and r["dtype"] in ("f32", "f16"):
+            B, S, N, H, R = ROTARY_SHAPES[r["shape"]]
+            dt = np.float32 if r["dtype"] == "f32" else np.float16
+            ort_t[(r["shape"], r["dtype"], r["threads"])] = time_ort(B, S, N, H, R, dt, r["threads"], args.time)
+            print(f"ORT {r['shape']} {r['dtype']} t{r['threads']}: {fmt_time(ort_t[(r['shape'], r['dtype'], r['threads'])])}",
+                  file=sys.stderr)
+
+    sweep_rows, sweep_ort = [], {}
+    if not args.quick:
+        sweep_rows = run_c_bench(args.bench, min(args.time, 0.2),
+                                 ["--sweep", "--threads", "1", "--dtypes", "f32,bf16"])["results"]
+        for S in SWEEP:
+            sweep_ort[S] = time_ort(1, S, 40, 128, 128, np.float32, 1, min(args.time, 0.2))
+    load_after = loadavg()
+
+    commit = sh(["git", "rev-parse", "HEAD"]) or "?"
+    dirty = sh(["git", "status", "--porcelain", "--untracked-files=no"])
+    untracked = sh(["git", "status", "--porcelain"])
+    cpu = sh(["bash", "-c", "lscpu | sed -n 's/^Model name: *//p' | head -1"]) or platform.processor()
+    caches = sh(["bash", "-c", "lscpu | grep -E '^(L1d|L2|L3)' | sed 's/  */ /g' | paste -sd';'"])
+    flags = sh(["bash", "-c", "grep -o -w -E 'avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_bf16|avx512_fp16' /proc/cpuinfo | sort -u | paste -sd' '"])
+
+    L = []
+    L.append("# ropekit CPU benchmark results\n")
+    L.append(f"Generated by `bench/bench_ort.py` (which runs `build/ropekit_bench --json`) on "
+             f"{started:%Y-%m-%d %H:%M} UTC.\n")
+    L.append(f"- CPU: {cpu}, {os.cpu_count()} cores ({caches}); ISA flags: {flags}")
+    L.append(f"- ropekit variant: **{c['variant']}** (chosen at run time; `ROPEKIT_CPU_VARIANT` forces one)")
+    L.append(f"- commit: `{commit}`" + (" **plus uncommitted changes** (the CPU-speed work was not "
+                                          "committed yet when this ran)" if dirty or untracked else ""))
+    L.append(f"- onnxruntime {ort.__version__} (CPUExecutionProvider), numpy {np.__version__}, "
+             f"Python {platform.python_version()}")
+    L.append(f"- machine load (1/5/15-min load average): {load_before} before, {load_after} after. "
+             "The machine is shared with other engineers' builds; every ropekit figure is paired "
+             "with a memcpy measured in alternating batches in the same process, so the ratio is "
+             "less sensitive to load than the absolute numbers.")
+    L.append(f"- ORT sanity check: {check_ort_matches_ropekit()}\n")
+    L.append("Method: median time per call over batches of ~1 ms after a warm-up. Bytes moved = read x "
+             "+ write y + the cos/sin values once per token (QKNorm: query, kv, both outputs, cos/sin; "
+             "regroup: input, output, cos/sin). GB/s = bytes / time. memcpy = a copy of half those "
+             "bytes (so the same bytes move: read + write), same thread count, in alternating "
+             "batches; 'best' is the same ratio from the fastest batch of each (less sensitive to "
+             "other load on the machine). Out of place (except 'QKV in place': the q+k heads of a "
+             "packed (B, S, 48*128) QKV buffer, rotated in place), contiguous x (B, S, N*H), position ids 0..S-1 (decode: random), "
+             "tables of dtype T with P = max(S, 4096) rows. Decode shapes fit in cache: in-cache "
+             "figures, per call (validation included). ORT: one-node ai.onnx.RotaryEmbedding "
+             "(opset 23) with IOBinding, intra_op_num_threads = threads.\n")
+    L.append("| shape | dtype | threads | ropekit time | MB moved | GB/s | memcpy GB/s | vs memcpy | vs memcpy (best) | ORT time | ORT GB/s | ropekit speedup vs ORT |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        key = (r["shape"], r["dtype"], r["threads"])
+        o = ort_t.get(key)
+        ocol = (f"{fmt_time(o)} | {r['bytes'] / o * 1e-9:.2f} | {o / r['seconds']:.2f}x" if o
+                else "n/a | n/a | n/a")
+        L.append(f"| {r['shape']} | {r['dtype']} | {r['threads']} | {fmt_time(r['seconds'])} | "
+                 f"{r['bytes'] * 1e-6:.2f} | {r['gbps']:.2f} | {r['memcpy_gbps']:.2f} | "
+                 f"{r['ratio_memcpy']:.2f} | {r['best_ratio_memcpy']:.2f} | {ocol} |")
+    L.append("")
+
+    # targets
+    def rows_of(pred):
+        return [r for r in rows if pred(r)]
+    big_rot = rows_of(lambda r: r["shape"] in ("llama3-8b prefill", "llama3-8b QKV in place",
+                                                "qwen3-0.6b prefill", "phi-2 partial R=32",
+                                                "qwen2.5-vl mrope"))
+    qr = rows_of(lambda r: r["shape"].startswith("dsv4"))
+    L.append("## Targets (measured, not asserted)\n")
+    if big_rot:
+        lo = min(big_rot, key=lambda r: r["ratio_memcpy"])
+        L.append(f"- Rotary/MRotary, large shapes, >= 0.9x memcpy: {sum(r['ratio_memcpy'] >= 0.9 for r in big_rot)}"
+                 f"/{len(big_rot)} rows meet it on medians ({sum(r['best_ratio_memcpy'] >= 0.9 for r in big_rot)}"
+                 f"/{len(big_rot)} on best batches); median range {lo['ratio_memcpy']:.2f} .. "
+                 f"{max(r['ratio_memcpy'] for r in big_rot):.2f} (lowest: {lo['shape']} {lo['dtype']} "
+                 f"{lo['threads']} thr).")
+    if qr:
+        lo = min(qr, key=lambda r: r["ratio_memcpy"])
+        L.append(f"- QKNorm/Regroup, >= 0.7x memcpy: {sum(r['ratio_memcpy'] >= 0.7 for r in qr)}/{len(qr)} rows "
+                 f"meet it on medians ({sum(r['best_ratio_memcpy'] >= 0.7 for r in qr)}/{len(qr)} on best "
+                 f"batches); median range {lo['ratio_memcpy']:.2f} .. {max(r['ratio_memcpy'] for r in qr):.2f} "
+                 f"(lowest: {lo['shape']} {lo['dtype']} {lo['threads']} thr).")
+    sp = [(k, ort_t[k] / next(r["seconds"] for r in rows if (r["shape"], r["dtype"], r["threads"]) == k))
+          for k in ort_t]
+    if sp:
+        big = [s for k, s in sp if not k[0].startswith("decode")]
+        L.append(f"- >= 2x ORT: large shapes {sum(s >= 2 for s in big)}/{len(big)} rows, speedup "
+                 f"{min(big):.1f}x .. {max(big):.1f}x; decode {min(s for k, s in sp if k[0].startswith('decode')):.1f}x .. "
+                 f"{max(s for k, s in sp if k[0].startswith('decode')):.1f}x (ORT's per-run session overhead).")
+    dec = rows_of(lambda r: r["shape"] == "decode B=1 32x128" and r["dtype"] == "f32")
+    if dec:
+        per_call = ", ".join(f"{fmt_time(r['seconds'])} ({r['threads']} thr)" for r in dec)
+        L.append(f"- decode, 1 token, 32 heads x 128, f32, < 1 us per call: {per_call}.")
+    L.append("")
+
+    if sweep_rows:
+        L.append("## Bandwidth vs size (Llama heads 40 x 128, B = 1, S = 1 .. 8192, one thread)\n")
+        L.append("| S | MB moved | ropekit f32 GB/s | ropekit bf16 GB/s | memcpy GB/s (f32 bytes) | ORT f32 GB/s |")
+        L.append("|---|---|---|---|---|---|")
+        by = {(r["shape"], r["dtype"]): r for r in sweep_rows}
+        for S in SWEEP:
+            f = by.get((f"sweep S={S}", "f32"))
+            b = by.get((f"sweep S={S}", "bf16"))
+            if not f:
+                continue
+            o = sweep_ort.get(S)
+            L.append(f"| {S} | {f['bytes'] * 1e-6:.3f} | {f['gbps']:.1f} | {b['gbps'] if b else float('nan'):.1f} | "
+                     f"{f['memcpy_gbps']:.1f} | {f['bytes'] / o * 1e-9 if o else float('nan'):.1f} |")
+        L.append("")
+        png = pathlib.Path(args.out).with_name("results-cpu.png")
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+            xs = [by[(f"sweep S={S}", "f32")]["bytes"] * 1e-6 for S in SWEEP]
+            fig, ax = plt.subplots(figsize=(7, 4.2))
+            ax.plot(xs, [by[(f"sweep S={S}", "f32")]["gbps"] for S in SWEEP], "o-", label="ropekit f32")
+            ax.plot([by[(f"sweep S={S}", "bf16")]["bytes"] * 1e-6 for S in SWEEP],
+                    [by[(f"sweep S={S}", "bf16")]["gbps"] for S in SWEEP], "s-", label="ropekit bf16")
+            ax.plot(xs, [by[(f"sweep S={S}", "f32")]["memcpy_gbps"] for S in SWEEP], "k--", label="memcpy (same bytes)")
+            ax.plot(xs, [by[(f"sweep S={S}", "f32")]["bytes"] / sweep_ort[S] * 1e-9 for S in SWEEP], "^-",
+                    label=f"onnxruntime {ort.__version__} f32")
+            ax.set_xscale("log")
+            ax.set_xlabel("MB moved per call (read x + write y + cos/sin)")
+            ax.set_ylabel("GB/s")
+            ax.set_title(f"RotaryEmbedding, 40 heads x 128, 1 thread, {cpu}", fontsize=9)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend()
+            fig.tight_layout()
+            fig.savefig(png, dpi=110)
+            L.append(f"![bandwidth vs size]({png.name})\n")
+        except ImportError:
+            L.append("(matplotlib is not installed: no plot.)\n")
+
+    notes = pathlib.Path(__file__).with_name("results-cpu-notes.md")
+    if notes.exists():
+        L.append(notes.read_text())
+    pathlib.Path(args.out).write_text("\n".join(L) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

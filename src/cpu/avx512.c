@@ -1,0 +1,201 @@
+/* AVX-512 F/BW/VL variant (16 float lanes). Compiled with -mavx512f -mavx512bw -mavx512vl (and
+ * AVX2/FMA/F16C); run only after dispatch.c has checked the CPU. The kernels are in
+ * simd_body.h. bfloat16 is rounded with integer arithmetic: AVX512_BF16's VCVTNEPS2BF16 flushes
+ * subnormals to zero, which rk_f32_to_bf16 does not. */
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+
+typedef __m512 vf;
+typedef __m512d vd;
+#define VL 16
+#define RK_SUFFIX(name) name##_avx512
+#define RK_V static inline __attribute__((always_inline))
+
+RK_V vf f_ld(const float *p) {
+    return _mm512_loadu_ps(p);
+}
+RK_V void f_st(float *p, vf v) {
+    _mm512_storeu_ps(p, v);
+}
+RK_V vf ld_f32(const void *p) {
+    return _mm512_loadu_ps(p);
+}
+RK_V void st_f32(void *p, vf v) {
+    _mm512_storeu_ps(p, v);
+}
+RK_V vf ld_f16(const void *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+RK_V void st_f16(void *p, vf v) {
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(v, 0));
+}
+RK_V vf rt_f16(vf v) {
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, 0));
+}
+RK_V vf ld_bf16(const void *p) {
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+/* rk_f32_to_bf16 in each 32-bit lane (result in the low 16 bits). */
+RK_V __m512i bf16_bits(vf v) {
+    __m512i u = _mm512_castps_si512(v);
+    __m512i hi = _mm512_srli_epi32(u, 16);
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                             _mm512_and_si512(hi, _mm512_set1_epi32(1)))),
+        16);
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    if (__builtin_expect(nan != 0, 0)) /* quiet NaN: the top half with the quiet bit set */
+        r = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+    return r;
+}
+RK_V void st_bf16(void *p, vf v) {
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(bf16_bits(v)));
+}
+RK_V vf rt_bf16(vf v) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(bf16_bits(v), 16));
+}
+
+RK_V vf f_set1(float a) {
+    return _mm512_set1_ps(a);
+}
+RK_V vf f_mul(vf a, vf b) {
+    return _mm512_mul_ps(a, b);
+}
+RK_V vf f_add(vf a, vf b) {
+    return _mm512_add_ps(a, b);
+}
+RK_V vf f_sub(vf a, vf b) {
+    return _mm512_sub_ps(a, b);
+}
+RK_V vf f_div(vf a, vf b) {
+    return _mm512_div_ps(a, b);
+}
+RK_V vf f_xor(vf a, vf b) {
+    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+}
+RK_V vf f_addsub(vf a, vf b) {
+    return _mm512_mask_sub_ps(_mm512_add_ps(a, b), 0x5555, a, b);
+}
+RK_V vf f_dupe(vf a) {
+    return _mm512_moveldup_ps(a);
+}
+RK_V vf f_dupo(vf a) {
+    return _mm512_movehdup_ps(a);
+}
+/* max/min return the second operand when either is NaN */
+RK_V vf f_max(vf a, vf b) {
+    return _mm512_max_ps(a, b);
+}
+RK_V vf f_min(vf a, vf b) {
+    return _mm512_min_ps(a, b);
+}
+RK_V vf f_abs(vf a) {
+    return _mm512_castsi512_ps(
+        _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff)));
+}
+RK_V float f_hmax(vf a) {
+    return _mm512_reduce_max_ps(a);
+}
+/* Round to the FP8-E4M3FN grid, ties to even (|v| <= 448, not NaN): the step is 2^q with
+ * q = max(floor(log2|v|) - 3, -9); adding and subtracting 2^(q+23) rounds to it. */
+RK_V vf f_e4m3(vf v) {
+    __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    __m512i u = _mm512_castps_si512(v);
+    __m512 a = _mm512_castsi512_ps(_mm512_andnot_si512(sign, u));
+    __m512i e =
+        _mm512_sub_epi32(_mm512_srli_epi32(_mm512_castps_si512(a), 23), _mm512_set1_epi32(127 + 3));
+    e = _mm512_max_epi32(e, _mm512_set1_epi32(-9));
+    __m512 c = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(127 + 23)), 23));
+    __m512 r = _mm512_sub_ps(_mm512_add_ps(a, c), c);
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), _mm512_and_si512(sign, u)));
+}
+
+RK_V vd d_zero(void) {
+    return _mm512_setzero_pd();
+}
+RK_V vd d_lo(vf a) {
+    return _mm512_cvtps_pd(_mm512_castps512_ps256(a));
+}
+RK_V vd d_hi(vf a) {
+    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+}
+RK_V vf d_pack(vd lo, vd hi) {
+    __m512d l = _mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)));
+    return _mm512_castpd_ps(_mm512_insertf64x4(l, _mm256_castps_pd(_mm512_cvtpd_ps(hi)), 1));
+}
+RK_V vd d_ld(const double *p) {
+    return _mm512_loadu_pd(p);
+}
+RK_V void d_st(double *p, vd v) {
+    _mm512_storeu_pd(p, v);
+}
+RK_V vd d_mul(vd a, vd b) {
+    return _mm512_mul_pd(a, b);
+}
+RK_V vd d_add(vd a, vd b) {
+    return _mm512_add_pd(a, b);
+}
+RK_V vd d_addsub(vd a, vd b) {
+    return _mm512_mask_sub_pd(_mm512_add_pd(a, b), 0x55, a, b);
+}
+RK_V vd d_dupe(vd a) {
+    return _mm512_movedup_pd(a);
+}
+RK_V vd d_dupo(vd a) {
+    return _mm512_permute_pd(a, 0xff);
+}
+RK_V vd d_swap(vd a) {
+    return _mm512_permute_pd(a, 0x55);
+}
+/* Non-temporal (streaming) stores of the same values; p aligned to 32 bytes. */
+RK_V void f_st_nt(float *p, vf v) {
+    _mm512_stream_ps(p, v);
+} /* p aligned to 64 bytes */
+RK_V void st_f16_nt(void *p, vf v) {
+    _mm256_stream_si256((__m256i *)p, _mm512_cvtps_ph(v, 0));
+}
+RK_V void st_bf16_nt(void *p, vf v) {
+    _mm256_stream_si256((__m256i *)p, _mm512_cvtepi32_epi16(bf16_bits(v)));
+}
+RK_V void st_fence(void) {
+    _mm_sfence();
+}
+RK_V vd d_ldf(const float *p) {
+    return _mm512_cvtps_pd(_mm256_loadu_ps(p));
+}
+RK_V void d_stf(float *p, vd v) {
+    _mm256_storeu_ps(p, _mm512_cvtpd_ps(v));
+}
+RK_V vd d_fmsub(vd a, vd b, vd c) {
+    return _mm512_fmsub_pd(a, b, c);
+}
+RK_V vd d_fmadd(vd a, vd b, vd c) {
+    return _mm512_fmadd_pd(a, b, c);
+}
+RK_V vd d_fmaddsub(vd a, vd b, vd c) {
+    return _mm512_fmaddsub_pd(a, b, c);
+}
+
+/* ref.c's sixteen-lane sum, lanes j and j+8, j+4, j+2, j+1 added in that order: acc[0] holds
+ * lanes 0..7, acc[1] lanes 8..15. */
+RK_V double d_reduce16(const vd *acc) {
+    __m512d a = _mm512_add_pd(acc[0], acc[1]);
+    __m256d b = _mm256_add_pd(_mm512_castpd512_pd256(a), _mm512_extractf64x4_pd(a, 1));
+    __m128d c = _mm_add_pd(_mm256_castpd256_pd128(b), _mm256_extractf128_pd(b, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(c, _mm_unpackhi_pd(c, c)));
+}
+RK_V float f_lane0(vf a) {
+    return _mm512_cvtss_f32(a);
+}
+
+/* even a - (-b), odd a + (-b): ref.c's inverse tail rotation, sg = -1 */
+RK_V vd d_subadd_neg(vd a, vd b) {
+    return _mm512_mask_sub_pd(_mm512_add_pd(a, b), 0xaa, a, b);
+}
+
+#include "simd_body.h"
+
+const rk_cpu_kernels rk_kernels_avx512 = {"avx512", rotary_avx512, qknorm_avx512, regroup_avx512};
+#endif

@@ -1,0 +1,378 @@
+/* CPU dispatch: which variant runs (chosen once at first use, overridable), and how the tokens
+ * of a call are split over threads (ropekit's own small pool, or a host's parallel-for).
+ *
+ * Work is split by token (B*S rows for the rotary ops and QKNorm, N rows for the regroup): each
+ * token's outputs are computed the same way whatever the split, so results never depend on the
+ * thread count. A range of tokens becomes sub-plans (one per batch row), so every variant's
+ * kernel — the reference included — only ever sees a whole plan. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/internal.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#define RK_X86 1
+#include <cpuid.h>
+#else
+#define RK_X86 0
+#endif
+
+/* ---- variants ------------------------------------------------------------------------------ */
+
+const rk_cpu_kernels rk_kernels_ref = {"ref", rk_ref_rotary, rk_ref_qknorm, rk_ref_regroup};
+
+#if RK_X86
+static uint64_t xgetbv0(void) {
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+/* AVX2 + FMA + F16C, and the OS saving YMM state. */
+static int cpu_has_avx2(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    const unsigned need1 =
+        (1u << 12) | (1u << 27) | (1u << 28) | (1u << 29); /* FMA OSXSAVE AVX F16C */
+    if ((c & need1) != need1) return 0;
+    if ((xgetbv0() & 6u) != 6u) return 0;
+    if (__get_cpuid_max(0, NULL) < 7) return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    return (b & (1u << 5)) != 0; /* AVX2 */
+}
+/* AVX-512 F, BW, VL (and AVX2 for the shared parts), and the OS saving ZMM/opmask state. */
+static int cpu_has_avx512(void) {
+    if (!cpu_has_avx2()) return 0;
+    if ((xgetbv0() & 0xe6u) != 0xe6u) return 0;
+    unsigned a, b, c, d;
+    __cpuid_count(7, 0, a, b, c, d);
+    const unsigned need = (1u << 16) | (1u << 30) | (1u << 31); /* F BW VL */
+    return (b & need) == need;
+}
+#endif
+
+/* In order of preference, best first. */
+static const rk_cpu_kernels *variant_by_name(const char *name) {
+#if RK_X86
+    if (strcmp(name, "avx512") == 0) return &rk_kernels_avx512;
+    if (strcmp(name, "avx2") == 0) return &rk_kernels_avx2;
+#endif
+#if defined(__aarch64__)
+    if (strcmp(name, "neon") == 0) return &rk_kernels_neon;
+#endif
+    if (strcmp(name, "ref") == 0) return &rk_kernels_ref;
+    return NULL;
+}
+
+static int variant_available(const rk_cpu_kernels *k) {
+#if RK_X86
+    if (k == &rk_kernels_avx512) return cpu_has_avx512();
+    if (k == &rk_kernels_avx2) return cpu_has_avx2();
+#endif
+#if defined(__aarch64__)
+    if (k == &rk_kernels_neon) return 1; /* ASIMD is part of AArch64 */
+#endif
+    return k == &rk_kernels_ref;
+}
+
+static const rk_cpu_kernels *best_variant(void) {
+#if RK_X86
+    if (cpu_has_avx512()) return &rk_kernels_avx512;
+    if (cpu_has_avx2()) return &rk_kernels_avx2;
+#endif
+#if defined(__aarch64__)
+    return &rk_kernels_neon;
+#endif
+    return &rk_kernels_ref;
+}
+
+static _Atomic(const rk_cpu_kernels *) g_variant;
+static pthread_once_t g_variant_once = PTHREAD_ONCE_INIT;
+
+static void init_variant(void) {
+    const rk_cpu_kernels *k = NULL;
+    const char *env = getenv("ROPEKIT_CPU_VARIANT");
+    if (env && *env) k = variant_by_name(env);
+    if (!k || !variant_available(k)) k = best_variant(); /* unknown or unavailable: the best */
+    atomic_store(&g_variant, k);
+}
+
+static const rk_cpu_kernels *variant(void) {
+    pthread_once(&g_variant_once, init_variant);
+    return atomic_load_explicit(&g_variant, memory_order_relaxed);
+}
+
+const char *ropekit_cpu_variant(void) {
+    return variant()->name;
+}
+
+ropekit_status ropekit_set_cpu_variant(const char *name) {
+    rk_clear_error();
+    (void)variant();
+    if (name == NULL) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "name is NULL");
+    const rk_cpu_kernels *k = strcmp(name, "auto") == 0 ? best_variant() : variant_by_name(name);
+    if (!k &&
+        (strcmp(name, "avx2") == 0 || strcmp(name, "avx512") == 0 || strcmp(name, "neon") == 0))
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED,
+                       "CPU variant \"%s\" is not built for this CPU "
+                       "architecture",
+                       name);
+    if (!k)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE,
+                       "unknown CPU variant \"%s\" (known: "
+                       "auto, ref, avx2, avx512, neon)",
+                       name);
+    if (!variant_available(k))
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED,
+                       "CPU variant \"%s\" is not supported by this "
+                       "CPU",
+                       name);
+    atomic_store(&g_variant, k);
+    return ROPEKIT_OK;
+}
+
+/* ---- threads ------------------------------------------------------------------------------- */
+
+typedef void (*rk_range_fn)(void *ctx, int64_t begin, int64_t end);
+
+#define RK_MAX_THREADS 256
+/* Calls that move fewer bytes than this run on the calling thread: waking a thread costs more. */
+#define RK_PARALLEL_MIN_BYTES (256 * 1024)
+
+static atomic_int g_num_threads = 1;
+static _Atomic int64_t g_min_bytes = RK_PARALLEL_MIN_BYTES;
+
+void rk_cpu_set_parallel_threshold(int64_t bytes) {
+    atomic_store(&g_min_bytes, bytes < 0 ? RK_PARALLEL_MIN_BYTES : bytes);
+}
+
+/* Outputs larger than this (per thread) bypass the caches with streaming stores, as memcpy
+ * does for large copies: they would not stay in the caches anyway, and their lines need not be
+ * read before they are written. */
+#define RK_STREAM_MIN_BYTES ((int64_t)16 << 20)
+static _Atomic int64_t g_stream_bytes = RK_STREAM_MIN_BYTES;
+
+void rk_cpu_set_stream_threshold(int64_t bytes) {
+    atomic_store(&g_stream_bytes, bytes < 0 ? RK_STREAM_MIN_BYTES : bytes);
+}
+int64_t rk_cpu_stream_threshold(void) {
+    return atomic_load_explicit(&g_stream_bytes, memory_order_relaxed);
+}
+static _Atomic(ropekit_parallel_for_fn) g_host_for;
+static void *_Atomic g_host_ctx;
+
+ropekit_status ropekit_set_num_threads(int n) {
+    rk_clear_error();
+    if (n < 1 || n > RK_MAX_THREADS)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "thread count %d is outside [1, %d]", n,
+                       RK_MAX_THREADS);
+    atomic_store(&g_num_threads, n);
+    return ROPEKIT_OK;
+}
+
+int ropekit_get_num_threads(void) {
+    return atomic_load(&g_num_threads);
+}
+
+ropekit_status ropekit_set_parallel_for(ropekit_parallel_for_fn fn, void *host_ctx) {
+    rk_clear_error();
+    atomic_store(&g_host_ctx, host_ctx);
+    atomic_store(&g_host_for, fn);
+    return ROPEKIT_OK;
+}
+
+/* The pool: workers 1..spawned-1 sleep on a generation counter; a call publishes a job, runs
+ * part 0 itself and waits for the others. One parallel call at a time (g_busy); a concurrent
+ * call runs on its own thread, with the same results. */
+static pthread_mutex_t g_busy = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_work_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t g_done_cv = PTHREAD_COND_INITIALIZER;
+static int g_spawned = 1; /* threads in the pool, the caller counted */
+static uint64_t g_gen;
+static int g_remaining;
+static struct {
+    rk_range_fn fn;
+    void *ctx;
+    int64_t n;
+    int parts;
+} g_job;
+
+static void run_part(rk_range_fn fn, void *ctx, int64_t n, int parts, int i) {
+    int64_t b = n * i / parts, e = n * (i + 1) / parts;
+    if (b < e) fn(ctx, b, e);
+}
+
+static void *worker_main(void *arg) {
+    const int id = (int)(intptr_t)arg;
+    /* Starting from 0, a new worker also sees the jobs published before it existed; it skips
+     * them, as they had fewer parts than its id. (Starting from g_gen instead could miss the job
+     * published while it was starting.) */
+    uint64_t seen = 0;
+    pthread_mutex_lock(&g_mu);
+    for (;;) {
+        while (g_gen == seen)
+            pthread_cond_wait(&g_work_cv, &g_mu);
+        seen = g_gen;
+        if (id >= g_job.parts) continue;
+        rk_range_fn fn = g_job.fn;
+        void *ctx = g_job.ctx;
+        int64_t n = g_job.n;
+        int parts = g_job.parts;
+        pthread_mutex_unlock(&g_mu);
+        run_part(fn, ctx, n, parts, id);
+        pthread_mutex_lock(&g_mu);
+        if (--g_remaining == 0) pthread_cond_signal(&g_done_cv);
+    }
+    return NULL;
+}
+
+/* Grows the pool to `want` threads (caller included) as far as the system allows. */
+static int pool_reserve(int want) {
+    while (g_spawned < want) {
+        pthread_t t;
+        pthread_attr_t attr;
+        if (pthread_attr_init(&attr) != 0) break;
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int rc = pthread_create(&t, &attr, worker_main, (void *)(intptr_t)g_spawned);
+        pthread_attr_destroy(&attr);
+        if (rc != 0) break;
+        ++g_spawned;
+    }
+    return g_spawned < want ? g_spawned : want;
+}
+
+static void parallel_run(int64_t units, int64_t bytes, rk_range_fn fn, void *ctx) {
+    if (units <= 0) return;
+    if (units == 1 || bytes < atomic_load(&g_min_bytes)) {
+        fn(ctx, 0, units);
+        return;
+    }
+    ropekit_parallel_for_fn host = atomic_load(&g_host_for);
+    if (host) {
+        host(atomic_load(&g_host_ctx), units, fn, ctx);
+        return;
+    }
+    int parts = atomic_load(&g_num_threads);
+    if (parts > units) parts = (int)units;
+    if (parts <= 1 || pthread_mutex_trylock(&g_busy) != 0) {
+        fn(ctx, 0, units);
+        return;
+    }
+    parts = pool_reserve(parts);
+    pthread_mutex_lock(&g_mu);
+    g_job.fn = fn, g_job.ctx = ctx, g_job.n = units, g_job.parts = parts;
+    g_remaining = parts - 1;
+    ++g_gen;
+    pthread_cond_broadcast(&g_work_cv);
+    pthread_mutex_unlock(&g_mu);
+    run_part(fn, ctx, units, parts, 0);
+    pthread_mutex_lock(&g_mu);
+    while (g_remaining > 0)
+        pthread_cond_wait(&g_done_cv, &g_mu);
+    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_unlock(&g_busy);
+}
+
+/* ---- token ranges -> sub-plans ------------------------------------------------------------- */
+
+typedef struct rotary_task {
+    const rk_rotary_plan *p;
+    void (*kernel)(const rk_rotary_plan *);
+} rotary_task;
+
+static void rotary_range(void *ctx, int64_t t0, int64_t t1) {
+    const rotary_task *t = (const rotary_task *)ctx;
+    const rk_rotary_plan *p = t->p;
+    const int64_t es = (int64_t)ropekit_dtype_size(p->dtype);
+    const int64_t tes = (int64_t)ropekit_dtype_size(p->table_dtype);
+    while (t0 < t1) {
+        int64_t b = t0 / p->S, s0 = t0 % p->S;
+        int64_t s1 = p->S - s0 < t1 - t0 ? p->S : s0 + (t1 - t0);
+        rk_rotary_plan q = *p;
+        q.B = 1, q.S = s1 - s0;
+        q.x = p->x + (b * p->xs[0] + s0 * p->xs[1]) * es;
+        q.y = p->y + (b * p->ys[0] + s0 * p->ys[1]) * es;
+        switch (p->rows) {
+        case RK_ROWS_TABLE_3D:
+            q.cos = p->cos + (b * p->cos_bs + s0 * p->cos_ss) * tes;
+            q.sin = p->sin + (b * p->sin_bs + s0 * p->sin_ss) * tes;
+            break;
+        case RK_ROWS_OFFSET: q.offset = p->offset + s0; break;
+        default: q.pos = p->pos + b * p->pos_bs + s0 * p->pos_ss; break;
+        }
+        t->kernel(&q);
+        t0 += s1 - s0;
+    }
+}
+
+void rk_cpu_rotary(const rk_rotary_plan *p) {
+    if (p->B == 0 || p->S == 0 || p->N == 0) return;
+    rotary_task t = {p, variant()->rotary};
+    int64_t per_token = 2 * p->N * p->H * (int64_t)ropekit_dtype_size(p->dtype) +
+                        p->R * (int64_t)ropekit_dtype_size(p->table_dtype);
+    parallel_run(p->B * p->S, p->B * p->S * per_token, rotary_range, &t);
+}
+
+typedef struct qknorm_task {
+    const rk_qknorm_plan *p;
+    void (*kernel)(const rk_qknorm_plan *);
+} qknorm_task;
+
+static void qknorm_range(void *ctx, int64_t t0, int64_t t1) {
+    const qknorm_task *t = (const qknorm_task *)ctx;
+    const rk_qknorm_plan *p = t->p;
+    const int64_t es = (int64_t)ropekit_dtype_size(p->dtype);
+    while (t0 < t1) {
+        int64_t b = t0 / p->S, s0 = t0 % p->S;
+        int64_t s1 = p->S - s0 < t1 - t0 ? p->S : s0 + (t1 - t0);
+        rk_qknorm_plan q = *p;
+        q.B = 1, q.S = s1 - s0;
+        q.q = p->q + (b * p->qs[0] + s0 * p->qs[1]) * es;
+        q.q_out = p->q_out + (b * p->qos[0] + s0 * p->qos[1]) * es;
+        q.kv = p->kv + (b * p->kvs[0] + s0 * p->kvs[1]) * es;
+        q.kv_out = p->kv_out + (b * p->kvos[0] + s0 * p->kvos[1]) * es;
+        if (p->rope_dim > 0) {
+            q.cos = p->cos + b * p->cos_s[0] + s0 * p->cos_s[1];
+            q.sin = p->sin + b * p->sin_s[0] + s0 * p->sin_s[1];
+        }
+        t->kernel(&q);
+        t0 += s1 - s0;
+    }
+}
+
+void rk_cpu_qknorm(const rk_qknorm_plan *p) {
+    if (p->B == 0 || p->S == 0) return;
+    qknorm_task t = {p, variant()->qknorm};
+    int64_t per_token =
+        2 * (p->num_heads + 1) * p->head_dim * (int64_t)ropekit_dtype_size(p->dtype);
+    parallel_run(p->B * p->S, p->B * p->S * per_token, qknorm_range, &t);
+}
+
+typedef struct regroup_task {
+    const rk_regroup_plan *p;
+    void (*kernel)(const rk_regroup_plan *);
+} regroup_task;
+
+static void regroup_range(void *ctx, int64_t n0, int64_t n1) {
+    const regroup_task *t = (const regroup_task *)ctx;
+    const rk_regroup_plan *p = t->p;
+    const int64_t es = (int64_t)ropekit_dtype_size(p->dtype);
+    rk_regroup_plan q = *p;
+    q.N = n1 - n0;
+    q.x = p->x + n0 * p->xs[0] * es;
+    q.out = p->out + n0 * p->os[1] * es;
+    if (p->rope_dim > 0) {
+        q.cos = p->cos + n0 * p->cos_s[0];
+        q.sin = p->sin + n0 * p->sin_s[0];
+    }
+    t->kernel(&q);
+}
+
+void rk_cpu_regroup(const rk_regroup_plan *p) {
+    if (p->N == 0) return;
+    regroup_task t = {p, variant()->regroup};
+    int64_t per_token = 2 * p->num_heads * p->head_dim * (int64_t)ropekit_dtype_size(p->dtype);
+    parallel_run(p->N, p->N * per_token, regroup_range, &t);
+}

@@ -1,0 +1,555 @@
+/* The SIMD kernels, written once over a small vector vocabulary and compiled once per ISA:
+ * src/cpu/avx2.c (8 float lanes), avx512.c (16) and neon.c (4) define the vocabulary below, then
+ * include this file. Every operation mirrors src/cpu/ref.c: the same products, the same rounding
+ * points, so every output has the reference's bits (a NaN may differ in sign and payload).
+ *
+ * Vocabulary the includer provides (vf: VL floats, vd: VL/2 doubles):
+ *   VL, RK_SUFFIX(name)
+ *   vf ld_f32/ld_f16/ld_bf16(const void *), st_f32/st_f16/st_bf16(void *, vf), vf
+ * rt_f16/rt_bf16(vf) (16-bit conversions round to nearest even exactly as rk_f32_to_f16 /
+ * rk_f32_to_bf16) f_ld/f_st (floats), f_st_nt/st_f16_nt/st_bf16_nt (streaming stores, aligned),
+ * st_fence vf f_set1, f_mul, f_add, f_sub, f_div, f_xor, f_addsub (even a-b, odd a+b), f_dupe,
+ * f_dupo (even/odd lane copied to the pair), f_max/f_min (x86 rule: a > b ? a : b, so a NaN in a
+ *      gives b), f_abs, f_e4m3 (FP8 grid, |v| <= 448)
+ *   vd d_lo, d_hi (float halves widened), vf d_pack(vd lo, vd hi) (narrowed), d_ld, d_st, d_mul,
+ *      d_add, d_addsub, d_subadd_neg (even a+b, odd a-b), d_dupe, d_dupo, d_swap (pair swap),
+ *      d_zero, d_ldf/d_stf (VL/2 floats widened / narrowed), d_fmsub/d_fmadd/d_fmaddsub
+ *      (a*b -/+ c, used only where a*b is exact, so fusing changes no bit)
+ *   float f_hmax(vf), f_lane0(vf); double d_reduce16(const vd acc[32 / VL]) (ref.c's lane sum)
+ */
+#include <math.h>
+#include <string.h>
+
+#include "../core/internal.h"
+
+#define RK_INLINE static inline __attribute__((always_inline))
+#define RK_CHUNK 256 /* table columns gathered per token at a time */
+
+RK_INLINE vf ld_t(const void *p, ropekit_dtype dt) {
+    return dt == ROPEKIT_FLOAT32 ? ld_f32(p) : dt == ROPEKIT_FLOAT16 ? ld_f16(p) : ld_bf16(p);
+}
+RK_INLINE void st_t(void *p, ropekit_dtype dt, vf v) {
+    if (dt == ROPEKIT_FLOAT32)
+        st_f32(p, v);
+    else if (dt == ROPEKIT_FLOAT16)
+        st_f16(p, v);
+    else
+        st_bf16(p, v);
+}
+RK_INLINE vf rt_t(vf v, ropekit_dtype dt) {
+    return dt == ROPEKIT_FLOAT32 ? v : dt == ROPEKIT_FLOAT16 ? rt_f16(v) : rt_bf16(v);
+}
+RK_INLINE size_t esz(ropekit_dtype dt) {
+    return dt == ROPEKIT_FLOAT32 ? 4 : 2;
+}
+/* VL values of type dt widened to two double vectors, and back (rounded to float, then dt). */
+RK_INLINE void ld_d2(const char *p, ropekit_dtype dt, vd *lo, vd *hi) {
+    if (dt == ROPEKIT_FLOAT32) {
+        *lo = d_ldf((const float *)p), *hi = d_ldf((const float *)p + VL / 2);
+    } else {
+        vf v = ld_t(p, dt);
+        *lo = d_lo(v), *hi = d_hi(v);
+    }
+}
+RK_INLINE void st_d2(char *p, ropekit_dtype dt, vd lo, vd hi, int nt) {
+    if (dt == ROPEKIT_FLOAT32) {
+        if (nt)
+            f_st_nt((float *)p, d_pack(lo, hi));
+        else
+            d_stf((float *)p, lo), d_stf((float *)p + VL / 2, hi);
+    } else if (nt) {
+        if (dt == ROPEKIT_FLOAT16)
+            st_f16_nt(p, d_pack(lo, hi));
+        else
+            st_bf16_nt(p, d_pack(lo, hi));
+    } else {
+        st_t(p, dt, d_pack(lo, hi));
+    }
+}
+/* A 16-bit store (nt: streaming, p aligned to 2*VL bytes). */
+RK_INLINE void st_16(void *p, ropekit_dtype dt, vf v, int nt) {
+    if (!nt)
+        st_t(p, dt, v);
+    else if (dt == ROPEKIT_FLOAT16)
+        st_f16_nt(p, v);
+    else
+        st_bf16_nt(p, v);
+}
+
+/* ============================ RotaryEmbedding / MRotaryEmbedding ============================ */
+
+static int64_t table_offset(const rk_rotary_plan *p, int which, int64_t b, int64_t s, int64_t k) {
+    int64_t rs = which ? p->sin_rs : p->cos_rs, cs = which ? p->sin_cs : p->cos_cs;
+    int64_t row;
+    switch (p->rows) {
+    case RK_ROWS_TABLE_3D:
+        return b * (which ? p->sin_bs : p->cos_bs) + s * (which ? p->sin_ss : p->cos_ss) + k * cs;
+    case RK_ROWS_OFFSET: row = p->offset + s; break;
+    case RK_ROWS_MROPE:
+        row = p->pos[rk_mrope_stream(p->mrope_section, p->mrope_layout, k) * p->pos_as +
+                     b * p->pos_bs + s * p->pos_ss];
+        break;
+    default: row = p->pos[b * p->pos_bs + s * p->pos_ss]; break;
+    }
+    return row * rs + k * cs;
+}
+
+/* Columns [i0, i1) of contiguous table rows cp/sp (element k at offset k) into c/sn. */
+RK_INLINE void gather_run(const char *cp, const char *sp, ropekit_dtype tdt, int inverse,
+                          int64_t i0, int64_t i1, float *c, float *sn) {
+    const int64_t tes = (int64_t)esz(tdt);
+    const vf neg = f_set1(inverse ? -0.0f : 0.0f); /* sign flip by xor, as C's unary - */
+    int64_t i = i0;
+    for (; i + VL <= i1; i += VL) {
+        f_st(c + i, ld_t(cp + i * tes, tdt));
+        f_st(sn + i, f_xor(ld_t(sp + i * tes, tdt), neg));
+    }
+    for (; i < i1; ++i) {
+        float sv = rk_load(sp, tdt, i);
+        c[i] = rk_load(cp, tdt, i);
+        sn[i] = inverse ? -sv : sv;
+    }
+}
+
+/* cos/sin of columns [k0, k0+n) of token (b, s) as ref.c's gather_columns makes them.
+ * strm: MRoPE stream of every column (NULL when the plan is not MRoPE or has no such map). */
+RK_INLINE void gather(const rk_rotary_plan *p, ropekit_dtype tdt, const unsigned char *strm,
+                      int64_t b, int64_t s, int64_t k0, int64_t n, float *c, float *sn) {
+    const int64_t tes = (int64_t)esz(tdt);
+    const int fast = p->cos_cs == 1 && p->sin_cs == 1 && !p->apply_scale;
+    if (fast && p->rows != RK_ROWS_MROPE) {
+        const char *cp = p->cos + table_offset(p, 0, b, s, k0) * tes;
+        const char *sp = p->sin + table_offset(p, 1, b, s, k0) * tes;
+        gather_run(cp, sp, tdt, p->inverse, 0, n, c, sn);
+        return;
+    }
+    if (fast && strm) { /* runs of columns from one stream's row */
+        const int64_t *pos = p->pos + b * p->pos_bs + s * p->pos_ss;
+        for (int64_t i = 0; i < n;) {
+            int st = strm[k0 + i];
+            int64_t j = i + 1;
+            while (j < n && strm[k0 + j] == st)
+                ++j;
+            int64_t row = pos[st * p->pos_as];
+            gather_run(p->cos + (row * p->cos_rs + k0) * tes, p->sin + (row * p->sin_rs + k0) * tes,
+                       tdt, p->inverse, i, j, c, sn);
+            i = j;
+        }
+        return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+        float cv = rk_load(p->cos, tdt, table_offset(p, 0, b, s, k0 + i));
+        float sv = rk_load(p->sin, tdt, table_offset(p, 1, b, s, k0 + i));
+        if (p->apply_scale) {
+            cv = rk_round_to(tdt, cv * p->scale);
+            sv = rk_round_to(tdt, sv * p->scale);
+        }
+        c[i] = cv;
+        sn[i] = p->inverse ? -sv : sv;
+    }
+}
+
+#define RK_MAXSTREAM 4096 /* MRoPE: widest h with a precomputed column -> stream map */
+
+/* n bytes, bit for bit (vector registers only move the bits). */
+RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
+    int64_t i = 0;
+    if (nt) /* dst aligned to 4*VL bytes */
+        for (; i + 4 * VL <= n; i += 4 * VL)
+            f_st_nt((float *)(dst + i), f_ld((const float *)(src + i)));
+    for (; i + 4 * VL <= n; i += 4 * VL)
+        f_st((float *)(dst + i), f_ld((const float *)(src + i)));
+    if (i < n) memcpy(dst + i, src + i, (size_t)(n - i));
+}
+
+/* One pair, exactly as ref.c's rotate_pair. */
+RK_INLINE void pair_scalar(int wide, const char *x, char *y, ropekit_dtype dt, int64_t i0,
+                           int64_t i1, float c, float s) {
+    float a = rk_load(x, dt, i0), bb = rk_load(x, dt, i1), y0, y1;
+    if (wide) {
+        y0 = (float)((double)c * a - (double)s * bb);
+        y1 = (float)((double)s * a + (double)c * bb);
+    } else {
+        y0 = c * a - s * bb;
+        y1 = s * a + c * bb;
+    }
+    rk_store(y, dt, i0, y0);
+    rk_store(y, dt, i1, y1);
+}
+
+/* All tokens of a plan whose x and y have innermost stride 1.
+ * Per token and column chunk the table values are laid out for the pairing once:
+ *   half-split:  T1 = c[k],            T2 = s[k]
+ *   interleaved: T1 = [c0 s0 c1 s1..], T2 = [s0 c0 s1 c1..]  so y = addsub(T1*dupe(x), T2*dupo(x))
+ * (as floats, or as doubles for the wide type), then reused by every head. */
+RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dtype tdt, int wide,
+                           int nt) {
+    const int64_t h = p->R / 2, es = (int64_t)esz(dt);
+    const int il = p->interleaved;
+    float c[RK_CHUNK], sn[RK_CHUNK];
+    float t1f[2 * RK_CHUNK] __attribute__((aligned(64))),
+        t2f[2 * RK_CHUNK] __attribute__((aligned(64)));
+    double t1d[2 * RK_CHUNK] __attribute__((aligned(64))),
+        t2d[2 * RK_CHUNK] __attribute__((aligned(64)));
+    const int in_place = p->x == p->y;
+    const int copy_tail = p->R < p->H && !in_place; /* channels [R, H) copied bit for bit */
+    unsigned char strm_buf[RK_MAXSTREAM];
+    const unsigned char *strm = NULL;
+    if (p->rows == RK_ROWS_MROPE && h <= RK_MAXSTREAM) {
+        for (int64_t k = 0; k < h; ++k)
+            strm_buf[k] = (unsigned char)rk_mrope_stream(p->mrope_section, p->mrope_layout, k);
+        strm = strm_buf;
+    }
+    for (int64_t b = 0; b < p->B; ++b)
+        for (int64_t s = 0; s < p->S; ++s) {
+            const char *xt = p->x + (b * p->xs[0] + s * p->xs[1]) * es;
+            char *yt = p->y + (b * p->ys[0] + s * p->ys[1]) * es;
+            /* The next token's rows are prefetched head by head: hardware prefetchers lose track
+             * of strided rows (packed QKV), which then run several times slower. */
+            int64_t bn = s + 1 < p->S ? b : b + 1, sn_ = s + 1 < p->S ? s + 1 : 0;
+            const int pf = bn < p->B;
+            const uintptr_t xn = pf ? (uintptr_t)(p->x + (bn * p->xs[0] + sn_ * p->xs[1]) * es) : 0;
+            const uintptr_t yn = pf ? (uintptr_t)(p->y + (bn * p->ys[0] + sn_ * p->ys[1]) * es) : 0;
+            for (int64_t k0 = 0; k0 < h; k0 += RK_CHUNK) {
+                const int64_t n = h - k0 < RK_CHUNK ? h - k0 : RK_CHUNK;
+                gather(p, tdt, strm, b, s, k0, n, c, sn);
+                const int64_t m = il ? 2 * n : n; /* table entries per head */
+                for (int64_t i = 0; i < n; ++i) {
+                    float a1 = c[i], a2 = sn[i], b1 = sn[i], b2 = c[i];
+                    if (il) {
+                        if (wide)
+                            t1d[2 * i] = a1, t1d[2 * i + 1] = a2, t2d[2 * i] = b1,
+                                    t2d[2 * i + 1] = b2;
+                        else
+                            t1f[2 * i] = a1, t1f[2 * i + 1] = a2, t2f[2 * i] = b1,
+                                    t2f[2 * i + 1] = b2;
+                    } else {
+                        if (wide)
+                            t1d[i] = a1, t2d[i] = a2;
+                        else
+                            t1f[i] = a1, t2f[i] = a2;
+                    }
+                }
+                for (int64_t hd = 0; hd < p->N; ++hd) {
+                    const char *x = xt + hd * p->xs[2] * es;
+                    char *y = yt + hd * p->ys[2] * es;
+                    if (pf && k0 == 0)
+                        for (int64_t o = 0; o < p->H * es; o += 64) {
+                            __builtin_prefetch(
+                                (const void *)(xn + (uintptr_t)(hd * p->xs[2] * es + o)), 0);
+                            if (!in_place && !nt)
+                                __builtin_prefetch(
+                                    (const void *)(yn + (uintptr_t)(hd * p->ys[2] * es + o)), 1);
+                        }
+                    int64_t i = 0;
+                    if (!il) {
+                        const char *xa = x + k0 * es, *xb = x + (k0 + h) * es;
+                        char *ya = y + k0 * es, *yb = y + (k0 + h) * es;
+                        for (; i + VL <= m; i += VL) {
+                            if (wide) { /* c*a - s*b: both products exact in double */
+                                vd al, ah, bl, bh;
+                                ld_d2(xa + i * es, dt, &al, &ah);
+                                ld_d2(xb + i * es, dt, &bl, &bh);
+                                vd cl = d_ld(t1d + i), ch = d_ld(t1d + i + VL / 2);
+                                vd sl = d_ld(t2d + i), sh = d_ld(t2d + i + VL / 2);
+                                st_d2(ya + i * es, dt, d_fmsub(cl, al, d_mul(sl, bl)),
+                                      d_fmsub(ch, ah, d_mul(sh, bh)), nt);
+                                st_d2(yb + i * es, dt, d_fmadd(sl, al, d_mul(cl, bl)),
+                                      d_fmadd(sh, ah, d_mul(ch, bh)), nt);
+                            } else { /* products exact in float but may underflow: no FMA */
+                                vf a = ld_t(xa + i * es, dt), bb = ld_t(xb + i * es, dt);
+                                vf cv = f_ld(t1f + i), sv = f_ld(t2f + i);
+                                st_16(ya + i * es, dt, f_sub(f_mul(cv, a), f_mul(sv, bb)), nt);
+                                st_16(yb + i * es, dt, f_add(f_mul(sv, a), f_mul(cv, bb)), nt);
+                            }
+                        }
+                        for (; i < m; ++i)
+                            pair_scalar(wide, x, y, dt, k0 + i, k0 + i + h, c[i], sn[i]);
+                    } else {
+                        const char *xa = x + 2 * k0 * es;
+                        char *ya = y + 2 * k0 * es;
+                        for (; i + VL <= m; i += VL) {
+                            if (wide) {
+                                vd xl, xh;
+                                ld_d2(xa + i * es, dt, &xl, &xh);
+                                vd lo = d_fmaddsub(d_ld(t1d + i), d_dupe(xl),
+                                                   d_mul(d_ld(t2d + i), d_dupo(xl)));
+                                vd hi = d_fmaddsub(d_ld(t1d + i + VL / 2), d_dupe(xh),
+                                                   d_mul(d_ld(t2d + i + VL / 2), d_dupo(xh)));
+                                st_d2(ya + i * es, dt, lo, hi, nt);
+                            } else {
+                                vf xv = ld_t(xa + i * es, dt);
+                                st_16(ya + i * es, dt,
+                                      f_addsub(f_mul(f_ld(t1f + i), f_dupe(xv)),
+                                               f_mul(f_ld(t2f + i), f_dupo(xv))),
+                                      nt);
+                            }
+                        }
+                        for (i /= 2; i < n; ++i)
+                            pair_scalar(wide, x, y, dt, 2 * (k0 + i), 2 * (k0 + i) + 1, c[i],
+                                        sn[i]);
+                    }
+                    if (copy_tail && k0 + n == h)
+                        copy_bytes(y + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
+                }
+            }
+        }
+    if (nt) st_fence();
+}
+
+/* Streaming stores only where they write whole 64-byte lines and nothing else writes into those
+ * lines (a line half streamed, half stored normally is far slower than either): the output is
+ * 64-byte aligned, every head is rotated whole (R = H) by vector stores only (no scalar tail),
+ * and heads, tokens and batches start on line boundaries. */
+static int use_streaming(const rk_rotary_plan *p) {
+    const int64_t es = (int64_t)esz(p->dtype), h = p->R / 2;
+    if (p->x == p->y || p->B * p->S * p->N * p->H * es < rk_cpu_stream_threshold()) return 0;
+    if (p->R != p->H || (p->interleaved ? 2 * h : h) % VL != 0 || (p->H * es) % 64) return 0;
+    if ((uintptr_t)p->y % 64 || (p->ys[0] * es) % 64 || (p->ys[1] * es) % 64 ||
+        (p->ys[2] * es) % 64)
+        return 0;
+    return 1;
+}
+
+#define RK_ROTARY_CASES(nt)                                                                        \
+    switch (p->dtype) {                                                                            \
+    case ROPEKIT_FLOAT32: rotary_fast(p, ROPEKIT_FLOAT32, ROPEKIT_FLOAT32, 1, nt); break;          \
+    case ROPEKIT_FLOAT16:                                                                          \
+        if (tf)                                                                                    \
+            rotary_fast(p, ROPEKIT_FLOAT16, ROPEKIT_FLOAT32, 1, nt);                               \
+        else                                                                                       \
+            rotary_fast(p, ROPEKIT_FLOAT16, ROPEKIT_FLOAT16, 0, nt);                               \
+        break;                                                                                     \
+    default:                                                                                       \
+        if (tf)                                                                                    \
+            rotary_fast(p, ROPEKIT_BFLOAT16, ROPEKIT_FLOAT32, 1, nt);                              \
+        else                                                                                       \
+            rotary_fast(p, ROPEKIT_BFLOAT16, ROPEKIT_BFLOAT16, 0, nt);                             \
+        break;                                                                                     \
+    }
+
+static void RK_SUFFIX(rotary)(const rk_rotary_plan *p) {
+    if (p->xs[3] != 1 || p->ys[3] != 1) {
+        rk_ref_rotary(p);
+        return;
+    }
+    const int tf = p->table_dtype == ROPEKIT_FLOAT32;
+    if (use_streaming(p)) {
+        RK_ROTARY_CASES(1)
+    } else {
+        RK_ROTARY_CASES(0)
+    }
+}
+
+/* ================================= QKNorm / regroup helpers ================================= */
+
+/* Sum of squares of n contiguous values in ref.c's sixteen-lane double order. */
+RK_INLINE float sum_sq(const char *x, ropekit_dtype dt, int64_t n) {
+    const int64_t es = (int64_t)esz(dt);
+    vd acc[32 / VL];
+    for (int j = 0; j < 32 / VL; ++j)
+        acc[j] = d_zero();
+    int64_t c = 0;
+    for (; c + 16 <= n; c += 16)
+        for (int v = 0; v < 16 / VL; ++v) {
+            vf f = ld_t(x + (c + v * VL) * es, dt);
+            vd lo = d_lo(f), hi = d_hi(f);
+            acc[2 * v] = d_add(acc[2 * v], d_mul(lo, lo));
+            acc[2 * v + 1] = d_add(acc[2 * v + 1], d_mul(hi, hi));
+        }
+    if (c == n) return (float)d_reduce16(acc);
+    double lane[16];
+    for (int j = 0; j < 32 / VL; ++j)
+        d_st(lane + j * (VL / 2), acc[j]);
+    for (; c < n; ++c) {
+        double v = rk_load(x, dt, c);
+        lane[c % 16] += v * v;
+    }
+    for (int width = 8; width >= 1; width /= 2)
+        for (int j = 0; j < width; ++j)
+            lane[j] += lane[j + width];
+    return (float)lane[0];
+}
+
+/* The pre-interleaved tail rotation of `rd` values v (already rounded, as floats in vbuf) with
+ * float tables cs/sn, stored to y as dt. inverse: the regroup's sign. ref.c: rotate_tail_pair. */
+RK_INLINE void tail_rotate(const float *v, const float *cs, const float *sn, int64_t rd,
+                           int inverse, char *y, ropekit_dtype dt, int nt) {
+    const int64_t es = (int64_t)esz(dt);
+    int64_t t = 0;
+    for (; t + VL <= rd; t += VL) {
+        vf xv = f_ld(v + t), cv = f_ld(cs + t), sv = f_ld(sn + t);
+        vd r[2];
+        for (int hh = 0; hh < 2; ++hh) {
+            vd xd = hh ? d_hi(xv) : d_lo(xv), cd = hh ? d_hi(cv) : d_lo(cv);
+            vd sd = hh ? d_hi(sv) : d_lo(sv);
+            vd P = d_mul(xd, cd), Q = d_mul(d_swap(xd), sd);
+            r[hh] = inverse ? d_subadd_neg(P, Q) : d_addsub(P, Q);
+        }
+        if (nt && dt == ROPEKIT_FLOAT32)
+            f_st_nt((float *)(y + t * es), d_pack(r[0], r[1]));
+        else
+            st_16(y + t * es, dt, d_pack(r[0], r[1]), nt);
+    }
+    for (; t < rd; t += 2) {
+        double sg = inverse ? -1.0 : 1.0;
+        float x0 = v[t], x1 = v[t + 1];
+        float y0 = (float)((double)x0 * cs[t] - sg * ((double)x1 * sn[t]));
+        float y1 = (float)((double)x1 * cs[t + 1] + sg * ((double)x0 * sn[t + 1]));
+        rk_store(y, dt, t, y0);
+        rk_store(y, dt, t + 1, y1);
+    }
+}
+
+/* ================================== QKNormRotaryEmbedding ================================== */
+
+#define RK_MAXROPE 1024
+
+RK_INLINE float fp8_block_scale(float amax) {
+    if (!(amax > 0.0f)) return 1.0f;
+    float ratio = fmaxf(amax / 448.0f, 1e-30f);
+    return exp2f(ceilf(logf(ratio) / 0.69314718f));
+}
+
+RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt) {
+    const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
+    float v[RK_MAXROPE] __attribute__((aligned(64)));
+    for (int64_t b = 0; b < p->B; ++b)
+        for (int64_t s = 0; s < p->S; ++s) {
+            const float *cs = rd ? p->cos + b * p->cos_s[0] + s * p->cos_s[1] : NULL;
+            const float *sn = rd ? p->sin + b * p->sin_s[0] + s * p->sin_s[1] : NULL;
+            for (int64_t h = 0; h < p->num_heads; ++h) {
+                const char *x = p->q + (b * p->qs[0] + s * p->qs[1] + h * p->qs[2]) * es;
+                char *y = p->q_out + (b * p->qos[0] + s * p->qos[1] + h * p->qos[2]) * es;
+                float ss = sum_sq(x, dt, hd);
+                vf rv = rt_t(f_set1(1.0f / sqrtf(ss / (float)hd + p->epsilon)), dt);
+                float r = f_lane0(rv); /* rounded to T (vector conversions: same bits) */
+                int64_t c = 0;
+                for (; c + VL <= nope; c += VL)
+                    st_t(y + c * es, dt, f_mul(ld_t(x + c * es, dt), rv));
+                for (; c < nope; ++c)
+                    rk_store(y, dt, c, rk_load(x, dt, c) * r);
+                if (rd == 0) continue;
+                const char *xr = x + nope * es;
+                int64_t t = 0;
+                for (; t + VL <= rd; t += VL)
+                    f_st(v + t, rt_t(f_mul(ld_t(xr + t * es, dt), rv), dt));
+                for (; t < rd; ++t)
+                    v[t] = rk_round_to(dt, rk_load(xr, dt, t) * r);
+                tail_rotate(v, cs, sn, rd, 0, y + nope * es, dt, 0);
+            }
+            /* kv */
+            const char *x = p->kv + (b * p->kvs[0] + s * p->kvs[1]) * es;
+            char *y = p->kv_out + (b * p->kvos[0] + s * p->kvos[1]) * es;
+            float ss = sum_sq(x, dt, hd);
+            float r = 1.0f / sqrtf(ss / (float)hd + p->epsilon);
+            vf rv = f_set1(r);
+            const float *w = p->w;
+            if (p->simulate_fp8) { /* nope is a multiple of 64 */
+                float blk[64] __attribute__((aligned(64)));
+                for (int64_t c0 = 0; c0 < nope; c0 += 64) {
+                    vf amax = f_set1(0.0f);
+                    for (int i = 0; i < 64; i += VL) {
+                        vf q = rt_t(f_mul(f_mul(ld_t(x + (c0 + i) * es, dt), rv), f_ld(w + c0 + i)),
+                                    dt);
+                        f_st(blk + i, q);
+                        amax = f_max(f_abs(q), amax); /* a NaN is skipped, as fmaxf does */
+                    }
+                    float scale = fp8_block_scale(f_hmax(amax));
+                    vf sc = f_set1(scale), lo = f_set1(-448.0f), hi = f_set1(448.0f);
+                    for (int i = 0; i < 64; i += VL) {
+                        vf q = f_min(f_max(f_div(f_ld(blk + i), sc), lo), hi);
+                        st_t(y + (c0 + i) * es, dt, f_mul(f_e4m3(q), sc));
+                    }
+                }
+            } else {
+                int64_t c = 0;
+                for (; c + VL <= nope; c += VL)
+                    st_t(y + c * es, dt, f_mul(f_mul(ld_t(x + c * es, dt), rv), f_ld(w + c)));
+                for (; c < nope; ++c)
+                    rk_store(y, dt, c, (rk_load(x, dt, c) * r) * w[c]);
+            }
+            if (rd == 0) continue;
+            const char *xr = x + nope * es;
+            const float *wr = w + nope;
+            int64_t t = 0;
+            for (; t + VL <= rd; t += VL)
+                f_st(v + t, rt_t(f_mul(f_mul(ld_t(xr + t * es, dt), rv), f_ld(wr + t)), dt));
+            for (; t < rd; ++t)
+                v[t] = rk_round_to(dt, (rk_load(xr, dt, t) * r) * wr[t]);
+            tail_rotate(v, cs, sn, rd, 0, y + nope * es, dt, 0);
+        }
+}
+
+static void RK_SUFFIX(qknorm)(const rk_qknorm_plan *p) {
+    if (p->qs[3] != 1 || p->qos[3] != 1 || p->kvs[2] != 1 || p->kvos[2] != 1 || p->ws != 1 ||
+        p->rope_dim > RK_MAXROPE || (p->rope_dim > 0 && (p->cos_s[2] != 1 || p->sin_s[2] != 1))) {
+        rk_ref_qknorm(p);
+        return;
+    }
+    switch (p->dtype) {
+    case ROPEKIT_FLOAT32: qknorm_fast(p, ROPEKIT_FLOAT32); break;
+    case ROPEKIT_FLOAT16: qknorm_fast(p, ROPEKIT_FLOAT16); break;
+    default: qknorm_fast(p, ROPEKIT_BFLOAT16); break;
+    }
+}
+
+/* =================================== InverseRotaryRegroup =================================== */
+
+RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt) {
+    const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
+    float v[RK_MAXROPE] __attribute__((aligned(64)));
+    for (int64_t n = 0; n < p->N; ++n) {
+        const char *xn = p->x + n * p->xs[0] * es;
+        const float *cs = rd ? p->cos + n * p->cos_s[0] : NULL;
+        const float *sn = rd ? p->sin + n * p->sin_s[0] : NULL;
+        for (int64_t h = 0; h < p->num_heads; ++h) {
+            int64_t f0 = h * hd, g = f0 / p->group_dim, gc = f0 % p->group_dim;
+            const char *x = xn + f0 * es;
+            char *y = p->out + (g * p->os[0] + n * p->os[1] + gc) * es;
+            copy_bytes(y, x, nope * es, nt);
+            if (rd == 0) continue;
+            const char *xr = x + nope * es;
+            int64_t t = 0;
+            for (; t + VL <= rd; t += VL)
+                f_st(v + t, ld_t(xr + t * es, dt));
+            for (; t < rd; ++t)
+                v[t] = rk_load(xr, dt, t);
+            tail_rotate(v, cs, sn, rd, 1, y + nope * es, dt, nt);
+        }
+    }
+    if (nt) st_fence();
+}
+
+static void RK_SUFFIX(regroup)(const rk_regroup_plan *p) {
+    if (p->xs[1] != 1 || p->os[2] != 1 || p->group_dim % p->head_dim != 0 ||
+        p->rope_dim > RK_MAXROPE || (p->rope_dim > 0 && (p->cos_s[1] != 1 || p->sin_s[1] != 1))) {
+        rk_ref_regroup(p);
+        return;
+    }
+    /* streaming stores: large output, every vector store aligned (4*VL bytes) */
+    const int64_t es = (int64_t)esz(p->dtype), w = 4 * VL;
+    int nt = p->N * p->num_heads * p->head_dim * es >= rk_cpu_stream_threshold() &&
+             (uintptr_t)p->out % (uintptr_t)w == 0 && (p->os[0] * es) % w == 0 &&
+             (p->os[1] * es) % w == 0 && (p->head_dim * es) % w == 0 && (p->nope * es) % w == 0;
+    switch (p->dtype) {
+    case ROPEKIT_FLOAT32:
+        if (nt)
+            regroup_fast(p, ROPEKIT_FLOAT32, 1);
+        else
+            regroup_fast(p, ROPEKIT_FLOAT32, 0);
+        break;
+    case ROPEKIT_FLOAT16:
+        if (nt)
+            regroup_fast(p, ROPEKIT_FLOAT16, 1);
+        else
+            regroup_fast(p, ROPEKIT_FLOAT16, 0);
+        break;
+    default:
+        if (nt)
+            regroup_fast(p, ROPEKIT_BFLOAT16, 1);
+        else
+            regroup_fast(p, ROPEKIT_BFLOAT16, 0);
+        break;
+    }
+}
