@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing ropekit needs on Debian/Ubuntu, only what is missing:
-# a C compiler, clang (sanitizer build), cmake, Python venv support, and (with --python) a
+# a C compiler, clang (sanitizer build, libFuzzer), cmake, Python venv support, protobuf-c and
+# onnx.proto (the ONNX layer), and (with --python) a
 # virtual environment .venv with the pinned test packages of tests/requirements.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,9 +10,15 @@ need=()
 command -v cmake >/dev/null || need+=(cmake)
 command -v cc >/dev/null || need+=(gcc)
 command -v clang >/dev/null || need+=(clang)
+# clang's sanitizer and libFuzzer runtimes (the ASan/UBSan build and the fuzz smoke need them)
+dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || need+=(libclang-rt-14-dev)
 command -v make >/dev/null || need+=(make)
 command -v python3 >/dev/null || need+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+# ONNX layer (src/onnx, the `ropekit` tool): protobuf-c, protoc-c, and onnx.proto from libonnx-dev
+command -v protoc-c >/dev/null || need+=(protobuf-c-compiler)
+[ -e /usr/include/protobuf-c/protobuf-c.h ] || need+=(libprotobuf-c-dev)
+[ -e /usr/include/onnx/onnx.proto ] || need+=(libonnx-dev)
 if [ ${#need[@]} -gt 0 ]; then
     echo "bootstrap: installing ${need[*]}"
     sudo_cmd=""

@@ -16,5 +16,23 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DROPEKIT_SANITIZE=ON -DCMAKE_
 cmake --build build-asan -j"$jobs" >/dev/null
 ctest --test-dir build-asan --output-on-failure
 
+# ---- fuzz smoke (owned by the ONNX layer): the libFuzzer harness on its corpus ------------
+echo "== fuzz smoke: fuzz_load for ${ROPEKIT_FUZZ_SECONDS:-60} s"
+cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DROPEKIT_FUZZ=ON \
+  -DROPEKIT_BUILD_TESTS=OFF >/dev/null
+cmake --build build-fuzz -j"$jobs" --target fuzz_load >/dev/null
+fuzz_corpus="$(mktemp -d)"
+cp fuzz/corpus/* "$fuzz_corpus"/
+fuzz_rc=0
+build-fuzz/fuzz/fuzz_load -max_len=65536 -timeout=10 -max_total_time="${ROPEKIT_FUZZ_SECONDS:-60}" \
+  -artifact_prefix=build-fuzz/ -print_final_stats=1 "$fuzz_corpus" >build-fuzz/fuzz.log 2>&1 || fuzz_rc=$?
+rm -rf "$fuzz_corpus"
+grep -E '^(Done|stat::peak_rss_mb)' build-fuzz/fuzz.log || true
+if [ "$fuzz_rc" -ne 0 ]; then
+  tail -n 40 build-fuzz/fuzz.log
+  echo "fuzz smoke FAILED: the input is in build-fuzz/ (crash-*, timeout-*, oom-*)"
+  exit 1
+fi
+
 echo "== Python conformance suite"
 ROPEKIT_LIB="$PWD/build/libropekit.so" .venv/bin/python -m pytest -q tests/python

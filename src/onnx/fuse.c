@@ -1,0 +1,463 @@
+/* The RoPE fusion pass: match every site, build shared tables, rewrite, report.
+ * See include/ropekit_fuse.h for the contract and fuse_internal.h for the structure. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_json.h"
+#include "fuse_internal.h"
+#include "ropekit_fuse.h"
+
+struct ropekit_fuse_report {
+    rk_site *sites;
+    size_t n_sites;
+    int64_t nodes_before, nodes_after;
+    int64_t table_bytes, tables;
+    int64_t max_positions;
+    char max_positions_source[160];
+    char target[24];
+    int dry_run;
+    char warnings[4][256];
+    int n_warnings;
+};
+
+/* ---- tables -------------------------------------------------------------------------------- */
+
+typedef struct rk_table {
+    const rk_angles *angles; /* owned by a site */
+    int32_t elem_type;
+    char *cos_name, *sin_name;
+} rk_table;
+
+static ropekit_dtype to_rk_dtype(int32_t t) {
+    return t == RK_DT_FLOAT16 ? ROPEKIT_FLOAT16 : t == RK_DT_BFLOAT16 ? ROPEKIT_BFLOAT16 : ROPEKIT_FLOAT32;
+}
+
+/* Adds the cos/sin initializers for an angle source (P rows; graph arithmetic). */
+static ropekit_status add_tables(rk_graph *ix, const rk_angles *a, int32_t elem_type, int64_t P,
+                                 rk_table *t, int64_t *bytes) {
+    ropekit_dtype dt = to_rk_dtype(elem_type);
+    size_t es = ropekit_dtype_size(dt);
+    int64_t rows = a->kind == RK_ANGLES_TABLE ? a->rows : P;
+    size_t n = (size_t)rows * (size_t)a->half;
+    char *cos_buf = malloc(n * es + 1), *sin_buf = malloc(n * es + 1);
+    if (!cos_buf || !sin_buf) {
+        free(cos_buf), free(sin_buf);
+        return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory for a %lld x %lld table",
+                       (long long)rows, (long long)a->half);
+    }
+    int64_t shape[2] = {rows, a->half};
+    ropekit_tensor ct = ropekit_tensor_contiguous(cos_buf, dt, 2, shape);
+    ropekit_tensor st = ropekit_tensor_contiguous(sin_buf, dt, 2, shape);
+    ropekit_status s = ROPEKIT_OK;
+    if (a->kind == RK_ANGLES_INV_FREQ) {
+        s = ropekit_rope_cos_sin_table(a->inv_freq, a->half, a->scale, ROPEKIT_ANGLE_GRAPH, &ct, &st);
+    } else {
+        for (size_t i = 0; i < n; ++i) {
+            rk_store(cos_buf, dt, (int64_t)i, a->cos_rows[i] * a->scale);
+            rk_store(sin_buf, dt, (int64_t)i, a->sin_rows[i] * a->scale);
+        }
+    }
+    if (s != ROPEKIT_OK) {
+        free(cos_buf), free(sin_buf);
+        return s;
+    }
+    t->cos_name = rk_graph_unique_name(ix, "ropekit_cos_cache");
+    t->sin_name = t->cos_name ? rk_graph_unique_name(ix, "ropekit_sin_cache") : NULL;
+    Onnx__TensorProto *tc = t->sin_name ? rk_new_tensor(t->cos_name, elem_type, shape, 2, cos_buf, n * es) : NULL;
+    free(cos_buf);
+    if (!tc) {
+        free(sin_buf);
+        return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory for the cos table");
+    }
+    s = rk_graph_add_initializer(ix, tc);
+    Onnx__TensorProto *ts = s == ROPEKIT_OK ? rk_new_tensor(t->sin_name, elem_type, shape, 2, sin_buf, n * es) : NULL;
+    free(sin_buf);
+    if (s != ROPEKIT_OK) return s;
+    if (!ts) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory for the sin table");
+    RK_TRY(rk_graph_add_initializer(ix, ts));
+    *bytes += (int64_t)(2 * n * es);
+    return ROPEKIT_OK;
+}
+
+/* ---- rewriting one site ----------------------------------------------------------------------- */
+
+static ropekit_status add_int_initializer(rk_graph *ix, const char *base, const int64_t *v,
+                                          size_t n, char **name) {
+    *name = rk_graph_unique_name(ix, base);
+    if (!*name) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+    int64_t dims[1] = {(int64_t)n};
+    Onnx__TensorProto *t = rk_new_tensor(*name, RK_DT_INT64, dims, 1, v, n * sizeof *v);
+    if (!t) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+    return rk_graph_add_initializer(ix, t);
+}
+
+/* Inserts a node with one output named after `base`; returns the output name (owned). */
+static ropekit_status insert(rk_graph *ix, Onnx__NodeProto *node, int32_t hint) {
+    return rk_graph_insert_node(ix, node, hint, NULL);
+}
+
+static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, const rk_table *t,
+                                   ropekit_fuse_target target, int64_t *counter) {
+    const rk_value *ov = rk_graph_value(ix, s->output);
+    if (!ov || ov->producer < 0) return rk_fail(ROPEKIT_ERROR_PARSE, "site output '%s' vanished", s->output);
+    int32_t hint = ov->producer;
+    int mrope = s->angles.mrope;
+    int onnx_op = target == ROPEKIT_FUSE_TARGET_ONNX && !mrope;
+    char base[96];
+    snprintf(base, sizeof base, "ropekit_rope_%lld", (long long)(*counter)++);
+    char *node_name = rk_graph_unique_name(ix, base);
+    char *out = rk_graph_unique_name(ix, s->output);
+    char *x_in = NULL, *x3 = NULL, *y3 = NULL, *shape_in = NULL, *shape_out = NULL;
+    ropekit_status st = ROPEKIT_OK;
+    if (!node_name || !out) {
+        st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+        goto done;
+    }
+    x_in = rk_strdup(s->x);
+    if (!x_in) {
+        st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+        goto done;
+    }
+    if (s->layout == RK_LAYOUT_BSNH) {
+        /* (B, S, N, H) -> (B, S, N*H) for the fused op, and back */
+        int64_t to3[3] = {0, 0, -1}, to4[4] = {0, 0, s->num_heads, s->head_size};
+        if ((st = add_int_initializer(ix, "ropekit_shape_bsd", to3, 3, &shape_in)) != ROPEKIT_OK ||
+            (st = add_int_initializer(ix, "ropekit_shape_bsnh", to4, 4, &shape_out)) != ROPEKIT_OK)
+            goto done;
+        x3 = rk_graph_unique_name(ix, "ropekit_x3");
+        y3 = rk_graph_unique_name(ix, "ropekit_y3");
+        if (!x3 || !y3) {
+            st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+            goto done;
+        }
+        const char *ins[2] = {s->x, shape_in};
+        Onnx__NodeProto *r = rk_new_node("Reshape", "", x3, ins, 2, (const char *const *)&x3, 1);
+        if (!r || (st = insert(ix, r, hint)) != ROPEKIT_OK) {
+            if (!r) st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+            goto done;
+        }
+        free(x_in);
+        x_in = rk_strdup(x3);
+    }
+    {
+        const char *rope_out = s->layout == RK_LAYOUT_BSNH ? y3 : out;
+        const char *ins[4];
+        if (onnx_op) {
+            ins[0] = x_in, ins[1] = t->cos_name, ins[2] = t->sin_name, ins[3] = s->angles.positions;
+        } else {
+            ins[0] = x_in, ins[1] = s->angles.positions, ins[2] = t->cos_name, ins[3] = t->sin_name;
+        }
+        const char *op = mrope ? "MRotaryEmbedding" : "RotaryEmbedding";
+        Onnx__NodeProto *n = rk_new_node(op, onnx_op ? "" : "com.microsoft", node_name, ins, 4,
+                                         &rope_out, 1);
+        if (!n) {
+            st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+            goto done;
+        }
+        int partial = s->head_size < 0 || s->rotary_dim < s->head_size;
+        if ((s->interleaved && (st = rk_node_add_attr_int(n, "interleaved", 1))) ||
+            (s->num_heads > 0 && (st = rk_node_add_attr_int(n, "num_heads", s->num_heads))) ||
+            (partial && (st = rk_node_add_attr_int(n, "rotary_embedding_dim", s->rotary_dim))) ||
+            (mrope && (st = rk_node_add_attr_ints(n, "mrope_section", s->angles.mrope_section, 3))) ||
+            (mrope && s->angles.mrope_layout &&
+             (st = rk_node_add_attr_int(n, "mrope_layout", s->angles.mrope_layout)))) {
+            rk_node_free(n);
+            goto done;
+        }
+        if ((st = insert(ix, n, hint)) != ROPEKIT_OK) goto done;
+    }
+    if (s->layout == RK_LAYOUT_BSNH) {
+        const char *ins[2] = {y3, shape_out};
+        Onnx__NodeProto *r = rk_new_node("Reshape", "", out, ins, 2, (const char *const *)&out, 1);
+        if (!r || (st = insert(ix, r, hint)) != ROPEKIT_OK) {
+            if (!r) st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+            goto done;
+        }
+    }
+    ov = rk_graph_value(ix, s->output);
+    if (ov && (ov->flags & RK_VALUE_OUTPUT)) {
+        /* a graph output keeps its name: the old producer gives it up, the fused node takes it */
+        const rk_value *nv = rk_graph_value(ix, out);
+        char *dead = rk_graph_unique_name(ix, "ropekit_replaced");
+        if (!nv || nv->producer < 0 || !dead) {
+            free(dead);
+            st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+            goto done;
+        }
+        Onnx__NodeProto *old = ix->g->node[ov->producer], *fresh = ix->g->node[nv->producer];
+        char *keep = old->output[ov->producer_output];
+        old->output[ov->producer_output] = dead;
+        free(fresh->output[nv->producer_output]);
+        fresh->output[nv->producer_output] = keep;
+        if ((st = rk_graph_refresh(ix)) != ROPEKIT_OK) goto done;
+        ov = rk_graph_value(ix, dead);
+    } else if ((st = rk_graph_replace_uses(ix, s->output, out)) != ROPEKIT_OK) {
+        goto done;
+    } else {
+        ov = rk_graph_value(ix, s->output);
+    }
+    if (ov && ov->producer >= 0) {
+        int32_t pos = ov->producer;
+        if ((st = rk_graph_remove_nodes(ix, &pos, 1, NULL)) != ROPEKIT_OK) goto done;
+    }
+    s->fused = 1;
+    s->fused_node = node_name;
+    node_name = NULL;
+done:
+    free(node_name), free(out), free(x_in), free(x3), free(y3), free(shape_in), free(shape_out);
+    return st;
+}
+
+/* ---- the pass ------------------------------------------------------------------------------- */
+
+static void warn(ropekit_fuse_report *r, const char *fmt, ...) {
+    if (r->n_warnings >= 4) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->warnings[r->n_warnings++], sizeof r->warnings[0], fmt, ap);
+    va_end(ap);
+}
+
+static ropekit_status match_all(rk_graph *ix, ropekit_fuse_report *r) {
+    Onnx__GraphProto *g = ix->g;
+    size_t cap = 0;
+    for (size_t i = 0; i < g->n_node; ++i) {
+        const Onnx__NodeProto *n = g->node[i];
+        if (strcmp(n->op_type, "Neg") != 0 || (n->domain && n->domain[0]) || n->n_output != 1)
+            continue;
+        rk_site site;
+        if (!rk_match_rotate_half(ix, n, &site) && !rk_match_interleaved(ix, n, &site)) continue;
+        if (r->n_sites == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            rk_site *ns = realloc(r->sites, nc * sizeof *ns);
+            if (!ns) {
+                rk_site_free(&site);
+                return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+            }
+            r->sites = ns, cap = nc;
+        }
+        site.layer = (int64_t)(r->n_sites / 2);
+        r->sites[r->n_sites++] = site;
+    }
+    return ROPEKIT_OK;
+}
+
+static int64_t choose_max_positions(const ropekit_model *m, const ropekit_fuse_options *o,
+                                    ropekit_fuse_report *r, ropekit_status *st) {
+    *st = ROPEKIT_OK;
+    if (o->max_positions > 0) {
+        snprintf(r->max_positions_source, sizeof r->max_positions_source, "option");
+        return o->max_positions;
+    }
+    if (o->config_path) {
+        rk_hf_config cfg;
+        if ((*st = rk_hf_config_read(o->config_path, &cfg)) != ROPEKIT_OK) return 0;
+        char how[128];
+        int64_t p = rk_hf_config_max_positions(&cfg, how, sizeof how);
+        if (p > 0) {
+            snprintf(r->max_positions_source, sizeof r->max_positions_source, "%s (%s)",
+                     o->config_path, how);
+            return p;
+        }
+        warn(r, "%s gives no max_position_embeddings", o->config_path);
+    }
+    (void)m;
+    snprintf(r->max_positions_source, sizeof r->max_positions_source, "default");
+    warn(r, "table length %d is a default: pass --max-positions or a config.json, position ids "
+         "past it are rejected by the fused op", ROPEKIT_FUSE_DEFAULT_MAX_POSITIONS);
+    return ROPEKIT_FUSE_DEFAULT_MAX_POSITIONS;
+}
+
+ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *options,
+                            ropekit_fuse_report **report) {
+    rk_clear_error();
+    if (!model || !report) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "model and report are required");
+    *report = NULL;
+    ropekit_fuse_options defaults = ROPEKIT_FUSE_OPTIONS_INIT;
+    const ropekit_fuse_options *o = options ? options : &defaults;
+    if (o->max_positions < 0 || o->max_positions > ((int64_t)1 << 31))
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "max_positions = %lld is outside [1, 2^31]",
+                       (long long)o->max_positions);
+    Onnx__ModelProto *mp = model->proto;
+    if (!mp->graph) return rk_fail(ROPEKIT_ERROR_PARSE, "the model has no graph");
+    if (o->target == ROPEKIT_FUSE_TARGET_ONNX && rk_model_opset(mp, "") < 23)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "--target onnx needs a model that already "
+                       "imports opset 23 or later (this one imports %lld); use the default "
+                       "com.microsoft target", (long long)rk_model_opset(mp, ""));
+    ropekit_fuse_report *r = calloc(1, sizeof *r);
+    if (!r) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+    snprintf(r->target, sizeof r->target, o->target == ROPEKIT_FUSE_TARGET_ONNX ? "onnx" : "ort");
+    r->dry_run = o->dry_run != 0;
+    r->nodes_before = (int64_t)mp->graph->n_node;
+    rk_graph *ix = NULL;
+    ropekit_status st = rk_graph_open(model, NULL, &ix);
+    if (st == ROPEKIT_OK) st = match_all(ix, r);
+    int needs_length = 0; /* tables built from inv_freq need a length; graph tables have theirs */
+    for (size_t i = 0; i < r->n_sites; ++i)
+        needs_length |= r->sites[i].angles_ok && r->sites[i].angles.kind == RK_ANGLES_INV_FREQ;
+    if (st == ROPEKIT_OK && needs_length) r->max_positions = choose_max_positions(model, o, r, &st);
+    /* the head count is needed whenever the fused op gets a partial width or a 3D input */
+    for (size_t i = 0; st == ROPEKIT_OK && i < r->n_sites; ++i) {
+        rk_site *s = &r->sites[i];
+        if (s->reason[0] || !s->angles_ok) continue;
+        int partial = s->head_size < 0 || s->rotary_dim < s->head_size;
+        if ((partial || s->layout == RK_LAYOUT_BSNH) && s->num_heads <= 0)
+            snprintf(s->reason, RK_REASON, "the number of heads of '%s' is unknown (no shape "
+                     "information); the fused op needs it for a partial width", s->x);
+        else if (s->layout == RK_LAYOUT_BSNH && s->head_size <= 0)
+            snprintf(s->reason, RK_REASON, "the head size of '%s' is unknown", s->x);
+    }
+    rk_table *tables = NULL;
+    size_t n_tables = 0;
+    int64_t counter = 0;
+    if (st == ROPEKIT_OK && !r->dry_run) {
+        tables = calloc(r->n_sites ? r->n_sites : 1, sizeof *tables);
+        if (!tables) st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+        for (size_t i = 0; st == ROPEKIT_OK && i < r->n_sites; ++i) {
+            rk_site *s = &r->sites[i];
+            if (s->reason[0] || !s->angles_ok) continue;
+            rk_table *t = NULL;
+            for (size_t k = 0; k < n_tables && !t; ++k)
+                if (tables[k].elem_type == s->elem_type && rk_angles_same(tables[k].angles, &s->angles))
+                    t = &tables[k];
+            if (!t) {
+                t = &tables[n_tables];
+                t->angles = &s->angles;
+                t->elem_type = s->elem_type;
+                st = add_tables(ix, &s->angles, s->elem_type, r->max_positions, t, &r->table_bytes);
+                if (st != ROPEKIT_OK) break;
+                ++n_tables;
+                r->tables += 2;
+            }
+            if (!s->angles.mrope && o->target == ROPEKIT_FUSE_TARGET_ONNX) {
+                /* ai.onnx op: nothing to import */
+            } else if ((st = rk_model_import_opset(mp, "com.microsoft", 1)) != ROPEKIT_OK) {
+                break;
+            }
+            st = rewrite_site(ix, s, t, o->target, &counter);
+        }
+    }
+    for (size_t k = 0; k < n_tables; ++k) free(tables[k].cos_name), free(tables[k].sin_name);
+    free(tables);
+    rk_graph_close(ix);
+    r->nodes_after = (int64_t)mp->graph->n_node;
+    if (st != ROPEKIT_OK) {
+        ropekit_fuse_report_free(r);
+        return st;
+    }
+    *report = r;
+    return ROPEKIT_OK;
+}
+
+/* ---- reports ---------------------------------------------------------------------------------- */
+
+int64_t ropekit_fuse_report_sites(const ropekit_fuse_report *r) { return r ? (int64_t)r->n_sites : 0; }
+
+int64_t ropekit_fuse_report_fused(const ropekit_fuse_report *r) {
+    int64_t n = 0;
+    for (size_t i = 0; r && i < r->n_sites; ++i) n += r->sites[i].fused;
+    return n;
+}
+
+static const char *angle_desc(const rk_site *s) {
+    if (!s->angles_ok) return "?";
+    if (s->angles.kind == RK_ANGLES_TABLE) return "the graph's own table";
+    return s->angles.scale != 1.0f ? "position_ids*inv_freq, scaled" : "position_ids*inv_freq";
+}
+
+ropekit_status ropekit_fuse_report_text(const ropekit_fuse_report *r, char **text) {
+    rk_clear_error();
+    if (!r || !text) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "report and text are required");
+    rk_buf b = {0};
+    for (size_t i = 0; i < r->n_sites; ++i) {
+        const rk_site *s = &r->sites[i];
+        rk_buf_printf(&b, "site %zu (layer %lld)  %-20s x=%s  R=%lld%s  %s  %s%s\n", i,
+                  (long long)s->layer, s->variant, s->x, (long long)s->rotary_dim,
+                  s->interleaved ? " interleaved" : "", angle_desc(s),
+                  s->fused ? "fused" : (r->dry_run && !s->reason[0] ? "fusable" : "skipped: "),
+                  s->fused || (r->dry_run && !s->reason[0]) ? "" : s->reason);
+    }
+    int64_t fused = ropekit_fuse_report_fused(r), fusable = 0;
+    for (size_t i = 0; i < r->n_sites; ++i) fusable += !r->sites[i].reason[0];
+    rk_buf_printf(&b, "%zu RoPE sites found, %lld %s, %lld skipped\n", r->n_sites,
+              (long long)(r->dry_run ? fusable : fused), r->dry_run ? "fusable (dry run)" : "fused",
+              (long long)((int64_t)r->n_sites - fusable));
+    rk_buf_printf(&b, "nodes %lld -> %lld; tables %lld (%lld bytes)", (long long)r->nodes_before,
+              (long long)r->nodes_after, (long long)r->tables, (long long)r->table_bytes);
+    if (r->max_positions > 0)
+        rk_buf_printf(&b, ", %lld rows (%s)", (long long)r->max_positions, r->max_positions_source);
+    rk_buf_printf(&b, "; target %s\n", r->target);
+    for (int i = 0; i < r->n_warnings; ++i) rk_buf_printf(&b, "warning: %s\n", r->warnings[i]);
+    if (b.oom) {
+        free(b.p);
+        return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+    }
+    *text = b.p;
+    return ROPEKIT_OK;
+}
+
+ropekit_status ropekit_fuse_report_json(const ropekit_fuse_report *r, char **json) {
+    rk_clear_error();
+    if (!r || !json) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "report and json are required");
+    rk_buf b = {0};
+    rk_buf_printf(&b, "{\n  \"target\": \"%s\",\n  \"dry_run\": %s,\n  \"nodes_before\": %lld,\n"
+              "  \"nodes_after\": %lld,\n  \"tables\": %lld,\n  \"table_bytes\": %lld,\n"
+              "  \"max_positions\": %lld,\n  \"max_positions_source\": ",
+              r->target, r->dry_run ? "true" : "false", (long long)r->nodes_before,
+              (long long)r->nodes_after, (long long)r->tables, (long long)r->table_bytes,
+              (long long)r->max_positions);
+    rk_buf_json_str(&b, r->max_positions_source);
+    rk_buf_printf(&b, ",\n  \"sites_found\": %zu,\n  \"sites_fused\": %lld,\n  \"warnings\": [",
+              r->n_sites, (long long)ropekit_fuse_report_fused(r));
+    for (int i = 0; i < r->n_warnings; ++i) {
+        rk_buf_printf(&b, i ? ", " : "");
+        rk_buf_json_str(&b, r->warnings[i]);
+    }
+    rk_buf_printf(&b, "],\n  \"sites\": [");
+    for (size_t i = 0; i < r->n_sites; ++i) {
+        const rk_site *s = &r->sites[i];
+        rk_buf_printf(&b, "%s\n    {\"index\": %zu, \"layer\": %lld, \"variant\": \"%s\", \"x\": ",
+                  i ? "," : "", i, (long long)s->layer, s->variant);
+        rk_buf_json_str(&b, s->x);
+        rk_buf_printf(&b, ", \"output\": ");
+        rk_buf_json_str(&b, s->output);
+        rk_buf_printf(&b, ", \"rotary_dim\": %lld, \"head_size\": %lld, \"num_heads\": %lld, "
+                  "\"interleaved\": %d, \"layout\": \"%s\", \"angles\": \"%s\", \"scale\": %.9g, "
+                  "\"dtype\": \"%s\", \"status\": \"%s\", \"reason\": ",
+                  (long long)s->rotary_dim, (long long)s->head_size, (long long)s->num_heads,
+                  s->interleaved, s->layout == RK_LAYOUT_BSNH ? "BSNH" : "BNSH", angle_desc(s),
+                  (double)(s->angles_ok ? s->angles.scale : 1.0f),
+                  s->elem_type ? rk_dtype_name(s->elem_type) : "?",
+                  s->fused ? "fused" : (s->reason[0] ? "skipped" : (r->dry_run ? "fusable" : "skipped")));
+        if (s->reason[0])
+            rk_buf_json_str(&b, s->reason);
+        else
+            rk_buf_printf(&b, "null");
+        if (s->angles_ok && s->angles.mrope)
+            rk_buf_printf(&b, ", \"mrope_section\": [%lld, %lld, %lld], \"mrope_layout\": %d",
+                      (long long)s->angles.mrope_section[0], (long long)s->angles.mrope_section[1],
+                      (long long)s->angles.mrope_section[2], s->angles.mrope_layout);
+        rk_buf_printf(&b, ", \"fused_node\": ");
+        if (s->fused_node)
+            rk_buf_json_str(&b, s->fused_node);
+        else
+            rk_buf_printf(&b, "null");
+        rk_buf_printf(&b, "}");
+    }
+    rk_buf_printf(&b, "\n  ]\n}\n");
+    if (b.oom) {
+        free(b.p);
+        return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+    }
+    *json = b.p;
+    return ROPEKIT_OK;
+}
+
+void ropekit_fuse_report_free(ropekit_fuse_report *r) {
+    if (!r) return;
+    for (size_t i = 0; i < r->n_sites; ++i) rk_site_free(&r->sites[i]);
+    free(r->sites);
+    free(r);
+}

@@ -1,0 +1,139 @@
+/* Internal interfaces of the RoPE fusion pass (src/onnx/fuse*.c, src/onnx/match_*.c).
+ *
+ * A fusion runs in two phases. Matching reads the graph and describes each RoPE site it finds
+ * (an rk_site: which tensor is rotated, how, and where its angles come from), verifying the
+ * structure and every constant, never names. Rewriting then builds one cos/sin table pair per
+ * angle source, inserts the fused node for each site, points the site's consumers at it and
+ * removes what became dead. Sites keep value NAMES (copied), not node pointers, because the
+ * rewrite of one site frees nodes.
+ *
+ * Matchers, one file per pattern family:
+ *   match_rotate_half.c   half-split pairs: x*cos + rotate_half(x)*sin, full or partial width
+ *   match_interleaved.c   adjacent pairs (GPT-J "rotate every two") from a gathered table
+ *   match_angles.c        angle sources: on-the-fly inv_freq (Mul or MatMul), scaling, casts;
+ *                         M-RoPE section assembly
+ */
+#ifndef ROPEKIT_FUSE_INTERNAL_H
+#define ROPEKIT_FUSE_INTERNAL_H
+
+#include "onnx_internal.h"
+
+#define RK_REASON 256
+
+/* Where a site's cos/sin come from. */
+typedef enum rk_angle_kind {
+    RK_ANGLES_INV_FREQ = 1, /* angle = float(position) * inv_freq[k] (on the fly in the graph) */
+    RK_ANGLES_TABLE = 2     /* rows of a constant table in the graph, gathered by position */
+} rk_angle_kind;
+
+typedef struct rk_angles {
+    rk_angle_kind kind;
+    char *positions;   /* int64 ids: (B, S), or (3, B, S) for M-RoPE */
+    int64_t half;      /* h = number of frequencies (table columns) */
+    float *inv_freq;   /* RK_ANGLES_INV_FREQ: h values, as the graph holds them */
+    float scale;       /* attention scaling multiplied onto cos and sin (1 if none) */
+    float *cos_rows, *sin_rows; /* RK_ANGLES_TABLE: rows x h values from the graph */
+    int64_t rows;
+    int mrope;                  /* 1: M-RoPE */
+    int64_t mrope_section[3];
+    int mrope_layout;
+} rk_angles;
+
+typedef enum rk_layout {
+    RK_LAYOUT_BNSH = 1, /* x is (B, N, S, H): the fused op takes it as is */
+    RK_LAYOUT_BSNH = 2  /* x is (B, S, N, H): reshaped to (B, S, N*H) around the fused op */
+} rk_layout;
+
+typedef struct rk_site {
+    const char *variant; /* "rotate_half", "rotate_half_partial", "interleaved", ... (static) */
+    char *x;             /* the full-head tensor being rotated */
+    char *output;        /* the value the fused node replaces */
+    char *anchor;        /* a value inside the site, for reports (the Neg output) */
+    rk_layout layout;
+    int interleaved;
+    int64_t rotary_dim; /* R */
+    int64_t head_size;  /* H, -1 if unknown */
+    int64_t num_heads;  /* N, -1 if unknown */
+    int32_t elem_type;  /* T of x and of the tables (ONNX data type), 0 if unknown */
+    rk_angles angles;
+    int angles_ok;            /* the angle source was verified */
+    char reason[RK_REASON];   /* why it cannot be fused ("" when it can) */
+    /* results */
+    int fused;
+    char *fused_node;
+    int64_t layer; /* order of appearance / 2, a reporting aid */
+} rk_site;
+
+void rk_site_free(rk_site *s);
+void rk_angles_free(rk_angles *a);
+
+/* ---- matcher helpers (match_common.c) ---------------------------------------------------- */
+
+/* The node producing `name` if its op_type (default domain) is `op`, else NULL. */
+Onnx__NodeProto *rk_producer_op(const rk_graph *ix, const char *name, const char *op);
+/* Input i of n, or NULL if absent or empty. */
+const char *rk_input(const Onnx__NodeProto *n, size_t i);
+/* Integer attribute `name` of n, or `def`. */
+int64_t rk_attr_i(const Onnx__NodeProto *n, const char *name, int64_t def);
+/* Number of consumers of a value (0 if unknown). */
+uint32_t rk_consumer_count(const rk_graph *ix, const char *name);
+/* The only consumer of `name`, or NULL when there are several or none. */
+Onnx__NodeProto *rk_single_consumer(const rk_graph *ix, const char *name);
+
+/* The only consumer of `name` that is not a Shape node (exporters read shapes of intermediate
+ * values for later reshapes; those readers die with the site), or NULL. */
+Onnx__NodeProto *rk_main_consumer(const rk_graph *ix, const char *name);
+
+/* Evaluate a small int64 vector `name` (at most cap elements): constants, and the shape
+ * arithmetic exporters put in index paths (Shape with known dims, Gather, Cast, Unsqueeze,
+ * Squeeze, Concat, Reshape, Add, Sub, Mul, Div). 1 on success. */
+int rk_eval_i64(const rk_graph *ix, const char *name, int64_t *out, size_t cap, size_t *count);
+/* A scalar (or one-element) int64 expression. */
+int rk_eval_i64_scalar(const rk_graph *ix, const char *name, int64_t *out);
+/* A one-element float constant. */
+int rk_const_scalar_f(const rk_graph *ix, const char *name, float *out);
+
+/* Slice(data, starts, ends, axes, steps) with one axis: fills start/end/axis/step (the
+ * defaults when absent). 1 when n is such a Slice with constant (or evaluable) parameters. */
+int rk_slice_params(const rk_graph *ix, const Onnx__NodeProto *n, int64_t *start, int64_t *end,
+                    int64_t *axis, int64_t *step);
+
+/* Are two values the same computation? Same name, or produced by nodes of the same op type,
+ * attributes and (recursively) equivalent inputs, or equal constants. Bounded depth. */
+int rk_equivalent(const rk_graph *ix, const char *a, const char *b, int depth);
+
+/* Follow value-preserving producers (Cast when `casts`, Identity) back from name. */
+const char *rk_skip_casts(const rk_graph *ix, const char *name, int32_t *last_cast_to);
+
+/* Rank and last dims of a value from the graph's type information; 0 if unknown. */
+int rk_value_rank(const rk_graph *ix, const char *name, rk_shape *shape);
+
+/* The other operand of a binary node, given one; NULL if `one` is not an operand. */
+const char *rk_other_operand(const Onnx__NodeProto *n, const char *one);
+int rk_is_last_axis(int64_t axis, int rank);
+
+/* Partial rotation around a site whose rotated part is xr and result `out`: xr = Slice(x, :R)
+ * and out's only consumer is Concat(out, Slice(x, R:)) along the last axis, running to the end
+ * of x. On a match the site's x and output become x and that Concat, *xshape x's shape. */
+int rk_match_partial(const rk_graph *ix, const char *xr, const char *out, int64_t R, int rank,
+                     rk_site *site, rk_shape *xshape);
+
+/* ---- angle sources (match_angles.c) ------------------------------------------------------- */
+
+/* From a full-width table term (what multiplies x or rotate_half(x), before any Unsqueeze over
+ * heads) describe the angle source: strips Cast (recording the target type) and a constant
+ * scaling Mul, requires Cos (want_sin = 0) or Sin, then analyses the angle. On success fills a
+ * (owned) and returns 1; on a recognized but refused source returns 0 with `reason` set; on an
+ * unrecognized one returns 0 with reason describing what was found. */
+int rk_match_angle_term(const rk_graph *ix, const char *term, int want_sin, rk_angles *a,
+                        int32_t *cast_to, char *reason, size_t n);
+/* Two angle sources describe the same tables (cos and sin halves of one site). */
+int rk_angles_same(const rk_angles *a, const rk_angles *b);
+
+/* ---- site matchers ------------------------------------------------------------------------ */
+/* Each looks at the Neg node `neg` and, if it is the negation inside a site of its family,
+ * fills *site (owned) and returns 1. site->reason is set when the site cannot be fused. */
+int rk_match_rotate_half(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site *site);
+int rk_match_interleaved(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site *site);
+
+#endif

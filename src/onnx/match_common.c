@@ -1,0 +1,481 @@
+/* Helpers shared by the RoPE matchers: node/attribute access, small constant evaluation (the
+ * shape arithmetic exporters write into index paths), structural equivalence. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuse_internal.h"
+
+void rk_angles_free(rk_angles *a) {
+    free(a->positions);
+    free(a->inv_freq);
+    free(a->cos_rows);
+    free(a->sin_rows);
+    memset(a, 0, sizeof *a);
+}
+
+void rk_site_free(rk_site *s) {
+    free(s->x);
+    free(s->output);
+    free(s->anchor);
+    free(s->fused_node);
+    rk_angles_free(&s->angles);
+    memset(s, 0, sizeof *s);
+}
+
+static int is_default_domain(const Onnx__NodeProto *n) {
+    return n->domain == NULL || n->domain[0] == '\0' || strcmp(n->domain, "ai.onnx") == 0;
+}
+
+Onnx__NodeProto *rk_producer_op(const rk_graph *ix, const char *name, const char *op) {
+    if (!name) return NULL;
+    Onnx__NodeProto *n = rk_graph_producer(ix, name);
+    if (!n || !is_default_domain(n) || strcmp(n->op_type, op) != 0) return NULL;
+    return n;
+}
+
+const char *rk_input(const Onnx__NodeProto *n, size_t i) {
+    if (!n || i >= n->n_input || !n->input[i] || !n->input[i][0]) return NULL;
+    return n->input[i];
+}
+
+int64_t rk_attr_i(const Onnx__NodeProto *n, const char *name, int64_t def) {
+    const Onnx__AttributeProto *a = rk_node_attr(n, name);
+    return a && a->has_i ? a->i : def;
+}
+
+uint32_t rk_consumer_count(const rk_graph *ix, const char *name) {
+    const rk_value *v = rk_graph_value(ix, name);
+    return v ? v->n_consumers : 0;
+}
+
+Onnx__NodeProto *rk_single_consumer(const rk_graph *ix, const char *name) {
+    const rk_value *v = rk_graph_value(ix, name);
+    if (!v || v->n_consumers != 1 || (v->flags & RK_VALUE_OUTPUT)) return NULL;
+    return ix->g->node[v->consumers[0]];
+}
+
+#define RK_EVAL_CAP 16
+
+/* ---- shapes where the graph does not say: a little inference ------------------------------ */
+
+static int eval_rec(const rk_graph *ix, const char *name, int64_t *out, size_t *count, int depth);
+static void infer_shape(const rk_graph *ix, const char *name, rk_shape *out, int depth);
+
+/* A Reshape target, element by element: constants where they evaluate, -1 where they do not
+ * (a Concat of pieces is evaluated piece by piece; an unknown piece must be one element). */
+static int reshape_target(const rk_graph *ix, const char *name, rk_shape *out, int depth) {
+    int64_t v[RK_SHAPE_MAX_RANK];
+    size_t n;
+    if (eval_rec(ix, name, v, &n, depth + 1) && n <= RK_SHAPE_MAX_RANK) {
+        out->rank = (int32_t)n;
+        memcpy(out->dims, v, n * sizeof *v);
+        return 1;
+    }
+    Onnx__NodeProto *cat = rk_producer_op(ix, name, "Concat");
+    if (!cat || cat->n_input > RK_SHAPE_MAX_RANK) return 0;
+    out->rank = 0;
+    for (size_t i = 0; i < cat->n_input; ++i) {
+        if (eval_rec(ix, rk_input(cat, i), v, &n, depth + 1)) {
+            if (out->rank + (int32_t)n > RK_SHAPE_MAX_RANK) return 0;
+            memcpy(out->dims + out->rank, v, n * sizeof *v);
+            out->rank += (int32_t)n;
+            continue;
+        }
+        Onnx__NodeProto *un = rk_producer_op(ix, rk_input(cat, i), "Unsqueeze");
+        rk_shape us;
+        if (!un) return 0;
+        rk_graph_shape(ix, rk_input(un, 0), &us);
+        if (us.rank > 0) return 0; /* only a scalar unsqueezed to one element is "one unknown" */
+        out->dims[out->rank++] = -2; /* unknown value */
+    }
+    return 1;
+}
+
+static void infer_shape(const rk_graph *ix, const char *name, rk_shape *out, int depth) {
+    rk_graph_shape(ix, name, out);
+    if (out->rank >= 0 || depth > 24 || !name) return;
+    Onnx__NodeProto *n = rk_graph_producer(ix, name);
+    if (!n || !is_default_domain(n)) return;
+    const char *op = n->op_type;
+    rk_shape in;
+    if (!strcmp(op, "Transpose")) {
+        infer_shape(ix, rk_input(n, 0), &in, depth + 1);
+        const Onnx__AttributeProto *perm = rk_node_attr(n, "perm");
+        if (in.rank < 0 || !perm || perm->n_ints != (size_t)in.rank) return;
+        for (int i = 0; i < in.rank; ++i) {
+            if (perm->ints[i] < 0 || perm->ints[i] >= in.rank) return;
+            out->dims[i] = in.dims[perm->ints[i]];
+        }
+        out->rank = in.rank;
+        out->elem_type = in.elem_type;
+    } else if (!strcmp(op, "Reshape")) {
+        rk_shape t;
+        if (!reshape_target(ix, rk_input(n, 1), &t, depth)) return;
+        infer_shape(ix, rk_input(n, 0), &in, depth + 1);
+        int allowzero = (int)rk_attr_i(n, "allowzero", 0);
+        for (int i = 0; i < t.rank; ++i) {
+            int64_t d = t.dims[i];
+            if (d == 0 && !allowzero) d = in.rank > i ? in.dims[i] : -1;
+            out->dims[i] = d < 0 ? -1 : d;
+        }
+        out->rank = t.rank;
+        out->elem_type = in.elem_type;
+    } else if (!strcmp(op, "Slice") || !strcmp(op, "Split")) {
+        infer_shape(ix, rk_input(n, 0), &in, depth + 1);
+        if (in.rank <= 0) return;
+        int64_t axis, len = -1;
+        if (!strcmp(op, "Slice")) {
+            int64_t a, b, st;
+            if (!rk_slice_params(ix, n, &a, &b, &axis, &st) || st != 1) return; /* unknown */
+            if (axis < 0) axis += in.rank;
+            if (axis < 0 || axis >= in.rank) return;
+            int64_t d = in.dims[axis];
+            if (d >= 0) {
+                if (a < 0) a += d;
+                if (b < 0) b += d;
+                if (b > d) b = d;
+                if (a < 0) a = 0;
+                len = b > a ? b - a : 0;
+            } else if (a >= 0 && b >= a && b < ((int64_t)1 << 40)) {
+                len = b - a; /* exact only if the dim is at least b: assumed by the exporter */
+            }
+        } else {
+            axis = rk_attr_i(n, "axis", 0);
+            if (axis < 0) axis += in.rank;
+            if (axis < 0 || axis >= in.rank) return;
+            size_t k = 0;
+            while (k < n->n_output && strcmp(n->output[k], name) != 0) ++k;
+            int64_t sizes[RK_EVAL_CAP];
+            size_t ns;
+            if (rk_input(n, 1) && eval_rec(ix, rk_input(n, 1), sizes, &ns, depth + 1) && k < ns)
+                len = sizes[k];
+            else if (in.dims[axis] >= 0 && in.dims[axis] % (int64_t)n->n_output == 0)
+                len = in.dims[axis] / (int64_t)n->n_output;
+        }
+        *out = in;
+        out->dims[axis] = len;
+    } else if (!strcmp(op, "Mul") || !strcmp(op, "Add") || !strcmp(op, "Sub") ||
+               !strcmp(op, "Div") || !strcmp(op, "Pow")) {
+        /* numpy broadcasting; an unknown dim against 1 stays unknown */
+        rk_shape b;
+        infer_shape(ix, rk_input(n, 0), &in, depth + 1);
+        infer_shape(ix, rk_input(n, 1), &b, depth + 1);
+        if (in.rank < 0 || b.rank < 0) return;
+        int r = in.rank > b.rank ? in.rank : b.rank;
+        for (int i = 0; i < r; ++i) {
+            int ia = i - (r - in.rank), ib = i - (r - b.rank);
+            int64_t da = ia >= 0 ? in.dims[ia] : 1, db = ib >= 0 ? b.dims[ib] : 1;
+            int64_t d;
+            if (da == db) d = da;
+            else if (da == 1) d = db;
+            else if (db == 1) d = da;
+            else if (da < 0) d = db; /* the known one, if the graph is valid */
+            else if (db < 0) d = da;
+            else return;             /* incompatible: leave unknown */
+            out->dims[i] = d;
+        }
+        out->rank = r;
+        out->elem_type = in.elem_type ? in.elem_type : b.elem_type;
+    } else if (!strcmp(op, "ReduceMean") || !strcmp(op, "ReduceSum")) {
+        infer_shape(ix, rk_input(n, 0), &in, depth + 1);
+        int64_t axes[RK_SHAPE_MAX_RANK];
+        size_t na = 0;
+        const Onnx__AttributeProto *aa = rk_node_attr(n, "axes");
+        if (aa && aa->n_ints <= RK_SHAPE_MAX_RANK) {
+            na = aa->n_ints;
+            memcpy(axes, aa->ints, na * sizeof *axes);
+        } else if (!rk_input(n, 1) || !eval_rec(ix, rk_input(n, 1), axes, &na, depth + 1)) {
+            return;
+        }
+        if (in.rank <= 0 || !rk_attr_i(n, "keepdims", 1)) return;
+        *out = in;
+        for (size_t i = 0; i < na; ++i) {
+            int64_t ax = axes[i] < 0 ? axes[i] + in.rank : axes[i];
+            if (ax < 0 || ax >= in.rank) {
+                out->rank = -1;
+                return;
+            }
+            out->dims[ax] = 1;
+        }
+    } else if (!strcmp(op, "Sqrt") || !strcmp(op, "Reciprocal") || !strcmp(op, "Sigmoid") ||
+               !strcmp(op, "Softmax")) {
+        infer_shape(ix, rk_input(n, 0), out, depth + 1);
+    } else if (!strcmp(op, "Cast") || !strcmp(op, "Identity") || !strcmp(op, "Neg")) {
+        infer_shape(ix, rk_input(n, 0), out, depth + 1);
+        if (!strcmp(op, "Cast")) out->elem_type = (int32_t)rk_attr_i(n, "to", 0);
+    }
+}
+
+Onnx__NodeProto *rk_main_consumer(const rk_graph *ix, const char *name) {
+    const rk_value *v = rk_graph_value(ix, name);
+    if (!v || (v->flags & RK_VALUE_OUTPUT)) return NULL;
+    Onnx__NodeProto *main = NULL;
+    for (uint32_t i = 0; i < v->n_consumers; ++i) {
+        Onnx__NodeProto *c = ix->g->node[v->consumers[i]];
+        if (!strcmp(c->op_type, "Shape") && (!c->domain || !c->domain[0])) continue;
+        if (main) return NULL;
+        main = c;
+    }
+    return main;
+}
+
+int rk_value_rank(const rk_graph *ix, const char *name, rk_shape *shape) {
+    infer_shape(ix, name, shape, 0);
+    return shape->rank > 0;
+}
+
+const char *rk_skip_casts(const rk_graph *ix, const char *name, int32_t *last_cast_to) {
+    for (int guard = 0; name && guard < 16; ++guard) {
+        Onnx__NodeProto *n = rk_graph_producer(ix, name);
+        if (!n || !is_default_domain(n)) break;
+        if (strcmp(n->op_type, "Cast") == 0) {
+            if (last_cast_to && *last_cast_to == 0) *last_cast_to = (int32_t)rk_attr_i(n, "to", 0);
+        } else if (strcmp(n->op_type, "Identity") != 0) {
+            break;
+        }
+        name = rk_input(n, 0);
+    }
+    return name;
+}
+
+int rk_const_scalar_f(const rk_graph *ix, const char *name, float *out) {
+    double v;
+    size_t count;
+    if (!name || rk_graph_const_f64(ix, name, &v, 1, &count) != ROPEKIT_OK || count != 1) return 0;
+    *out = (float)v;
+    return 1;
+}
+
+/* ---- small int64 evaluation ------------------------------------------------------------------ */
+
+
+static int eval_binary(const rk_graph *ix, const Onnx__NodeProto *n, int op, int64_t *out,
+                       size_t *count, int depth) {
+    int64_t a[RK_EVAL_CAP], b[RK_EVAL_CAP];
+    size_t na, nb;
+    if (!eval_rec(ix, rk_input(n, 0), a, &na, depth + 1) ||
+        !eval_rec(ix, rk_input(n, 1), b, &nb, depth + 1))
+        return 0;
+    size_t m = na > nb ? na : nb;
+    if ((na != m && na != 1) || (nb != m && nb != 1)) return 0;
+    for (size_t i = 0; i < m; ++i) {
+        int64_t x = a[na == 1 ? 0 : i], y = b[nb == 1 ? 0 : i], r;
+        switch (op) {
+        case '+': if (__builtin_add_overflow(x, y, &r)) return 0; break;
+        case '-': if (__builtin_sub_overflow(x, y, &r)) return 0; break;
+        case '*': if (__builtin_mul_overflow(x, y, &r)) return 0; break;
+        default: /* floor division, as ONNX Div on integers truncates: only exact, positive */
+            if (y <= 0 || x < 0) return 0;
+            r = x / y;
+        }
+        out[i] = r;
+    }
+    *count = m;
+    return 1;
+}
+
+static int eval_rec(const rk_graph *ix, const char *name, int64_t *out, size_t *count, int depth) {
+    if (!name || depth > 24) return 0;
+    if (rk_graph_const_i64(ix, name, out, RK_EVAL_CAP, count) == ROPEKIT_OK) return 1;
+    Onnx__NodeProto *n = rk_graph_producer(ix, name);
+    if (!n || !is_default_domain(n)) return 0;
+    const char *op = n->op_type;
+    if (!strcmp(op, "Cast") || !strcmp(op, "Identity") || !strcmp(op, "Unsqueeze") ||
+        !strcmp(op, "Squeeze") || !strcmp(op, "Reshape"))
+        return eval_rec(ix, rk_input(n, 0), out, count, depth + 1); /* values kept in order */
+    if (!strcmp(op, "Add")) return eval_binary(ix, n, '+', out, count, depth);
+    if (!strcmp(op, "Sub")) return eval_binary(ix, n, '-', out, count, depth);
+    if (!strcmp(op, "Mul")) return eval_binary(ix, n, '*', out, count, depth);
+    if (!strcmp(op, "Div")) return eval_binary(ix, n, '/', out, count, depth);
+    if (!strcmp(op, "Shape")) {
+        rk_shape sh;
+        infer_shape(ix, rk_input(n, 0), &sh, depth + 1);
+        if (sh.rank <= 0) return 0;
+        int64_t start = rk_attr_i(n, "start", 0), end = rk_attr_i(n, "end", sh.rank);
+        if (start < 0) start += sh.rank;
+        if (end < 0) end += sh.rank;
+        if (end > sh.rank) end = sh.rank;
+        if (start < 0 || start > end || end - start > RK_EVAL_CAP) return 0;
+        for (int64_t i = start; i < end; ++i) {
+            if (sh.dims[i] < 0) return 0; /* symbolic */
+            out[i - start] = sh.dims[i];
+        }
+        *count = (size_t)(end - start);
+        return 1;
+    }
+    if (!strcmp(op, "Gather")) {
+        int64_t data[RK_EVAL_CAP], idx[RK_EVAL_CAP];
+        size_t nd, ni;
+        if (rk_attr_i(n, "axis", 0) != 0) return 0;
+        Onnx__NodeProto *shp = rk_producer_op(ix, rk_input(n, 0), "Shape");
+        if (shp && eval_rec(ix, rk_input(n, 1), idx, &ni, depth + 1)) {
+            /* Gather(Shape(x), k): only the gathered dims need to be known */
+            rk_shape sh;
+            infer_shape(ix, rk_input(shp, 0), &sh, depth + 1);
+            if (sh.rank <= 0) return 0;
+            int64_t start = rk_attr_i(shp, "start", 0), end = rk_attr_i(shp, "end", sh.rank);
+            if (start < 0) start += sh.rank;
+            if (end < 0) end += sh.rank;
+            if (end > sh.rank) end = sh.rank;
+            if (start < 0 || start > end) return 0;
+            for (size_t i = 0; i < ni; ++i) {
+                int64_t k = idx[i] < 0 ? idx[i] + (end - start) : idx[i];
+                if (k < 0 || k >= end - start || sh.dims[start + k] < 0) return 0;
+                out[i] = sh.dims[start + k];
+            }
+            *count = ni;
+            return 1;
+        }
+        if (!eval_rec(ix, rk_input(n, 0), data, &nd, depth + 1) ||
+            !eval_rec(ix, rk_input(n, 1), idx, &ni, depth + 1))
+            return 0;
+        for (size_t i = 0; i < ni; ++i) {
+            int64_t k = idx[i] < 0 ? idx[i] + (int64_t)nd : idx[i];
+            if (k < 0 || k >= (int64_t)nd) return 0;
+            out[i] = data[k];
+        }
+        *count = ni;
+        return 1;
+    }
+    if (!strcmp(op, "Concat")) {
+        size_t total = 0;
+        for (size_t i = 0; i < n->n_input; ++i) {
+            int64_t part[RK_EVAL_CAP];
+            size_t np;
+            if (!eval_rec(ix, rk_input(n, i), part, &np, depth + 1) || total + np > RK_EVAL_CAP)
+                return 0;
+            memcpy(out + total, part, np * sizeof *part);
+            total += np;
+        }
+        *count = total;
+        return 1;
+    }
+    return 0;
+}
+
+int rk_eval_i64(const rk_graph *ix, const char *name, int64_t *out, size_t cap, size_t *count) {
+    int64_t buf[RK_EVAL_CAP];
+    size_t n;
+    if (!eval_rec(ix, name, buf, &n, 0) || n > cap) return 0;
+    memcpy(out, buf, n * sizeof *buf);
+    *count = n;
+    return 1;
+}
+
+int rk_eval_i64_scalar(const rk_graph *ix, const char *name, int64_t *out) {
+    size_t n;
+    return rk_eval_i64(ix, name, out, 1, &n) && n == 1;
+}
+
+int rk_slice_params(const rk_graph *ix, const Onnx__NodeProto *n, int64_t *start, int64_t *end,
+                    int64_t *axis, int64_t *step) {
+    if (!n || strcmp(n->op_type, "Slice") != 0 || n->n_input < 3) return 0;
+    if (!rk_eval_i64_scalar(ix, rk_input(n, 1), start) ||
+        !rk_eval_i64_scalar(ix, rk_input(n, 2), end))
+        return 0;
+    *axis = -1; /* absent axes: all axes in order; with one start that means axis 0 */
+    if (rk_input(n, 3)) {
+        if (!rk_eval_i64_scalar(ix, rk_input(n, 3), axis)) return 0;
+    } else {
+        *axis = 0;
+    }
+    *step = 1;
+    if (rk_input(n, 4) && !rk_eval_i64_scalar(ix, rk_input(n, 4), step)) return 0;
+    return 1;
+}
+
+/* ---- structural equivalence ------------------------------------------------------------------ */
+
+static int attrs_equal(const Onnx__NodeProto *a, const Onnx__NodeProto *b) {
+    if (a->n_attribute != b->n_attribute) return 0;
+    for (size_t i = 0; i < a->n_attribute; ++i) {
+        const Onnx__AttributeProto *x = a->attribute[i];
+        const Onnx__AttributeProto *y = rk_node_attr(b, x->name);
+        if (!y || x->type != y->type || x->has_i != y->has_i || x->i != y->i || x->f != y->f ||
+            x->n_ints != y->n_ints || x->n_floats != y->n_floats || x->t || y->t || x->g || y->g)
+            return 0;
+        if (x->n_ints && memcmp(x->ints, y->ints, x->n_ints * sizeof *x->ints) != 0) return 0;
+        if (x->n_floats && memcmp(x->floats, y->floats, x->n_floats * sizeof *x->floats) != 0)
+            return 0;
+        if (x->has_s != y->has_s || x->s.len != y->s.len ||
+            (x->s.len && memcmp(x->s.data, y->s.data, x->s.len) != 0))
+            return 0;
+    }
+    return 1;
+}
+
+static int consts_equal(const rk_graph *ix, const char *a, const char *b) {
+    double va[64], vb[64];
+    size_t na, nb;
+    rk_shape sa, sb;
+    if (rk_graph_const_f64(ix, a, va, 64, &na) != ROPEKIT_OK ||
+        rk_graph_const_f64(ix, b, vb, 64, &nb) != ROPEKIT_OK || na != nb)
+        return 0;
+    rk_graph_shape(ix, a, &sa);
+    rk_graph_shape(ix, b, &sb);
+    if (sa.elem_type != sb.elem_type || sa.rank != sb.rank) return 0;
+    return memcmp(va, vb, na * sizeof *va) == 0;
+}
+
+int rk_equivalent(const rk_graph *ix, const char *a, const char *b, int depth) {
+    if (!a || !b) return 0;
+    if (strcmp(a, b) == 0) return 1;
+    if (depth <= 0) return 0;
+    if (consts_equal(ix, a, b)) return 1;
+    Onnx__NodeProto *na = rk_graph_producer(ix, a), *nb = rk_graph_producer(ix, b);
+    if (!na || !nb || strcmp(na->op_type, nb->op_type) != 0 || na->n_input != nb->n_input ||
+        na->n_output != 1 || nb->n_output != 1 || !attrs_equal(na, nb))
+        return 0;
+    if ((na->domain ? na->domain : "")[0] != (nb->domain ? nb->domain : "")[0]) return 0;
+    for (size_t i = 0; i < na->n_input; ++i) {
+        const char *x = rk_input(na, i), *y = rk_input(nb, i);
+        if (!x && !y) continue;
+        if (!rk_equivalent(ix, x, y, depth - 1)) return 0;
+    }
+    return 1;
+}
+
+const char *rk_other_operand(const Onnx__NodeProto *n, const char *one) {
+    if (n->n_input != 2) return NULL;
+    if (rk_input(n, 0) && strcmp(n->input[0], one) == 0) return rk_input(n, 1);
+    if (rk_input(n, 1) && strcmp(n->input[1], one) == 0) return rk_input(n, 0);
+    return NULL;
+}
+
+int rk_is_last_axis(int64_t axis, int rank) { return axis == -1 || (rank > 0 && axis == rank - 1); }
+
+#define BIG_END ((int64_t)1 << 40) /* "to the end" in a Slice: any end at or past this */
+
+int rk_match_partial(const rk_graph *ix, const char *xr, const char *out, int64_t R, int rank,
+                     rk_site *site, rk_shape *xshape) {
+    Onnx__NodeProto *s_rot = rk_producer_op(ix, xr, "Slice");
+    Onnx__NodeProto *pcat = rk_single_consumer(ix, out);
+    if (!s_rot || !pcat || strcmp(pcat->op_type, "Concat") != 0 || pcat->n_input != 2 ||
+        strcmp(rk_input(pcat, 0) ? pcat->input[0] : "", out) != 0)
+        return 0;
+    Onnx__NodeProto *s_pass = rk_producer_op(ix, rk_input(pcat, 1), "Slice");
+    int64_t a2, b2, ax2, st2, a3, b3, ax3, st3;
+    if (!s_pass || !rk_input(s_rot, 0) || !rk_input(s_pass, 0) ||
+        strcmp(s_rot->input[0], s_pass->input[0]) != 0 ||
+        !rk_slice_params(ix, s_rot, &a2, &b2, &ax2, &st2) ||
+        !rk_slice_params(ix, s_pass, &a3, &b3, &ax3, &st3) || a2 != 0 || b2 != R || st2 != 1 ||
+        st3 != 1 || a3 != R || !rk_is_last_axis(ax2, rank) || !rk_is_last_axis(ax3, rank) ||
+        !rk_is_last_axis(rk_attr_i(pcat, "axis", 0), rank))
+        return 0;
+    rk_shape fs;
+    rk_value_rank(ix, s_rot->input[0], &fs);
+    int64_t H = fs.rank > 0 ? fs.dims[fs.rank - 1] : -1;
+    /* the pass-through part must run to the end of x, or the fused output would be wider */
+    if (!(H >= 0 ? b3 >= H : b3 >= BIG_END)) return 0;
+    char *x = rk_strdup(s_rot->input[0]), *o = rk_strdup(pcat->output[0]);
+    if (!x || !o) {
+        free(x), free(o);
+        return 0;
+    }
+    free(site->x);
+    free(site->output);
+    site->x = x;
+    site->output = o;
+    *xshape = fs;
+    return 1;
+}

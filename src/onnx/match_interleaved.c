@@ -1,0 +1,186 @@
+/* Adjacent-pair RoPE sites (GPT-J "rotate every two"), x in (B, S, N, H):
+ *
+ *   rot = Reshape(Concat(Unsqueeze(Neg(Slice(xr, 1::2)), -1), Unsqueeze(Slice(xr, 0::2), -1)))
+ *   out = Add(Mul(xr, rep(cos)), Mul(rot, rep(sin)))          (operands in either order)
+ *   rep(t) = Reshape(Expand(Unsqueeze(Unsqueeze(t, 2), 4), [1,1,1,1,2]))   repeat_interleave(2)
+ *   sin, cos = Split(GatherND(table, Unsqueeze(position_ids, -1)) | Gather(table, position_ids))
+ *   partial: xr = Slice(x, :R), the output Concat(out, Slice(x, R:)).
+ * The table is a constant of the graph (GPT-J's embed_positions: [sin | cos] per position); the
+ * fused node reads its rows as they are. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuse_internal.h"
+
+#define BIG_END ((int64_t)1 << 40)
+
+/* Slice(xr, start::2) along the last axis to the end. */
+static int strided_half(const rk_graph *ix, const Onnx__NodeProto *s, int64_t want_start, int rank) {
+    int64_t a, b, ax, st;
+    return s && rk_slice_params(ix, s, &a, &b, &ax, &st) && a == want_start && st == 2 &&
+           b >= BIG_END && rk_is_last_axis(ax, rank);
+}
+
+static int unsqueeze_last(const rk_graph *ix, const Onnx__NodeProto *u, int rank) {
+    int64_t axes[2];
+    size_t n;
+    return u && !strcmp(u->op_type, "Unsqueeze") && rk_eval_i64(ix, rk_input(u, 1), axes, 2, &n) &&
+           n == 1 && (axes[0] == -1 || axes[0] == rank);
+}
+
+/* rep(t): returns t, or NULL. */
+static const char *repeat_interleave_source(const rk_graph *ix, const char *v) {
+    Onnx__NodeProto *rs = rk_producer_op(ix, rk_skip_casts(ix, v, NULL), "Reshape");
+    Onnx__NodeProto *ex = rs ? rk_producer_op(ix, rk_input(rs, 0), "Expand") : NULL;
+    int64_t shape[8], axes[2];
+    size_t ns, na;
+    if (!ex || !rk_eval_i64(ix, rk_input(ex, 1), shape, 8, &ns) || ns != 5 || shape[0] != 1 ||
+        shape[1] != 1 || shape[2] != 1 || shape[3] != 1 || shape[4] != 2)
+        return NULL;
+    Onnx__NodeProto *u4 = rk_producer_op(ix, rk_input(ex, 0), "Unsqueeze");
+    if (!u4 || !rk_eval_i64(ix, rk_input(u4, 1), axes, 2, &na) || na != 1 || axes[0] != 4) return NULL;
+    Onnx__NodeProto *u2 = rk_producer_op(ix, rk_input(u4, 0), "Unsqueeze");
+    if (!u2 || !rk_eval_i64(ix, rk_input(u2, 1), axes, 2, &na) || na != 1 || axes[0] != 2) return NULL;
+    return rk_input(u2, 0);
+}
+
+/* sin = Split(G)[0], cos = Split(G)[1], G = GatherND(table, Unsqueeze(pos, -1)) | Gather(table,
+ * pos): fills the angle source from the table. */
+static int table_source(const rk_graph *ix, const char *cos_v, const char *sin_v, rk_angles *a,
+                        char *reason, size_t n) {
+    Onnx__NodeProto *sp = rk_graph_producer(ix, cos_v);
+    if (!sp || strcmp(sp->op_type, "Split") || sp->n_output != 2 || rk_graph_producer(ix, sin_v) != sp ||
+        strcmp(sp->output[0], sin_v) || strcmp(sp->output[1], cos_v)) {
+        snprintf(reason, n, "GPT-J sin/cos are not the two halves of one Split");
+        return 0;
+    }
+    int64_t axis = rk_attr_i(sp, "axis", 0);
+    if (axis != -1 && axis != 2) {
+        snprintf(reason, n, "GPT-J sin/cos Split is not along the last axis");
+        return 0;
+    }
+    const char *g = rk_input(sp, 0), *table = NULL, *pos = NULL;
+    Onnx__NodeProto *gn = rk_producer_op(ix, g, "GatherND");
+    Onnx__NodeProto *gt = rk_producer_op(ix, g, "Gather");
+    if (gn && rk_attr_i(gn, "batch_dims", 0) == 0) {
+        Onnx__NodeProto *u = rk_producer_op(ix, rk_input(gn, 1), "Unsqueeze");
+        if (u && unsqueeze_last(ix, u, 2)) table = rk_input(gn, 0), pos = rk_input(u, 0);
+    } else if (gt && rk_attr_i(gt, "axis", 0) == 0) {
+        table = rk_input(gt, 0), pos = rk_input(gt, 1);
+    }
+    if (!table || !pos) {
+        snprintf(reason, n, "GPT-J sincos '%s' is not a table gathered by position ids", g);
+        return 0;
+    }
+    rk_shape ts, ps;
+    rk_graph_shape(ix, table, &ts);
+    rk_graph_shape(ix, pos, &ps);
+    if (ps.elem_type && ps.elem_type != RK_DT_INT64) {
+        snprintf(reason, n, "position ids '%s' are not int64", pos);
+        return 0;
+    }
+    if (ts.rank != 2 || ts.dims[0] <= 0 || ts.dims[1] <= 0 || ts.dims[1] % 2 ||
+        ts.dims[0] > ((int64_t)1 << 24)) {
+        snprintf(reason, n, "the sinusoid table '%s' is not a constant (positions, 2h) tensor", table);
+        return 0;
+    }
+    int64_t rows = ts.dims[0], w = ts.dims[1], h = w / 2;
+    double *buf = malloc((size_t)(rows * w) * sizeof *buf);
+    size_t count;
+    a->cos_rows = malloc((size_t)(rows * h) * sizeof(float));
+    a->sin_rows = malloc((size_t)(rows * h) * sizeof(float));
+    a->positions = rk_strdup(pos);
+    if (!buf || !a->cos_rows || !a->sin_rows || !a->positions ||
+        rk_graph_const_f64(ix, table, buf, (size_t)(rows * w), &count) != ROPEKIT_OK ||
+        count != (size_t)(rows * w)) {
+        free(buf);
+        snprintf(reason, n, "the sinusoid table '%s' is not a constant of the graph", table);
+        return 0;
+    }
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < h; ++k) {
+            a->sin_rows[r * h + k] = (float)buf[r * w + k];
+            a->cos_rows[r * h + k] = (float)buf[r * w + h + k];
+        }
+    free(buf);
+    a->kind = RK_ANGLES_TABLE;
+    a->rows = rows;
+    a->half = h;
+    a->scale = 1.0f;
+    return 1;
+}
+
+int rk_match_interleaved(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site *site) {
+    memset(site, 0, sizeof *site);
+    Onnx__NodeProto *s_odd = rk_producer_op(ix, rk_input(neg, 0), "Slice");
+    Onnx__NodeProto *u_neg = rk_single_consumer(ix, neg->output[0]);
+    Onnx__NodeProto *cat = u_neg ? rk_main_consumer(ix, u_neg->output[0]) : NULL;
+    if (!s_odd || !rk_input(s_odd, 0) || !cat || strcmp(cat->op_type, "Concat") || cat->n_input != 2 ||
+        !rk_input(cat, 0) || strcmp(cat->input[0], u_neg->output[0]))
+        return 0;
+    const char *xr = s_odd->input[0];
+    rk_shape xs;
+    rk_value_rank(ix, xr, &xs);
+    int rank = xs.rank > 0 ? xs.rank : 4;
+    Onnx__NodeProto *u_even = rk_producer_op(ix, rk_input(cat, 1), "Unsqueeze");
+    Onnx__NodeProto *s_even = u_even ? rk_producer_op(ix, rk_input(u_even, 0), "Slice") : NULL;
+    if (!unsqueeze_last(ix, u_neg, rank) || !unsqueeze_last(ix, u_even, rank) || !s_even ||
+        !rk_input(s_even, 0) || strcmp(s_even->input[0], xr) || !strided_half(ix, s_odd, 1, rank) ||
+        !strided_half(ix, s_even, 0, rank) || !rk_is_last_axis(rk_attr_i(cat, "axis", 0), rank + 1))
+        return 0;
+    Onnx__NodeProto *rs = rk_main_consumer(ix, cat->output[0]);
+    if (!rs || strcmp(rs->op_type, "Reshape")) return 0;
+    Onnx__NodeProto *mul_s = rk_single_consumer(ix, rs->output[0]);
+    if (!mul_s || strcmp(mul_s->op_type, "Mul")) return 0;
+    const char *s_term = rk_other_operand(mul_s, rs->output[0]);
+    Onnx__NodeProto *add = rk_single_consumer(ix, mul_s->output[0]);
+    if (!s_term || !add || strcmp(add->op_type, "Add")) return 0;
+    Onnx__NodeProto *mul_c = rk_producer_op(ix, rk_other_operand(add, mul_s->output[0]), "Mul");
+    const char *c_term = mul_c ? rk_other_operand(mul_c, xr) : NULL;
+    if (!c_term) return 0;
+
+    site->variant = "interleaved";
+    site->interleaved = 1;
+    site->layout = RK_LAYOUT_BSNH;
+    site->anchor = rk_strdup(neg->output[0]);
+    site->output = rk_strdup(add->output[0]);
+    site->x = rk_strdup(xr);
+    site->head_size = site->num_heads = -1;
+    if (!site->anchor || !site->output || !site->x) {
+        snprintf(site->reason, RK_REASON, "out of memory");
+        return 1;
+    }
+    const char *cos_v = repeat_interleave_source(ix, c_term);
+    const char *sin_v = repeat_interleave_source(ix, s_term);
+    if (!cos_v || !sin_v) {
+        snprintf(site->reason, RK_REASON, "cos/sin are not repeat_interleave(2) over the heads "
+                 "axis of (B, S, N, H)");
+        return 1;
+    }
+    if (!table_source(ix, cos_v, sin_v, &site->angles, site->reason, RK_REASON)) return 1;
+    int64_t R = 2 * site->angles.half;
+    site->rotary_dim = R;
+    /* the reshape back must restore the rotated width */
+    if (xs.rank > 0 && xs.dims[xs.rank - 1] >= 0 && xs.dims[xs.rank - 1] != R) {
+        snprintf(site->reason, RK_REASON, "rotated width %lld differs from the table's %lld",
+                 (long long)xs.dims[xs.rank - 1], (long long)R);
+        return 1;
+    }
+    if (rk_match_partial(ix, xr, add->output[0], R, rank, site, &xs)) site->variant = "interleaved_partial";
+    if (xs.rank != 4) {
+        snprintf(site->reason, RK_REASON, "the shape of '%s' is unknown or not rank 4", site->x);
+        return 1;
+    }
+    site->head_size = xs.dims[3];
+    site->num_heads = xs.dims[2];
+    site->elem_type = xs.elem_type ? xs.elem_type : RK_DT_FLOAT;
+    if (site->elem_type != RK_DT_FLOAT && site->elem_type != RK_DT_FLOAT16 &&
+        site->elem_type != RK_DT_BFLOAT16) {
+        snprintf(site->reason, RK_REASON, "'%s' has element type %s", site->x,
+                 rk_dtype_name(site->elem_type));
+        return 1;
+    }
+    site->angles_ok = 1;
+    return 1;
+}

@@ -1,0 +1,115 @@
+/* ropekit fuse IN.onnx OUT.onnx [--max-positions N] [--config FILE] [--target ort|onnx]
+ *                               [--json] [--dry-run]
+ *
+ * Finds the RoPE subgraphs of a model and writes a copy with fused nodes (see ropekit_fuse.h).
+ * The table length comes from --max-positions, else from --config, else from a Hugging Face
+ * config next to the model (IN's stem + ".config.json", then "config.json" in IN's directory),
+ * else a default (with a warning). The input file is never modified; the output is written
+ * atomically. Exit status: 0 written (or, with --dry-run, matched), 1 error, 2 usage. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd_fuse.h"
+#include "ropekit_fuse.h"
+
+static int fuse_usage(const char *fmt, const char *arg) {
+    fprintf(stderr, "ropekit fuse: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nusage: ropekit fuse %s\n", ROPEKIT_FUSE_ARGS);
+    return 2;
+}
+
+/* IN's stem + ".config.json", else dir/config.json; NULL when neither exists. */
+static char *find_config(const char *in) {
+    size_t n = strlen(in);
+    char *p = malloc(n + 32);
+    if (!p) return NULL;
+    memcpy(p, in, n + 1);
+    if (n > 5 && strcmp(p + n - 5, ".onnx") == 0) {
+        strcpy(p + n - 5, ".config.json");
+        if (access(p, R_OK) == 0) return p;
+    }
+    const char *slash = strrchr(in, '/');
+    size_t dlen = slash ? (size_t)(slash - in + 1) : 0;
+    memcpy(p, in, dlen);
+    strcpy(p + dlen, "config.json");
+    if (access(p, R_OK) == 0) return p;
+    free(p);
+    return NULL;
+}
+
+static int parse_i64(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end) return 0;
+    *out = v;
+    return 1;
+}
+
+int ropekit_cmd_fuse(int argc, char **argv) {
+    const char *in = NULL, *out = NULL, *config = NULL;
+    int json = 0;
+    ropekit_fuse_options o = ROPEKIT_FUSE_OPTIONS_INIT;
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (!strcmp(a, "--dry-run")) {
+            o.dry_run = 1;
+        } else if (!strcmp(a, "--max-positions") || !strcmp(a, "--config") || !strcmp(a, "--target")) {
+            if (i + 1 >= argc) return fuse_usage("%s needs a value", a);
+            const char *v = argv[++i];
+            if (!strcmp(a, "--config")) {
+                config = v;
+            } else if (!strcmp(a, "--target")) {
+                if (!strcmp(v, "ort"))
+                    o.target = ROPEKIT_FUSE_TARGET_ORT;
+                else if (!strcmp(v, "onnx"))
+                    o.target = ROPEKIT_FUSE_TARGET_ONNX;
+                else
+                    return fuse_usage("--target must be 'ort' or 'onnx', not '%s'", v);
+            } else if (!parse_i64(v, &o.max_positions) || o.max_positions <= 0) {
+                return fuse_usage("--max-positions needs a positive integer, not '%s'", v);
+            }
+        } else if (a[0] == '-' && a[1]) {
+            return fuse_usage("unknown option '%s'", a);
+        } else if (!in) {
+            in = a;
+        } else if (!out) {
+            out = a;
+        } else {
+            return fuse_usage("unexpected argument '%s'", a);
+        }
+    }
+    if (!in) return fuse_usage("%s", "missing the input model");
+    if (!out && !o.dry_run) return fuse_usage("%s", "missing the output file (or --dry-run)");
+    char *found = NULL;
+    if (!config && o.max_positions == 0) config = found = find_config(in);
+    o.config_path = config;
+
+    ropekit_model *m = NULL;
+    ropekit_fuse_report *r = NULL;
+    char *text = NULL;
+    int rc = 1;
+    if (ropekit_model_load(in, &m) != ROPEKIT_OK) goto fail;
+    if (ropekit_fuse(m, &o, &r) != ROPEKIT_OK) goto fail;
+    if (!o.dry_run && ropekit_model_save(m, out) != ROPEKIT_OK) goto fail;
+    if ((json ? ropekit_fuse_report_json(r, &text) : ropekit_fuse_report_text(r, &text)) != ROPEKIT_OK)
+        goto fail;
+    fputs(text, stdout);
+    if (!json && !o.dry_run) printf("wrote %s\n", out);
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "ropekit fuse: %s\n", ropekit_last_error());
+done:
+    ropekit_onnx_free(text);
+    ropekit_fuse_report_free(r);
+    ropekit_model_free(m);
+    free(found);
+    return rc;
+}

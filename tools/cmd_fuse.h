@@ -1,0 +1,19 @@
+/* The `ropekit fuse` subcommand (tools/cmd_fuse.c). */
+#ifndef ROPEKIT_CMD_FUSE_H
+#define ROPEKIT_CMD_FUSE_H
+
+#define ROPEKIT_FUSE_ARGS                                                                      \
+    "IN.onnx OUT.onnx [--max-positions N] [--config FILE] [--target ort|onnx] [--json] "       \
+    "[--dry-run]"
+#define ROPEKIT_FUSE_SUMMARY                                                                   \
+    "Replace the RoPE subgraphs of a model with fused com.microsoft.RotaryEmbedding /\n"      \
+    "MRotaryEmbedding nodes (ai.onnx.RotaryEmbedding with --target onnx, opset >= 23\n"       \
+    "models only). Tables are built from the model's own inv_freq; their length is\n"         \
+    "--max-positions, else from --config or a config.json next to the model (IN's\n"          \
+    "stem + .config.json, then config.json), else 4096 with a warning. Prints each\n"        \
+    "site (fused, or skipped with the reason) and node counts; --json for programs.\n"       \
+    "The input is never modified; the output is written atomically."
+
+int ropekit_cmd_fuse(int argc, char **argv);
+
+#endif

@@ -1,0 +1,150 @@
+/* ropekit — command line tool for ONNX models.
+ *
+ *   ropekit inspect IN.onnx [--json]
+ *   ropekit fuse IN.onnx OUT.onnx [--max-positions N] [--config FILE] [--target ort|onnx]
+ *                [--json] [--dry-run]                                (tools/cmd_fuse.c)
+ *
+ * Exit status: 0 success, 1 runtime error (message on stderr), 2 usage error.
+ * Each subcommand is one function in the table below; new ones (fuse, ...) are added there. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd_fuse.h"
+#include "ropekit_onnx.h"
+
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+typedef struct command {
+    const char *name;
+    const char *args;
+    const char *summary;
+    int (*run)(int argc, char **argv); /* argv[0] is the command name */
+} command;
+
+static int cmd_inspect(int argc, char **argv);
+static int cmd_help(int argc, char **argv);
+
+static const command commands[] = {
+    {"inspect", "IN.onnx [--json]",
+     "Summarize a model: opsets, nodes by op type, initializers, external data\n"
+     "files, graph inputs and outputs with shapes, existing rotary embedding\n"
+     "nodes. --json: one JSON object instead of text.",
+     cmd_inspect},
+    {"fuse", ROPEKIT_FUSE_ARGS, ROPEKIT_FUSE_SUMMARY, ropekit_cmd_fuse},
+    {"help", "[COMMAND]", "Show this help, or a command's.", cmd_help},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+/* The summary, each line indented by `indent` spaces. */
+static void print_summary(FILE *f, const char *s, int indent) {
+    while (*s) {
+        size_t n = strcspn(s, "\n");
+        fprintf(f, "%*s%.*s\n", indent, "", (int)n, s);
+        s += n + (s[n] == '\n');
+    }
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: ropekit COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; ++i) {
+        fprintf(f, "  %s %s\n", commands[i].name, commands[i].args);
+        print_summary(f, commands[i].summary, 6);
+    }
+    fprintf(f, "\noptions: --version, --help\n"
+               "exit status: 0 success, 1 error (message on stderr), 2 usage error\n");
+}
+
+static const command *find_command(const char *name) {
+    for (size_t i = 0; i < N_COMMANDS; ++i)
+        if (strcmp(commands[i].name, name) == 0) return &commands[i];
+    return NULL;
+}
+
+static int usage_error(const char *cmd, const char *fmt, const char *arg) {
+    fprintf(stderr, "ropekit: %s%s", cmd ? cmd : "", cmd ? ": " : "");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+    const command *c = cmd ? find_command(cmd) : NULL;
+    if (c) fprintf(stderr, "usage: ropekit %s %s\n", c->name, c->args);
+    else fprintf(stderr, "run 'ropekit --help' for usage\n");
+    return EXIT_USAGE;
+}
+
+static int runtime_error(const char *cmd, ropekit_status s) {
+    const char *msg = ropekit_last_error();
+    fprintf(stderr, "ropekit: %s: %s\n", cmd, *msg ? msg : ropekit_status_str(s));
+    return EXIT_RUNTIME;
+}
+
+static int cmd_inspect(int argc, char **argv) {
+    const char *in = NULL;
+    int json = 0, options = 1;
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i];
+        if (options && strcmp(a, "--") == 0) {
+            options = 0;
+        } else if (options && strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (options && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+            return cmd_help(2, (char *[]){"help", "inspect", NULL});
+        } else if (options && a[0] == '-' && a[1] != '\0') {
+            return usage_error("inspect", "unknown option '%s'", a);
+        } else if (in) {
+            return usage_error("inspect", "unexpected argument '%s' (one model at a time)", a);
+        } else {
+            in = a;
+        }
+    }
+    if (!in) return usage_error("inspect", "%s", "missing the model file");
+
+    ropekit_model *model = NULL;
+    ropekit_model_info *info = NULL;
+    char *text = NULL;
+    ropekit_status s = ropekit_model_load(in, &model);
+    if (s == ROPEKIT_OK) s = ropekit_model_inspect(model, &info);
+    if (s == ROPEKIT_OK)
+        s = ropekit_model_info_format(info, json ? ROPEKIT_ONNX_FORMAT_JSON : ROPEKIT_ONNX_FORMAT_TEXT,
+                                      &text);
+    int rc = s == ROPEKIT_OK ? EXIT_OK : runtime_error("inspect", s);
+    if (text && (fputs(text, stdout) == EOF || fflush(stdout) != 0)) {
+        fprintf(stderr, "ropekit: inspect: cannot write the output\n");
+        rc = EXIT_RUNTIME;
+    }
+    ropekit_onnx_free(text);
+    ropekit_model_info_free(info);
+    ropekit_model_free(model);
+    return rc;
+}
+
+static int cmd_help(int argc, char **argv) {
+    if (argc > 2) return usage_error("help", "unexpected argument '%s'", argv[2]);
+    if (argc == 2) {
+        const command *c = find_command(argv[1]);
+        if (!c) return usage_error("help", "unknown command '%s'", argv[1]);
+        printf("usage: ropekit %s %s\n\n", c->name, c->args);
+        print_summary(stdout, c->summary, 0);
+        return EXIT_OK;
+    }
+    usage(stdout);
+    return EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(name, "--version") == 0) {
+        printf("ropekit %s\n", ropekit_version());
+        return EXIT_OK;
+    }
+    const command *c = find_command(name);
+    if (!c) return usage_error(NULL, "unknown command '%s'", name);
+    return c->run(argc - 1, argv + 1);
+}
