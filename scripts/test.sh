@@ -11,6 +11,13 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs" >/dev/null
 ctest --test-dir build --output-on-failure
 
+# ---- CUDA backend (owned by the CUDA backend): compile only, warnings as errors -------------
+if command -v nvcc >/dev/null 2>&1; then
+  echo "== CUDA library, check and benchmark programs: compile only (they run on a GPU machine)"
+  cmake -S . -B build -DROPEKIT_CUDA=ON >/dev/null
+  cmake --build build -j"$jobs" --target ropekit_cuda check_cuda bench_cuda >/dev/null
+fi
+
 echo "== ASan/UBSan build + C tests"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DROPEKIT_SANITIZE=ON -DCMAKE_C_COMPILER=clang >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null

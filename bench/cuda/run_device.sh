@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build the CUDA targets, run the check (plain and under
+# compute-sanitizer memcheck), the benchmark and the PyTorch peers. Logs go to $OUT.
+# Usage (device tool): bash bench/cuda/run_device.sh [all | check bench torch prof ...]
+set -u
+OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
+modes=" ${*:-all} "
+want() { [[ "$modes" == *" all "* || "$modes" == *" $1 "* ]]; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
+git rev-parse HEAD 2>/dev/null | tee -a "$OUT/gpu.txt"
+cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DROPEKIT_CUDA=ON >"$OUT/build.log" 2>&1 &&
+  cmake --build build-cuda -j16 --target check_cuda bench_cuda >>"$OUT/build.log" 2>&1 ||
+  { echo "BUILD FAILED"; tail -40 "$OUT/build.log"; exit 1; }
+echo "build ok"
+if want check; then
+  timeout 120 ./build-cuda/check_cuda >"$OUT/check.log" 2>&1; echo "check_cuda rc=$?" | tee -a "$OUT/check.log"
+  grep -v "^ok" "$OUT/check.log"
+  timeout 240 compute-sanitizer --tool memcheck --print-limit 20 ./build-cuda/check_cuda >"$OUT/memcheck.log" 2>&1
+  echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|FAIL|checks," "$OUT/memcheck.log" | tail -5
+fi
+if want bench; then
+  timeout 240 ./build-cuda/bench_cuda >"$OUT/bench.log" 2>&1; echo "bench rc=$?"
+fi
+if want torch; then
+  PYTHONUNBUFFERED=1 timeout 300 python3 bench/cuda/bench_torch.py >"$OUT/torch.log" 2>&1; echo "torch rc=$?"
+fi
+for g in 2; do  # the flat rotary kernel with 2 heads per thread (default 4)
+  if want g$g; then
+    ROPEKIT_CUDA_HEADS_PER_THREAD=$g timeout 120 ./build-cuda/bench_cuda prefill >"$OUT/bench_g$g.log" 2>&1
+    echo "bench g$g rc=$?"; grep -E "^\|" "$OUT/bench_g$g.log" | tail -25
+  fi
+done
+if want prof; then  # hardware counters for one launch of three kernels (Firecracker: ncu works)
+  for f in "QKNorm DS-V4 2048 tok 128x512 rope64 fp8 bfloat16" "Llama-3-8B prefill B=1 S=8192 32+8 x128 bfloat16/float32" "Regroup DS-V4 2048 tok 128x512 rope64 g8 bfloat16"; do
+    timeout 150 ncu --clock-control none -s 3 -c 1 -k regex:'qknorm|rotary|regroup' --section SpeedOfLight \
+      --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis ./build-cuda/bench_cuda "$f" >>"$OUT/ncu.log" 2>&1
+    echo "ncu rc=$?"
+  done
+  grep -E "qknorm|rotary|regroup|Memory Throughput|DRAM Throughput|Duration|Achieved Occupancy|Stall|Registers" "$OUT/ncu.log" | head -60
+fi
+cat "$OUT/bench.log" 2>/dev/null | tail -62
+tail -12 "$OUT/torch.log" 2>/dev/null

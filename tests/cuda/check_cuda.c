@@ -1,0 +1,622 @@
+/* check_cuda: every CUDA operator and option against the CPU library (same process), on fresh
+ * random inputs. Prints the max ulp difference per op/dtype and exits non-zero on a mismatch
+ * beyond the stated tolerance (0 ulp everywhere; QKNorm with fp8: 0 for the query, and at most
+ * 0.5% of kv elements may differ, by fp8 block-scale flips from logf). The CPU side is the
+ * oracle itself: the core's plan builders and src/cpu/ref.c, called directly. Exit 77 (skipped) when no
+ * CUDA device is present. */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+#include "ropekit.h"
+#include "ropekit_cuda.h"
+
+static int g_fail = 0, g_cases = 0;
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void) {
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+    return g_rng;
+}
+static double urand(double lo, double hi) { return lo + (hi - lo) * (double)(rnd() >> 11) * 0x1p-53; }
+
+#define CK(call)                                                                               \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(2);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+/* ---- buffers ------------------------------------------------------------------------------ */
+
+typedef struct buf {
+    void *h, *d; /* host copy, device copy */
+    size_t bytes;
+} buf;
+
+static buf buf_new(size_t bytes) {
+    buf b;
+    b.bytes = bytes ? bytes : 16;
+    b.h = malloc(b.bytes);
+    if (!b.h) exit(2);
+    CK(cudaMalloc(&b.d, b.bytes));
+    return b;
+}
+static void buf_free(buf *b) {
+    free(b->h);
+    CK(cudaFree(b->d));
+}
+static void up(buf *b) { CK(cudaMemcpy(b->d, b->h, b->bytes, cudaMemcpyHostToDevice)); }
+static void *down(const buf *b) {
+    void *p = malloc(b->bytes);
+    if (!p) exit(2);
+    CK(cudaMemcpy(p, b->d, b->bytes, cudaMemcpyDeviceToHost));
+    return p;
+}
+static void poison(buf *b) {
+    memset(b->h, 0xff, b->bytes);
+    CK(cudaMemset(b->d, 0xff, b->bytes));
+}
+static void fill(buf *b, ropekit_dtype dt, double lo, double hi) {
+    size_t n = b->bytes / ropekit_dtype_size(dt);
+    for (size_t i = 0; i < n; ++i) rk_store(b->h, dt, (int64_t)i, (float)urand(lo, hi));
+    up(b);
+}
+static ropekit_tensor view(void *data, ropekit_dtype dt, int rank, const int64_t *shape,
+                           const int64_t *strides) {
+    ropekit_tensor t = ropekit_tensor_contiguous(data, dt, rank, shape);
+    if (strides) memcpy(t.strides, strides, sizeof(int64_t) * (size_t)rank);
+    return t;
+}
+/* The same view on the device copy. */
+static ropekit_tensor dview(const ropekit_tensor *t, const buf *b) {
+    ropekit_tensor d = *t;
+    d.data = (char *)b->d + ((const char *)t->data - (const char *)b->h);
+    return d;
+}
+
+/* ---- comparison --------------------------------------------------------------------------- */
+
+static int64_t ordered(ropekit_dtype dt, const void *p, size_t i) {
+    if (dt == ROPEKIT_FLOAT32) {
+        int32_t v;
+        memcpy(&v, (const char *)p + 4 * i, 4);
+        return v < 0 ? (int64_t)INT32_MIN - v : v;
+    }
+    int16_t v;
+    memcpy(&v, (const char *)p + 2 * i, 2);
+    return v < 0 ? (int64_t)INT16_MIN - v : v;
+}
+
+typedef struct opstat {
+    const char *op;
+    ropekit_dtype dt;
+    int64_t max_ulp, diff, total;
+} opstat;
+static opstat g_stats[96];
+static int g_nstats = 0;
+
+static opstat *stat_for(const char *op, ropekit_dtype dt) {
+    for (int i = 0; i < g_nstats; ++i)
+        if (g_stats[i].dt == dt && strcmp(g_stats[i].op, op) == 0) return &g_stats[i];
+    opstat *s = &g_stats[g_nstats++];
+    s->op = op, s->dt = dt, s->max_ulp = s->diff = s->total = 0;
+    return s;
+}
+
+/* Compares n elements; returns the number that differ, updates the per-op stats. */
+static int64_t compare(const char *op, ropekit_dtype dt, const void *want, const void *got,
+                       size_t n, int64_t *max_ulp_out) {
+    int64_t diff = 0, mu = 0;
+    for (size_t i = 0; i < n; ++i) {
+        int64_t a = ordered(dt, want, i), b = ordered(dt, got, i);
+        int64_t d = a > b ? a - b : b - a;
+        if (d) ++diff;
+        if (d > mu) mu = d;
+    }
+    opstat *s = stat_for(op, dt);
+    if (mu > s->max_ulp) s->max_ulp = mu;
+    s->diff += diff, s->total += (int64_t)n;
+    if (max_ulp_out) *max_ulp_out = mu;
+    return diff;
+}
+
+static void result(int ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    ++g_cases;
+    if (!ok) ++g_fail;
+    printf("%s ", ok ? "ok  " : "FAIL");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+}
+
+static const char *dn(ropekit_dtype d) { return ropekit_dtype_name(d); }
+
+/* ---- the CPU oracle: the CPU library's plan builders + src/cpu/ref.c ----------------------- */
+
+static ropekit_status ref_rotary(rk_rotary_plan *p) {
+    RK_TRY(rk_check_position_ids(p));
+    if (p->B > 0 && p->S > 0 && p->N > 0) rk_ref_rotary(p);
+    return ROPEKIT_OK;
+}
+static ropekit_status cpu_onnx(const ropekit_tensor *x, const ropekit_tensor *c, const ropekit_tensor *s,
+                               const ropekit_tensor *ids, const ropekit_rotary_embedding_attrs *a,
+                               const ropekit_tensor *y) {
+    rk_rotary_plan p;
+    RK_TRY(rk_plan_rotary_embedding(x, c, s, ids, a, y, &p));
+    return ref_rotary(&p);
+}
+static ropekit_status cpu_ms(const ropekit_tensor *x, const ropekit_tensor *ids, const ropekit_tensor *c,
+                             const ropekit_tensor *s, const ropekit_ms_rotary_embedding_attrs *a,
+                             const ropekit_tensor *y) {
+    rk_rotary_plan p;
+    RK_TRY(rk_plan_ms_rotary_embedding(x, ids, c, s, a, y, &p));
+    return ref_rotary(&p);
+}
+static ropekit_status cpu_mrope(const ropekit_tensor *x, const ropekit_tensor *ids, const ropekit_tensor *c,
+                                const ropekit_tensor *s, const ropekit_mrotary_embedding_attrs *a,
+                                const ropekit_tensor *y) {
+    rk_rotary_plan p;
+    RK_TRY(rk_plan_mrotary_embedding(x, ids, c, s, a, y, &p));
+    return ref_rotary(&p);
+}
+static ropekit_status cpu_qknorm(const ropekit_tensor *q, const ropekit_tensor *kv, const ropekit_tensor *w,
+                                 const ropekit_tensor *c, const ropekit_tensor *s,
+                                 const ropekit_qknorm_rotary_embedding_attrs *a, const ropekit_tensor *qo,
+                                 const ropekit_tensor *ko) {
+    rk_qknorm_plan p;
+    RK_TRY(rk_plan_qknorm_rotary_embedding(q, kv, w, c, s, a, qo, ko, &p));
+    if (p.B > 0 && p.S > 0) rk_ref_qknorm(&p);
+    return ROPEKIT_OK;
+}
+static ropekit_status cpu_regroup(const ropekit_tensor *x, const ropekit_tensor *c, const ropekit_tensor *s,
+                                  const ropekit_inverse_rotary_regroup_attrs *a, const ropekit_tensor *o) {
+    rk_regroup_plan p;
+    RK_TRY(rk_plan_inverse_rotary_regroup(x, c, s, a, o, &p));
+    if (p.N > 0) rk_ref_regroup(&p);
+    return ROPEKIT_OK;
+}
+
+/* ---- rotary family ------------------------------------------------------------------------ */
+
+enum { OP_ONNX = 0, OP_MS = 1, OP_MROPE = 2 };
+enum { IDS_TOKEN = 0, IDS_OFFSET = 1, IDS_NONE = 2 };
+
+typedef struct rcase {
+    int op;
+    ropekit_dtype T, TT;
+    int64_t B, S, N, H, R, P;
+    int rank, interleaved, inverse, ids;
+    float scale;
+    int64_t layout, sec[3];
+    int packed_inplace; /* x = q+k heads of a packed QKV buffer, y = x */
+    int inner;          /* channel stride (1: contiguous) */
+    int tpad;           /* extra elements per table row (unaligned rows) */
+    const char *name;
+} rcase;
+
+static void run_rotary_case(const rcase *c, ropekit_cuda_error_state *err) {
+    const size_t es = ropekit_dtype_size(c->T), tes = ropekit_dtype_size(c->TT);
+    const int64_t B = c->B, S = c->S, N = c->N, H = c->H, h = (c->R ? c->R : H) / 2;
+    const int64_t E = c->packed_inplace ? 8 : 0; /* extra (V) heads */
+    const int64_t in = c->inner;
+    int64_t xshape[4], xstr[4];
+    size_t xelems;
+    if (c->rank == 3) {
+        int64_t row = (N + E) * H * in;
+        xshape[0] = B, xshape[1] = S, xshape[2] = N * H;
+        xstr[0] = S * row, xstr[1] = row, xstr[2] = in;
+        xelems = (size_t)(B * S * row);
+    } else { /* (B, N, S, H) */
+        xshape[0] = B, xshape[1] = N, xshape[2] = S, xshape[3] = H;
+        xstr[3] = in, xstr[2] = H * in, xstr[1] = S * H * in, xstr[0] = N * S * H * in;
+        xelems = (size_t)(B * N * S * H * in);
+    }
+    buf xb = buf_new(xelems * es), yb = buf_new(xelems * es);
+    fill(&xb, c->T, -4, 4);
+    void *x0 = malloc(xb.bytes); /* the input, kept for the in-place run */
+    memcpy(x0, xb.h, xb.bytes);
+    poison(&yb);
+    ropekit_tensor x = view(xb.h, c->T, c->rank, xshape, xstr);
+    ropekit_tensor y = c->packed_inplace ? x : view(yb.h, c->T, c->rank, xshape, xstr);
+    /* tables */
+    int64_t tshape[3];
+    int trank;
+    if (c->ids == IDS_NONE) trank = 3, tshape[0] = B, tshape[1] = S, tshape[2] = h;
+    else trank = 2, tshape[0] = c->P, tshape[1] = h;
+    size_t telems = (size_t)(tshape[0] * (tshape[1] + (trank == 2 ? c->tpad : 0)) * (trank == 3 ? tshape[2] : 1));
+    buf cb = buf_new(telems * tes), sb = buf_new(telems * tes);
+    fill(&cb, c->TT, -1, 1);
+    fill(&sb, c->TT, -1, 1);
+    ropekit_tensor ct = view(cb.h, c->TT, trank, tshape, NULL), st = view(sb.h, c->TT, trank, tshape, NULL);
+    if (trank == 2) ct.strides[0] = st.strides[0] = h + c->tpad;
+    /* ids */
+    int64_t pshape[3] = {1, 1, 1};
+    int prank = 0;
+    if (c->op == OP_MROPE) prank = 3, pshape[0] = 3, pshape[1] = B, pshape[2] = S;
+    else if (c->ids == IDS_TOKEN) prank = 2, pshape[0] = B, pshape[1] = S;
+    else if (c->ids == IDS_OFFSET) prank = 1, pshape[0] = 1;
+    size_t pelems = prank == 3 ? (size_t)(3 * B * S) : prank == 2 ? (size_t)(B * S) : 1;
+    buf pb = buf_new(pelems * 8);
+    int64_t *ids = (int64_t *)pb.h;
+    for (size_t i = 0; i < pelems; ++i) ids[i] = (int64_t)(rnd() % (uint64_t)c->P);
+    if (c->ids == IDS_OFFSET) ids[0] = (int64_t)(rnd() % (uint64_t)(c->P - S + 1));
+    up(&pb);
+    ropekit_tensor pt = view(pb.h, ROPEKIT_INT64, prank ? prank : 1, pshape, NULL);
+
+    /* CPU on the host copies, then GPU on the device copies */
+    ropekit_status s1, s2;
+    ropekit_tensor dx = dview(&x, &xb), dy = c->packed_inplace ? dx : dview(&y, &yb);
+    ropekit_tensor dc = dview(&ct, &cb), ds = dview(&st, &sb), dp = dview(&pt, &pb);
+    if (c->op == OP_ONNX) {
+        ropekit_rotary_embedding_attrs a = ROPEKIT_ROTARY_EMBEDDING_ATTRS_INIT;
+        a.interleaved = c->interleaved, a.rotary_embedding_dim = c->R;
+        a.num_heads = c->rank == 3 ? N : 0, a.inverse = c->inverse;
+        s1 = cpu_onnx(&x, &ct, &st, c->ids == IDS_NONE ? NULL : &pt, &a, &y);
+        s2 = ropekit_cuda_rotary_embedding(&dx, &dc, &ds, c->ids == IDS_NONE ? NULL : &dp, &a, &dy,
+                                           NULL, err);
+    } else if (c->op == OP_MS) {
+        ropekit_ms_rotary_embedding_attrs a = ROPEKIT_MS_ROTARY_EMBEDDING_ATTRS_INIT;
+        a.interleaved = c->interleaved, a.rotary_embedding_dim = c->R;
+        a.num_heads = c->rank == 3 ? N : 0, a.inverse = c->inverse, a.scale = c->scale;
+        s1 = cpu_ms(&x, &pt, &ct, &st, &a, &y);
+        s2 = ropekit_cuda_ms_rotary_embedding(&dx, &dp, &dc, &ds, &a, &dy, NULL, err);
+    } else {
+        ropekit_mrotary_embedding_attrs a = ROPEKIT_MROTARY_EMBEDDING_ATTRS_INIT;
+        memcpy(a.mrope_section, c->sec, sizeof a.mrope_section);
+        a.mrope_layout = c->layout;
+        a.interleaved = c->interleaved, a.rotary_embedding_dim = c->R;
+        a.num_heads = c->rank == 3 ? N : 0, a.inverse = c->inverse, a.scale = c->scale;
+        s1 = cpu_mrope(&x, &pt, &ct, &st, &a, &y);
+        s2 = ropekit_cuda_mrotary_embedding(&dx, &dp, &dc, &ds, &a, &dy, NULL, err);
+    }
+    CK(cudaDeviceSynchronize());
+    if (s1 != ROPEKIT_OK || s2 != ROPEKIT_OK) {
+        result(0, "%s: status cpu %s gpu %s (%s)", c->name, ropekit_status_str(s1),
+               ropekit_status_str(s2), ropekit_cuda_last_error());
+    } else {
+        const buf *ob = c->packed_inplace ? &xb : &yb;
+        void *got = down(ob);
+        const char *op = c->op == OP_ONNX ? "RotaryEmbedding" : c->op == OP_MS ? "ms.RotaryEmbedding" : "MRotaryEmbedding";
+        int64_t mu;
+        int64_t d = compare(op, c->T, ob->h, got, ob->bytes / es, &mu);
+        result(d == 0, "%-18s %-8s tables %-8s %-38s il=%d max ulp %lld, %lld of %zu differ", op,
+               dn(c->T), dn(c->TT), c->name, c->interleaved, (long long)mu, (long long)d,
+               ob->bytes / es);
+        free(got);
+    }
+    free(x0);
+    buf_free(&xb), buf_free(&yb), buf_free(&cb), buf_free(&sb), buf_free(&pb);
+}
+
+static void rotary_suite(ropekit_cuda_error_state *err) {
+    const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    for (int di = 0; di < 3; ++di)
+        for (int f32t = 0; f32t < 2; ++f32t) {
+            ropekit_dtype T = dts[di], TT = f32t ? ROPEKIT_FLOAT32 : T;
+            if (T == ROPEKIT_FLOAT32 && f32t) continue;
+            for (int il = 0; il < 2; ++il) {
+                rcase c;
+                memset(&c, 0, sizeof c);
+                c.T = T, c.TT = TT, c.interleaved = il, c.inner = 1, c.scale = 1.0f;
+                /* ai.onnx: rank 3, full rotary */
+                c.op = OP_ONNX, c.B = 2, c.S = 37, c.N = 5, c.H = 64, c.P = 300, c.rank = 3;
+                c.name = il ? "onnx rank3 H64 interleaved" : "onnx rank3 H64";
+                run_rotary_case(&c, err);
+                /* rank 4, partial rotary, inverse */
+                c.rank = 4, c.H = 80, c.R = 32, c.inverse = 1, c.name = "onnx rank4 H80 R32 inverse";
+                run_rotary_case(&c, err);
+                c.inverse = 0;
+                /* no ids: 3D tables */
+                c.rank = 3, c.H = 128, c.R = 0, c.ids = IDS_NONE, c.name = "onnx 3D tables (no ids)";
+                run_rotary_case(&c, err);
+                c.ids = IDS_TOKEN;
+                /* packed QKV in place (q+k of 32+8+8 heads), Llama-like */
+                c.B = 2, c.S = 19, c.N = 40, c.H = 128, c.packed_inplace = 1;
+                c.name = "onnx packed QKV in place N=32+8";
+                run_rotary_case(&c, err);
+                c.packed_inplace = 0;
+                /* scalar path: channel stride 2, odd head size with even rotary width */
+                c.N = 3, c.H = 7, c.R = 6, c.inner = 2, c.name = "onnx strided H7 R6 stride2";
+                run_rotary_case(&c, err);
+                c.inner = 1, c.H = 20, c.R = 12, c.name = "onnx H20 R12 (h not a multiple of V)";
+                run_rotary_case(&c, err);
+                /* com.microsoft: offset form with scale, per-token with inverse */
+                c.op = OP_MS, c.N = 4, c.H = 64, c.R = 0, c.ids = IDS_OFFSET, c.scale = 0.75f;
+                c.name = "ms offset scale=0.75";
+                run_rotary_case(&c, err);
+                c.ids = IDS_TOKEN, c.scale = 1.0f, c.inverse = 1, c.rank = 4, c.tpad = 1;
+                c.name = "ms per-token rank4 inverse, table rows+1";
+                run_rotary_case(&c, err);
+                c.inverse = 0, c.rank = 3, c.tpad = 0;
+                c.packed_inplace = 1, c.N = 12, c.H = 96, c.R = 64, c.name = "ms packed in place H96 R64";
+                run_rotary_case(&c, err);
+                c.packed_inplace = 0;
+                /* MRoPE layouts 0 and 1 */
+                c.op = OP_MROPE, c.N = 6, c.H = 128, c.R = 0, c.scale = 1.0f;
+                for (int lay = 0; lay < 2; ++lay) {
+                    c.layout = lay;
+                    if (lay == 0) c.sec[0] = 16, c.sec[1] = 24, c.sec[2] = 24;
+                    else c.sec[0] = 24, c.sec[1] = 20, c.sec[2] = 20;
+                    c.name = lay ? "mrope layout1 [24,20,20]" : "mrope layout0 [16,24,24]";
+                    run_rotary_case(&c, err);
+                }
+                c.layout = 0, c.sec[0] = 8, c.sec[1] = 12, c.sec[2] = 12, c.R = 64, c.H = 80;
+                c.scale = 1.5f, c.inverse = 1, c.rank = 4, c.name = "mrope rank4 R64 H80 scale inverse";
+                run_rotary_case(&c, err);
+            }
+        }
+}
+
+/* ---- out-of-range ids --------------------------------------------------------------------- */
+
+static void bad_ids_suite(void) {
+    ropekit_cuda_error_state *err = NULL;
+    if (ropekit_cuda_error_state_create(&err) != ROPEKIT_OK) {
+        result(0, "error state create: %s", ropekit_cuda_last_error());
+        return;
+    }
+    const int64_t B = 2, S = 5, N = 3, H = 16, P = 16, h = 8;
+    const ropekit_dtype T = ROPEKIT_FLOAT32;
+    buf xb = buf_new((size_t)(B * S * N * H) * 4), yb = buf_new(xb.bytes), ref = buf_new(xb.bytes);
+    buf cb = buf_new((size_t)(P * h) * 4), sb = buf_new((size_t)(P * h) * 4), pb = buf_new((size_t)(3 * B * S) * 8);
+    fill(&xb, T, -4, 4);
+    fill(&cb, T, -1, 1);
+    fill(&sb, T, -1, 1);
+    int64_t xs[3] = {B, S, N * H}, ts[2] = {P, h};
+    ropekit_tensor x = view(xb.h, T, 3, xs, NULL), y = view(yb.h, T, 3, xs, NULL), r = view(ref.h, T, 3, xs, NULL);
+    ropekit_tensor ct = view(cb.h, T, 2, ts, NULL), st = view(sb.h, T, 2, ts, NULL);
+    ropekit_tensor dx = dview(&x, &xb), dy = dview(&y, &yb), dc = dview(&ct, &cb), ds = dview(&st, &sb);
+    int64_t *ids = (int64_t *)pb.h;
+
+    /* 1. ai.onnx, 2D ids: two bad tokens, the rest rotated */
+    for (int64_t i = 0; i < B * S; ++i) ids[i] = (int64_t)(rnd() % (uint64_t)P);
+    ids[0 * S + 3] = 70000, ids[1 * S + 1] = -1;
+    up(&pb);
+    int64_t ps[2] = {B, S};
+    ropekit_tensor pt = view(pb.h, ROPEKIT_INT64, 2, ps, NULL), dp = dview(&pt, &pb);
+    ropekit_rotary_embedding_attrs a = ROPEKIT_ROTARY_EMBEDDING_ATTRS_INIT;
+    a.num_heads = N;
+    poison(&yb);
+    ropekit_status s = ropekit_cuda_rotary_embedding(&dx, &dc, &ds, &dp, &a, &dy, NULL, err);
+    int64_t count = 0;
+    ropekit_status cs = ropekit_cuda_check_errors(err, NULL, &count);
+    const char *msg = ropekit_cuda_last_error();
+    result(s == ROPEKIT_OK && cs == ROPEKIT_ERROR_POSITION_OUT_OF_RANGE && count == 2 &&
+               strstr(msg, "position_ids[0][3] = 70000 is outside cos_cache rows [0, 16)"),
+           "bad ids 2D: launch %s, check %s, count %lld: \"%s\"", ropekit_status_str(s),
+           ropekit_status_str(cs), (long long)count, msg);
+    /* expected: CPU with the bad ids replaced by 0, bad tokens copied */
+    s = ropekit_rotary_embedding(&x, &ct, &st, &pt, &a, &y);
+    result(s == ROPEKIT_ERROR_POSITION_OUT_OF_RANGE, "cpu refuses the same ids: %s", ropekit_last_error());
+    int64_t fixed[10];
+    memcpy(fixed, ids, sizeof fixed);
+    fixed[3] = 0, fixed[S + 1] = 0;
+    ropekit_tensor fpt = view(fixed, ROPEKIT_INT64, 2, ps, NULL);
+    s = cpu_onnx(&x, &ct, &st, &fpt, &a, &r);
+    float *rf = (float *)ref.h, *xf = (float *)xb.h;
+    const int64_t bad_tok[2] = {3, S + 1};
+    for (int k = 0; k < 2; ++k)
+        memcpy(rf + bad_tok[k] * N * H, xf + bad_tok[k] * N * H, (size_t)(N * H) * 4);
+    void *got = down(&yb);
+    int64_t mu;
+    int64_t d = compare("out-of-range ids", T, ref.h, got, (size_t)(B * S * N * H), &mu);
+    result(s == ROPEKIT_OK && d == 0, "bad ids 2D: good tokens rotated, bad tokens copied (%lld differ)", (long long)d);
+    free(got);
+    ropekit_cuda_error_state_reset(err, NULL);
+    cs = ropekit_cuda_check_errors(err, NULL, &count);
+    result(cs == ROPEKIT_OK && count == 0, "reset clears the state");
+
+    /* 2. com.microsoft offset whose window leaves the table: every token copied */
+    ids[0] = P - S + 1;
+    up(&pb);
+    int64_t one = 1;
+    ropekit_tensor ot = view(pb.h, ROPEKIT_INT64, 1, &one, NULL), dot = dview(&ot, &pb);
+    ropekit_ms_rotary_embedding_attrs ma = ROPEKIT_MS_ROTARY_EMBEDDING_ATTRS_INIT;
+    ma.num_heads = N;
+    poison(&yb);
+    s = ropekit_cuda_ms_rotary_embedding(&dx, &dot, &dc, &ds, &ma, &dy, NULL, err);
+    cs = ropekit_cuda_check_errors(err, NULL, &count);
+    msg = ropekit_cuda_last_error();
+    got = down(&yb);
+    result(s == ROPEKIT_OK && cs == ROPEKIT_ERROR_POSITION_OUT_OF_RANGE && count == B * S &&
+               strstr(msg, "position offset 12 with sequence length 5") &&
+               memcmp(got, xb.h, xb.bytes) == 0,
+           "bad offset: every token copied, count %lld: \"%s\"", (long long)count, msg);
+    free(got);
+    ropekit_cuda_error_state_reset(err, NULL);
+
+    /* 3. MRoPE: one bad H-stream id; the default error state (errors = NULL) */
+    for (int64_t i = 0; i < 3 * B * S; ++i) ids[i] = (int64_t)(rnd() % (uint64_t)P);
+    ids[1 * B * S + 1 * S + 2] = 99;
+    up(&pb);
+    int64_t ms3[3] = {3, B, S};
+    ropekit_tensor mt = view(pb.h, ROPEKIT_INT64, 3, ms3, NULL), dmt = dview(&mt, &pb);
+    ropekit_mrotary_embedding_attrs mra = ROPEKIT_MROTARY_EMBEDDING_ATTRS_INIT;
+    mra.mrope_section[0] = 2, mra.mrope_section[1] = 3, mra.mrope_section[2] = 3;
+    mra.num_heads = N;
+    ropekit_cuda_error_state_reset(NULL, NULL);
+    poison(&yb);
+    s = ropekit_cuda_mrotary_embedding(&dx, &dmt, &dc, &ds, &mra, &dy, NULL, NULL);
+    cs = ropekit_cuda_check_errors(NULL, NULL, &count);
+    msg = ropekit_cuda_last_error();
+    /* expected: CPU with the id fixed, then the H-stream columns (2..4) of that token copied */
+    int64_t saved = ids[B * S + S + 2];
+    ids[B * S + S + 2] = 0;
+    ropekit_status s3 = cpu_mrope(&x, &mt, &ct, &st, &mra, &r);
+    ids[B * S + S + 2] = saved;
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 2; k < 5; ++k) {
+            int64_t base = (S + 2) * N * H + n * H;
+            rf[base + k] = xf[base + k], rf[base + k + h] = xf[base + k + h];
+        }
+    got = down(&yb);
+    d = compare("out-of-range ids", T, ref.h, got, (size_t)(B * S * N * H), &mu);
+    result(s == ROPEKIT_OK && s3 == ROPEKIT_OK && cs == ROPEKIT_ERROR_POSITION_OUT_OF_RANGE && count == 1 &&
+               strstr(msg, "position_ids[1][1][2] = 99 is outside cos_cache rows [0, 16)") && d == 0,
+           "bad MRoPE id (default state): count %lld, only its stream's pairs copied (%lld differ): \"%s\"",
+           (long long)count, (long long)d, msg);
+    free(got);
+    ropekit_cuda_error_state_reset(NULL, NULL);
+
+    /* 4. validation happens before launch, with the CPU's messages */
+    a.rotary_embedding_dim = 5;
+    s = ropekit_cuda_rotary_embedding(&dx, &dc, &ds, &dp, &a, &dy, NULL, err);
+    result(s == ROPEKIT_ERROR_INVALID_ATTRIBUTE && strstr(ropekit_cuda_last_error(), "odd"),
+           "odd rotary width refused before launch: \"%s\"", ropekit_cuda_last_error());
+    CK(cudaDeviceSynchronize());
+    ropekit_cuda_error_state_destroy(err);
+    buf_free(&xb), buf_free(&yb), buf_free(&ref), buf_free(&cb), buf_free(&sb), buf_free(&pb);
+}
+
+/* ---- QKNormRotaryEmbedding ---------------------------------------------------------------- */
+
+static void qknorm_case(ropekit_dtype T, int64_t B, int64_t S, int64_t nh, int64_t hd, int64_t rd,
+                        int fp8, int inplace, int qstride_pad, const char *name) {
+    const size_t es = ropekit_dtype_size(T);
+    const int64_t qrow = nh * hd + qstride_pad; /* padded token stride: strided query view */
+    buf qb = buf_new((size_t)(B * S * qrow) * es), kb = buf_new((size_t)(B * S * hd) * es);
+    buf qo = buf_new((size_t)(B * S * nh * hd) * es), ko = buf_new(kb.bytes);
+    buf wb = buf_new((size_t)hd * 4);
+    buf cb = buf_new((size_t)(B * S * (rd ? rd : 1)) * 4), sb = buf_new(cb.bytes);
+    fill(&qb, T, -3, 3);
+    fill(&kb, T, -3, 3);
+    fill(&wb, ROPEKIT_FLOAT32, 0.5, 1.5);
+    float *cf = (float *)cb.h, *sf = (float *)sb.h;
+    for (int64_t i = 0; i < B * S * rd; i += 2) { /* pre-interleaved, as models give them */
+        double th = urand(0, 6.283185307179586);
+        cf[i] = cf[i + 1] = (float)cos(th), sf[i] = sf[i + 1] = (float)sin(th);
+    }
+    up(&cb), up(&sb);
+    poison(&qo), poison(&ko);
+    int64_t q3[3] = {B, S, nh * hd}, q3s[3] = {S * qrow, qrow, 1}, k3[3] = {B, S, hd};
+    int64_t qo4[4] = {B, S, nh, hd}, w1[1] = {hd}, c3[3] = {B, S, rd};
+    ropekit_tensor q = view(qb.h, T, 3, q3, q3s), kv = view(kb.h, T, 3, k3, NULL);
+    ropekit_tensor w = view(wb.h, ROPEKIT_FLOAT32, 1, w1, NULL);
+    ropekit_tensor ct = view(cb.h, ROPEKIT_FLOAT32, 3, c3, NULL), st = view(sb.h, ROPEKIT_FLOAT32, 3, c3, NULL);
+    ropekit_tensor qout, kout;
+    if (inplace) { /* same element mapping: a rank-4 view of the query buffer */
+        int64_t s4[4] = {S * qrow, qrow, hd, 1};
+        qout = view(qb.h, T, 4, qo4, s4), kout = kv;
+    } else {
+        qout = view(qo.h, T, 4, qo4, NULL), kout = view(ko.h, T, 3, k3, NULL);
+    }
+    const buf *qob = inplace ? &qb : &qo, *kob = inplace ? &kb : &ko;
+    ropekit_qknorm_rotary_embedding_attrs a = ROPEKIT_QKNORM_ROTARY_EMBEDDING_ATTRS_INIT;
+    a.num_heads = nh, a.head_dim = hd, a.rope_head_dim = rd, a.simulate_fp8 = fp8;
+    ropekit_tensor dq = dview(&q, &qb), dk = dview(&kv, &kb), dw = dview(&w, &wb);
+    ropekit_tensor dc = dview(&ct, &cb), ds = dview(&st, &sb), dqo = dview(&qout, qob), dko = dview(&kout, kob);
+    ropekit_status s1 = cpu_qknorm(&q, &kv, &w, rd ? &ct : NULL, rd ? &st : NULL, &a, &qout, &kout);
+    ropekit_status s2 = ropekit_cuda_qknorm_rotary_embedding(&dq, &dk, &dw, rd ? &dc : NULL, rd ? &ds : NULL,
+                                                             &a, &dqo, &dko, NULL);
+    CK(cudaDeviceSynchronize());
+    if (s1 != ROPEKIT_OK || s2 != ROPEKIT_OK) {
+        result(0, "qknorm %s: status cpu %s gpu %s (%s)", name, ropekit_status_str(s1),
+               ropekit_status_str(s2), ropekit_cuda_last_error());
+    } else {
+        void *gq = down(qob), *gk = down(kob);
+        int64_t muq, muk;
+        const char *op = fp8 ? "QKNorm (fp8)" : "QKNorm";
+        int64_t dq_ = compare(op, T, qob->h, gq, qob->bytes / es, &muq);
+        int64_t dk_ = compare(op, T, kob->h, gk, kob->bytes / es, &muk);
+        const int64_t nk = (int64_t)(kob->bytes / es);
+        int ok = dq_ == 0 && (fp8 ? dk_ * 200 <= nk : dk_ == 0);
+        result(ok, "QKNorm %-8s %-44s query max ulp %lld (%lld differ), kv max ulp %lld (%lld of %zu differ)",
+               dn(T), name, (long long)muq, (long long)dq_, (long long)muk, (long long)dk_, kob->bytes / es);
+        free(gq), free(gk);
+    }
+    buf_free(&qb), buf_free(&kb), buf_free(&qo), buf_free(&ko), buf_free(&wb), buf_free(&cb), buf_free(&sb);
+}
+
+/* ---- InverseRotaryRegroup ------------------------------------------------------------------ */
+
+static void regroup_case(ropekit_dtype T, int64_t N, int64_t nh, int64_t hd, int64_t rd, int64_t G,
+                         int64_t xpad, const char *name) {
+    const size_t es = ropekit_dtype_size(T);
+    const int64_t F = nh * hd, row = F + xpad;
+    buf xb = buf_new((size_t)(N * row) * es), ob = buf_new((size_t)(N * F) * es);
+    buf cb = buf_new((size_t)(N * (rd ? rd : 1)) * 4), sb = buf_new(cb.bytes);
+    fill(&xb, T, -4, 4);
+    fill(&cb, ROPEKIT_FLOAT32, -1, 1);
+    fill(&sb, ROPEKIT_FLOAT32, -1, 1);
+    poison(&ob);
+    int64_t x2[2] = {N, F}, x2s[2] = {row, 1}, o3[3] = {G, N, F / G}, c2[2] = {N, rd};
+    ropekit_tensor x = view(xb.h, T, 2, x2, x2s), o = view(ob.h, T, 3, o3, NULL);
+    ropekit_tensor ct = view(cb.h, ROPEKIT_FLOAT32, 2, c2, NULL), st = view(sb.h, ROPEKIT_FLOAT32, 2, c2, NULL);
+    ropekit_inverse_rotary_regroup_attrs a = ROPEKIT_INVERSE_ROTARY_REGROUP_ATTRS_INIT;
+    a.num_heads = nh, a.head_dim = hd, a.rope_head_dim = rd, a.num_groups = G;
+    ropekit_tensor dx = dview(&x, &xb), dout = dview(&o, &ob), dc = dview(&ct, &cb), ds = dview(&st, &sb);
+    ropekit_status s1 = cpu_regroup(&x, rd ? &ct : NULL, rd ? &st : NULL, &a, &o);
+    ropekit_status s2 = ropekit_cuda_inverse_rotary_regroup(&dx, rd ? &dc : NULL, rd ? &ds : NULL, &a, &dout, NULL);
+    CK(cudaDeviceSynchronize());
+    if (s1 != ROPEKIT_OK || s2 != ROPEKIT_OK) {
+        result(0, "regroup %s: status cpu %s gpu %s (%s)", name, ropekit_status_str(s1),
+               ropekit_status_str(s2), ropekit_cuda_last_error());
+    } else {
+        void *g = down(&ob);
+        int64_t mu, d = compare("InverseRotaryRegroup", T, ob.h, g, ob.bytes / es, &mu);
+        result(d == 0, "Regroup %-8s %-40s max ulp %lld, %lld of %zu differ", dn(T), name,
+               (long long)mu, (long long)d, ob.bytes / es);
+        free(g);
+    }
+    buf_free(&xb), buf_free(&ob), buf_free(&cb), buf_free(&sb);
+}
+
+int main(void) {
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        printf("check_cuda: no CUDA device, skipped\n");
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("check_cuda on %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+    g_rng ^= (uint64_t)time(NULL) * 0x2545F4914F6CDD1Dull; /* fresh inputs every run */
+    printf("seed %llx\n", (unsigned long long)g_rng);
+    ropekit_cuda_error_state *err = NULL;
+    if (ropekit_cuda_error_state_create(&err) != ROPEKIT_OK) return 2;
+
+    rotary_suite(err);
+    int64_t count = 0;
+    ropekit_status cs = ropekit_cuda_check_errors(err, NULL, &count);
+    result(cs == ROPEKIT_OK && count == 0, "no id flagged in the valid runs (count %lld)", (long long)count);
+    bad_ids_suite();
+
+    const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    for (int di = 0; di < 3; ++di) {
+        ropekit_dtype T = dts[di];
+        qknorm_case(T, 2, 3, 16, 512, 64, 1, 0, 0, "DeepSeek-V4 row 512/64 fp8");
+        qknorm_case(T, 2, 3, 16, 512, 64, 0, 0, 0, "512/64 no fp8");
+        qknorm_case(T, 1, 4, 8, 512, 64, 1, 1, 0, "512/64 fp8 in place");
+        qknorm_case(T, 2, 2, 5, 192, 64, 1, 0, 24, "192/64 fp8 strided query");
+        qknorm_case(T, 2, 2, 3, 37, 6, 0, 0, 3, "37/6 odd nope (scalar)");
+        qknorm_case(T, 1, 3, 4, 128, 0, 0, 0, 0, "128/0 no rope");
+        for (int gi = 0; gi < 3; ++gi) {
+            int64_t G = gi == 0 ? 1 : gi == 1 ? 2 : 8;
+            char name[64];
+            snprintf(name, sizeof name, "16x512 rope 64 groups %lld", (long long)G);
+            regroup_case(T, 9, 16, 512, 64, G, 0, name);
+        }
+        regroup_case(T, 7, 4, 64, 0, 2, 0, "4x64 rope 0 (pure regroup) groups 2");
+        regroup_case(T, 5, 3, 10, 4, 3, 5, "3x10 rope 4 strided (scalar) groups 3");
+        regroup_case(T, 6, 8, 512, 64, 8, 8, "8x512 rope 64 padded rows groups 8");
+    }
+    ropekit_cuda_error_state_destroy(err);
+
+    printf("\nsummary: max ulp difference GPU vs CPU per op and dtype (elements compared)\n");
+    for (int i = 0; i < g_nstats; ++i)
+        printf("  %-22s %-9s max ulp %lld  differing %lld of %lld\n", g_stats[i].op,
+               dn(g_stats[i].dt), (long long)g_stats[i].max_ulp, (long long)g_stats[i].diff,
+               (long long)g_stats[i].total);
+    printf("%d checks, %d failed\n", g_cases, g_fail);
+    return g_fail ? 1 : 0;
+}
