@@ -61,11 +61,20 @@ Onnx__NodeProto *rk_single_consumer(const rk_graph *ix, const char *name) {
 static int eval_rec(const rk_graph *ix, const char *name, int64_t *out, size_t *count, int depth);
 static void infer_shape(const rk_graph *ix, const char *name, rk_shape *out, int depth);
 
-/* A Reshape target, element by element: constants where they evaluate, -1 where they do not
- * (a Concat of pieces is evaluated piece by piece; an unknown piece must be one element). */
-static int reshape_target(const rk_graph *ix, const char *name, rk_shape *out, int depth) {
+/* Where a Reshape target's unknown entries come from: Unsqueeze(Gather(Shape(z), k)). */
+typedef struct rk_dim_src {
+    const char *z[RK_SHAPE_MAX_RANK];
+    int64_t k[RK_SHAPE_MAX_RANK];
+} rk_dim_src;
+
+/* A Reshape target, element by element: constants where they evaluate, -2 where they do not
+ * (a Concat of pieces is evaluated piece by piece; an unknown piece must be one element, and
+ * src records which dim of which value it reads when it is Gather(Shape(z), k)). */
+static int reshape_target(const rk_graph *ix, const char *name, rk_shape *out, rk_dim_src *src,
+                          int depth) {
     int64_t v[RK_SHAPE_MAX_RANK];
     size_t n;
+    memset(src, 0, sizeof *src);
     if (eval_rec(ix, name, v, &n, depth + 1) && n <= RK_SHAPE_MAX_RANK) {
         out->rank = (int32_t)n;
         memcpy(out->dims, v, n * sizeof *v);
@@ -86,9 +95,53 @@ static int reshape_target(const rk_graph *ix, const char *name, rk_shape *out, i
         if (!un) return 0;
         rk_graph_shape(ix, rk_input(un, 0), &us);
         if (us.rank > 0) return 0; /* only a scalar unsqueezed to one element is "one unknown" */
+        Onnx__NodeProto *g = rk_producer_op(ix, rk_input(un, 0), "Gather");
+        Onnx__NodeProto *sh = g ? rk_producer_op(ix, rk_input(g, 0), "Shape") : NULL;
+        int64_t k;
+        size_t nk;
+        if (sh && rk_attr_i(g, "axis", 0) == 0 && rk_attr_i(sh, "start", 0) == 0 &&
+            eval_rec(ix, rk_input(g, 1), &k, &nk, depth + 1) && nk == 1 && k >= 0) {
+            src->z[out->rank] = rk_input(sh, 0);
+            src->k[out->rank] = k;
+        }
         out->dims[out->rank++] = -2; /* unknown value */
     }
     return 1;
+}
+
+/* Does `data` have z's dims except possibly the last? True when data comes from z through ops
+ * that keep them: MatMul(., W) with a 2D constant W, elementwise ops with a constant of rank
+ * <= 1, Cast, Identity. */
+static int keeps_leading_dims(const rk_graph *ix, const char *data, const char *z) {
+    for (int guard = 0; data && guard < 16; ++guard) {
+        if (!strcmp(data, z)) return 1;
+        Onnx__NodeProto *n = rk_graph_producer(ix, data);
+        if (!n || !is_default_domain(n)) return 0;
+        rk_shape c;
+        if (!strcmp(n->op_type, "Cast") || !strcmp(n->op_type, "Identity")) {
+            data = rk_input(n, 0);
+        } else if (!strcmp(n->op_type, "MatMul")) {
+            const char *wn = rk_skip_casts(ix, rk_input(n, 1), NULL);
+            const rk_value *w = rk_graph_value(ix, wn);
+            rk_graph_shape(ix, wn, &c);
+            if (!w || !w->initializer || c.rank != 2) return 0;
+            data = rk_input(n, 0);
+        } else if (!strcmp(n->op_type, "Add") || !strcmp(n->op_type, "Mul") ||
+                   !strcmp(n->op_type, "Sub") || !strcmp(n->op_type, "Div")) {
+            int side = -1;
+            for (int i = 0; i < 2 && side < 0; ++i) {
+                const char *opnd = rk_skip_casts(ix, rk_input(n, (size_t)i), NULL);
+                const rk_value *cv = rk_graph_value(ix, opnd);
+                rk_graph_shape(ix, opnd, &c);
+                if (cv && cv->initializer && c.rank >= 0 && c.rank <= 1) side = i;
+            }
+            if (side < 0) return 0;
+            data = rk_input(n, (size_t)(1 - side));
+        } else {
+            return 0;
+        }
+    }
+    return 0;
 }
 
 static void infer_shape(const rk_graph *ix, const char *name, rk_shape *out, int depth) {
@@ -110,14 +163,41 @@ static void infer_shape(const rk_graph *ix, const char *name, rk_shape *out, int
         out->elem_type = in.elem_type;
     } else if (!strcmp(op, "Reshape")) {
         rk_shape t;
-        if (!reshape_target(ix, rk_input(n, 1), &t, depth)) return;
+        rk_dim_src src;
+        if (!reshape_target(ix, rk_input(n, 1), &t, &src, depth)) return;
+        if (t.rank == 1 && t.dims[0] == -1) { /* flatten: 1D, length = numel when known */
+            infer_shape(ix, rk_input(n, 0), &in, depth + 1);
+            int64_t numel = in.rank >= 0 ? 1 : -1;
+            for (int i = 0; i < in.rank && numel >= 0; ++i)
+                numel = in.dims[i] < 0 ? -1 : numel * in.dims[i];
+            out->rank = 1;
+            out->dims[0] = numel;
+            out->elem_type = in.elem_type;
+            return;
+        }
         infer_shape(ix, rk_input(n, 0), &in, depth + 1);
         int allowzero = (int)rk_attr_i(n, "allowzero", 0);
+        /* entries read from the data's own leading dims (view(*x.shape[:-1], -1, H)) */
+        int proven = 0;
+        while (proven < t.rank && t.dims[proven] == -2 && src.z[proven] &&
+               src.k[proven] == proven && in.rank > 0 && proven < in.rank - 1 &&
+               keeps_leading_dims(ix, rk_input(n, 0), src.z[proven]))
+            ++proven;
+        int64_t known = 1, minus_one = -1;
+        int resolvable = in.rank == proven + 1 && in.dims[in.rank - 1] > 0;
+        for (int i = proven; i < t.rank && resolvable; ++i) {
+            if (t.dims[i] == -1 && minus_one < 0) minus_one = i;
+            else if (t.dims[i] > 0) known *= t.dims[i];
+            else resolvable = 0;
+        }
         for (int i = 0; i < t.rank; ++i) {
             int64_t d = t.dims[i];
             if (d == 0 && !allowzero) d = in.rank > i ? in.dims[i] : -1;
+            if (i < proven) d = in.dims[i];
             out->dims[i] = d < 0 ? -1 : d;
         }
+        if (resolvable && minus_one >= 0 && in.dims[in.rank - 1] % known == 0)
+            out->dims[minus_one] = in.dims[in.rank - 1] / known;
         out->rank = t.rank;
         out->elem_type = in.elem_type;
     } else if (!strcmp(op, "Slice") || !strcmp(op, "Split")) {
@@ -154,12 +234,37 @@ static void infer_shape(const rk_graph *ix, const char *name, rk_shape *out, int
         }
         *out = in;
         out->dims[axis] = len;
-    } else if (!strcmp(op, "Mul") || !strcmp(op, "Add") || !strcmp(op, "Sub") ||
-               !strcmp(op, "Div") || !strcmp(op, "Pow")) {
-        /* numpy broadcasting; an unknown dim against 1 stays unknown */
-        rk_shape b;
+    } else if (!strcmp(op, "Gather")) {
+        rk_shape idx;
         infer_shape(ix, rk_input(n, 0), &in, depth + 1);
-        infer_shape(ix, rk_input(n, 1), &b, depth + 1);
+        infer_shape(ix, rk_input(n, 1), &idx, depth + 1);
+        int64_t axis = rk_attr_i(n, "axis", 0);
+        if (in.rank <= 0 || idx.rank < 0) return;
+        if (axis < 0) axis += in.rank;
+        if (axis < 0 || axis >= in.rank || in.rank - 1 + idx.rank > RK_SHAPE_MAX_RANK) return;
+        int r = 0;
+        for (int i = 0; i < axis; ++i) out->dims[r++] = in.dims[i];
+        for (int i = 0; i < idx.rank; ++i) out->dims[r++] = idx.dims[i];
+        for (int i = (int)axis + 1; i < in.rank; ++i) out->dims[r++] = in.dims[i];
+        out->rank = r;
+        out->elem_type = in.elem_type;
+    } else if (!strcmp(op, "ConstantOfShape")) {
+        rk_shape s1;
+        infer_shape(ix, rk_input(n, 0), &s1, depth + 1);
+        if (s1.rank != 1 || s1.dims[0] < 0 || s1.dims[0] > RK_SHAPE_MAX_RANK) return;
+        int64_t v[RK_SHAPE_MAX_RANK];
+        size_t nv;
+        int known = eval_rec(ix, rk_input(n, 0), v, &nv, depth + 1) && nv == (size_t)s1.dims[0];
+        out->rank = (int32_t)s1.dims[0];
+        for (int i = 0; i < out->rank; ++i) out->dims[i] = known ? v[i] : -1;
+    } else if (!strcmp(op, "Mul") || !strcmp(op, "Add") || !strcmp(op, "Sub") ||
+               !strcmp(op, "Div") || !strcmp(op, "Pow") || !strcmp(op, "Where") ||
+               !strcmp(op, "Equal")) {
+        /* numpy broadcasting; an unknown dim against 1 stays unknown. Where: its two values */
+        rk_shape b;
+        int off = !strcmp(op, "Where");
+        infer_shape(ix, rk_input(n, (size_t)off), &in, depth + 1);
+        infer_shape(ix, rk_input(n, (size_t)off + 1), &b, depth + 1);
         if (in.rank < 0 || b.rank < 0) return;
         int r = in.rank > b.rank ? in.rank : b.rank;
         for (int i = 0; i < r; ++i) {
@@ -197,8 +302,92 @@ static void infer_shape(const rk_graph *ix, const char *name, rk_shape *out, int
             }
             out->dims[ax] = 1;
         }
+    } else if (!strcmp(op, "Concat")) {
+        /* the axis dim is the sum of the inputs' when all are known */
+        int64_t axis = rk_attr_i(n, "axis", 0), sum = 0;
+        for (size_t i = 0; i < n->n_input; ++i) {
+            rk_shape p;
+            infer_shape(ix, rk_input(n, i), &p, depth + 1);
+            if (p.rank <= 0) return;
+            int64_t ax = axis < 0 ? axis + p.rank : axis;
+            if (ax < 0 || ax >= p.rank || (i > 0 && p.rank != in.rank)) return;
+            if (i == 0) in = p;
+            sum = (sum < 0 || p.dims[ax] < 0) ? -1 : sum + p.dims[ax];
+        }
+        if (n->n_input == 0) return;
+        *out = in;
+        out->dims[axis < 0 ? axis + in.rank : axis] = sum;
+    } else if (!strcmp(op, "Unsqueeze")) {
+        int64_t axes[RK_SHAPE_MAX_RANK];
+        size_t na = 0;
+        infer_shape(ix, rk_input(n, 0), &in, depth + 1);
+        if (in.rank < 0 || !rk_input(n, 1) || !eval_rec(ix, rk_input(n, 1), axes, &na, depth + 1))
+            return;
+        int r = in.rank + (int)na, k = 0;
+        if (r > RK_SHAPE_MAX_RANK) return;
+        int is_new[RK_SHAPE_MAX_RANK] = {0};
+        for (size_t i = 0; i < na; ++i) {
+            int64_t ax = axes[i] < 0 ? axes[i] + r : axes[i];
+            if (ax < 0 || ax >= r) return;
+            is_new[ax] = 1;
+        }
+        for (int i = 0; i < r; ++i) out->dims[i] = is_new[i] ? 1 : in.dims[k++];
+        out->rank = r;
+        out->elem_type = in.elem_type;
+    } else if (!strcmp(op, "Expand")) {
+        /* dims other than 1 are kept (Expand only broadcasts ones); the target may add leading
+         * dims, which stay unknown unless the target evaluates */
+        int64_t t[RK_SHAPE_MAX_RANK];
+        size_t nt = 0;
+        infer_shape(ix, rk_input(n, 0), &in, depth + 1);
+        if (in.rank < 0) return;
+        int known = rk_input(n, 1) && eval_rec(ix, rk_input(n, 1), t, &nt, depth + 1) &&
+                    nt <= RK_SHAPE_MAX_RANK;
+        if (!known) {
+            rk_shape ts;
+            infer_shape(ix, rk_input(n, 1), &ts, depth + 1);
+            if (ts.rank != 1 || ts.dims[0] < 0 || ts.dims[0] > RK_SHAPE_MAX_RANK) return;
+            nt = (size_t)ts.dims[0];
+        }
+        int r = in.rank > (int)nt ? in.rank : (int)nt;
+        for (int i = 0; i < r; ++i) {
+            int ii = i - (r - in.rank), it = i - (r - (int)nt);
+            int64_t di = ii >= 0 ? in.dims[ii] : 1, dt = known && it >= 0 ? t[it] : -1;
+            out->dims[i] = di != 1 ? di : (known ? (it >= 0 ? dt : 1) : -1);
+        }
+        out->rank = r;
+        out->elem_type = in.elem_type;
+    } else if (!strcmp(op, "MatMul")) {
+        rk_shape b;
+        infer_shape(ix, rk_input(n, 0), &in, depth + 1);
+        infer_shape(ix, rk_input(n, 1), &b, depth + 1);
+        if (in.rank < 2 || b.rank < 2) return;
+        int r = in.rank > b.rank ? in.rank : b.rank;
+        for (int i = 0; i < r - 2; ++i) {
+            int ia = i - (r - in.rank), ib = i - (r - b.rank);
+            int64_t da = ia >= 0 ? in.dims[ia] : 1, db = ib >= 0 ? b.dims[ib] : 1;
+            out->dims[i] = da == 1 ? db : (db == 1 ? da : (da == db ? da : -1));
+        }
+        out->dims[r - 2] = in.dims[in.rank - 2];
+        out->dims[r - 1] = b.dims[b.rank - 1];
+        out->rank = r;
+        out->elem_type = in.elem_type;
+    } else if (!strcmp(op, "Shape")) {
+        infer_shape(ix, rk_input(n, 0), &in, depth + 1);
+        if (in.rank < 0) return;
+        int64_t start = rk_attr_i(n, "start", 0), end = rk_attr_i(n, "end", in.rank);
+        if (start < 0) start += in.rank;
+        if (end < 0) end += in.rank;
+        if (end > in.rank) end = in.rank;
+        out->rank = 1;
+        out->dims[0] = start >= 0 && end >= start ? end - start : -1;
+        out->elem_type = RK_DT_INT64;
     } else if (!strcmp(op, "Sqrt") || !strcmp(op, "Reciprocal") || !strcmp(op, "Sigmoid") ||
-               !strcmp(op, "Softmax")) {
+               !strcmp(op, "Softmax") || !strcmp(op, "Cos") || !strcmp(op, "Sin") ||
+               !strcmp(op, "LayerNormalization") || !strcmp(op, "Erf") || !strcmp(op, "Tanh") ||
+               !strcmp(op, "Relu") || !strcmp(op, "Gelu") || !strcmp(op, "Dropout")) {
+        /* output 0 has the shape of input 0 */
+        if (strcmp(n->output[0], name) != 0) return;
         infer_shape(ix, rk_input(n, 0), out, depth + 1);
     } else if (!strcmp(op, "Cast") || !strcmp(op, "Identity") || !strcmp(op, "Neg")) {
         infer_shape(ix, rk_input(n, 0), out, depth + 1);
