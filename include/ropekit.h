@@ -98,7 +98,8 @@ typedef enum ropekit_status {
     ROPEKIT_ERROR_UNSUPPORTED = 8,           /* valid in the ONNX contract, not implemented here */
     ROPEKIT_ERROR_OUT_OF_MEMORY = 9,
     ROPEKIT_ERROR_IO = 10,                   /* file could not be read or written (tools) */
-    ROPEKIT_ERROR_PARSE = 11                 /* malformed input file (tools) */
+    ROPEKIT_ERROR_PARSE = 11,                /* malformed input file (tools) */
+    ROPEKIT_ERROR_DEVICE = 12                /* a GPU runtime call failed (CUDA, WebGPU backends) */
 } ropekit_status;
 
 /** Stable name of a status, e.g. "ROPEKIT_ERROR_SHAPE". Never NULL. */

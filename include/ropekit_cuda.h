@@ -61,8 +61,8 @@ extern "C" {
 #endif
 
 /* A CUDA runtime call failed (launch, allocation, copy); the message names the CUDA error.
- * Not in ropekit_status yet: ropekit_status_str() calls it ROPEKIT_ERROR_UNKNOWN. */
-#define ROPEKIT_CUDA_ERROR_RUNTIME ((ropekit_status)100)
+ * (An alias kept for the first users of this header.) */
+#define ROPEKIT_CUDA_ERROR_RUNTIME ROPEKIT_ERROR_DEVICE
 
 /** The message of the last failed ropekit_cuda_* call on this thread ("" if none). */
 ROPEKIT_API const char *ropekit_cuda_last_error(void);

@@ -454,7 +454,16 @@ static void qknorm_layout_case(void) {
     free(q), free(k), free(qo), free(ko), free(w), free(c), free(sn), free(out);
 }
 
+static void test_status_names(void) {
+    for (int st = ROPEKIT_OK; st <= ROPEKIT_ERROR_DEVICE; ++st)
+        CHECK(strstr(ropekit_status_str((ropekit_status)st), "UNKNOWN") == NULL, "status %d unnamed", st);
+    CHECK(!strcmp(ropekit_status_str((ropekit_status)999), "ROPEKIT_ERROR_UNKNOWN"), "unknown status");
+    CHECK(!strcmp(ropekit_dtype_name((ropekit_dtype)0), "invalid") && ropekit_dtype_size((ropekit_dtype)0) == 0,
+          "invalid dtype");
+}
+
 int main(void) {
+    test_status_names();
     setup();
     test_rotary_errors();
     test_ms_errors();

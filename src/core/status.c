@@ -40,6 +40,7 @@ const char *ropekit_status_str(ropekit_status status) {
     case ROPEKIT_ERROR_OUT_OF_MEMORY: return "ROPEKIT_ERROR_OUT_OF_MEMORY";
     case ROPEKIT_ERROR_IO: return "ROPEKIT_ERROR_IO";
     case ROPEKIT_ERROR_PARSE: return "ROPEKIT_ERROR_PARSE";
+    case ROPEKIT_ERROR_DEVICE: return "ROPEKIT_ERROR_DEVICE";
     }
     return "ROPEKIT_ERROR_UNKNOWN";
 }
