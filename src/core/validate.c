@@ -393,6 +393,25 @@ static ropekit_status check_ms_extras(float scale, int64_t is_packed_batching, i
     return ROPEKIT_OK;
 }
 
+/* The com.microsoft rotary ops: 2D (rows, R/2) tables and a present int64 position_ids. */
+static ropekit_status ms_tables_and_ids(const ropekit_tensor *input,
+                                        const ropekit_tensor *position_ids,
+                                        const ropekit_tensor *cos_cache,
+                                        const ropekit_tensor *sin_cache, rk_rotary_plan *p,
+                                        rk_span *cs, rk_span *ss, rk_span *ps) {
+    int64_t want[2] = {-1, p->R / 2};
+    RK_TRY(check_tables(cos_cache, sin_cache, "cos_cache", "sin_cache", input->dtype, want, 2,
+                        "(max_sequence_length, rotary_embedding_dim/2)", cs, ss));
+    set_table_2d(p, cos_cache, sin_cache);
+    p->table_rows = cos_cache->shape[0];
+    if (position_ids == NULL)
+        return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "position_ids is required");
+    RK_TRY(rk_check_view(position_ids, "position_ids", ps));
+    RK_TRY(check_dtype(position_ids, "position_ids", ROPEKIT_INT64));
+    p->pos = (const int64_t *)position_ids->data;
+    return ROPEKIT_OK;
+}
+
 ropekit_status rk_plan_ms_rotary_embedding(const ropekit_tensor *input,
                                            const ropekit_tensor *position_ids,
                                            const ropekit_tensor *cos_cache,
@@ -408,16 +427,7 @@ ropekit_status rk_plan_ms_rotary_embedding(const ropekit_tensor *input,
     int in_place;
     RK_TRY(rotary_common(input, y, &a, &p, &xs, &ys, &in_place));
     RK_TRY(check_ms_extras(attrs->scale, attrs->is_packed_batching, attrs->inverse, &p));
-    int64_t want[2] = {-1, p.R / 2};
-    RK_TRY(check_tables(cos_cache, sin_cache, "cos_cache", "sin_cache", input->dtype, want, 2,
-                        "(max_sequence_length, rotary_embedding_dim/2)", &cs, &ss));
-    set_table_2d(&p, cos_cache, sin_cache);
-    if (position_ids == NULL)
-        return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "position_ids is required");
-    RK_TRY(rk_check_view(position_ids, "position_ids", &ps));
-    RK_TRY(check_dtype(position_ids, "position_ids", ROPEKIT_INT64));
-    p.table_rows = cos_cache->shape[0];
-    p.pos = (const int64_t *)position_ids->data;
+    RK_TRY(ms_tables_and_ids(input, position_ids, cos_cache, sin_cache, &p, &cs, &ss, &ps));
     if (position_ids->rank == 1 && position_ids->shape[0] == 1) {
         p.rows = RK_ROWS_OFFSET; /* the offset is read and checked by rk_check_position_ids */
     } else {
@@ -474,23 +484,14 @@ ropekit_status rk_plan_mrotary_embedding(const ropekit_tensor *input,
                        "be non-negative and sum to rotary_embedding_dim/2 = %lld (it is not "
                        "doubled)", (long long)sec[0], (long long)sec[1], (long long)sec[2],
                        (long long)h);
-    int64_t want[2] = {-1, h};
-    RK_TRY(check_tables(cos_cache, sin_cache, "cos_cache", "sin_cache", input->dtype, want, 2,
-                        "(max_sequence_length, rotary_embedding_dim/2)", &cs, &ss));
-    set_table_2d(&p, cos_cache, sin_cache);
-    if (position_ids == NULL)
-        return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "position_ids is required");
-    RK_TRY(rk_check_view(position_ids, "position_ids", &ps));
-    RK_TRY(check_dtype(position_ids, "position_ids", ROPEKIT_INT64));
+    RK_TRY(ms_tables_and_ids(input, position_ids, cos_cache, sin_cache, &p, &cs, &ss, &ps));
     int64_t pw[3] = {3, p.B, p.S};
     RK_TRY(check_shape(position_ids, "position_ids", 3, pw, "(3 streams, batch, sequence)"));
     p.rows = RK_ROWS_MROPE;
-    p.pos = (const int64_t *)position_ids->data;
     p.pos_as = position_ids->strides[0];
     p.pos_bs = position_ids->strides[1], p.pos_ss = position_ids->strides[2];
     memcpy(p.mrope_section, sec, sizeof p.mrope_section);
     p.mrope_layout = (int)attrs->mrope_layout;
-    p.table_rows = cos_cache->shape[0];
     rk_named_span ins[4] = {{"input", xs}, {"position_ids", ps}, {"cos_cache", cs},
                             {"sin_cache", ss}};
     RK_TRY(check_output_overlap("y", ys, in_place ? 0 : -1, ins, 4));

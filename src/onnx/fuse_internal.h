@@ -65,6 +65,9 @@ typedef struct rk_site {
 } rk_site;
 
 void rk_site_free(rk_site *s);
+/* The last check of every matcher: the rotated type must be float, float16 or bfloat16; sets
+ * site->angles_ok, or the reason. */
+void rk_site_accept(rk_site *site);
 void rk_angles_free(rk_angles *a);
 
 /* ---- matcher helpers (match_common.c) ---------------------------------------------------- */

@@ -1,9 +1,19 @@
 /* Helpers shared by the RoPE matchers: node/attribute access, small constant evaluation (the
  * shape arithmetic exporters write into index paths), structural equivalence. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuse_internal.h"
+
+void rk_site_accept(rk_site *site) {
+    if (site->elem_type != RK_DT_FLOAT && site->elem_type != RK_DT_FLOAT16 &&
+        site->elem_type != RK_DT_BFLOAT16)
+        snprintf(site->reason, RK_REASON, "'%s' has element type %s", site->x,
+                 rk_dtype_name(site->elem_type));
+    else
+        site->angles_ok = 1;
+}
 
 void rk_angles_free(rk_angles *a) {
     free(a->positions);

@@ -175,12 +175,6 @@ int rk_match_interleaved(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site
     site->head_size = xs.dims[3];
     site->num_heads = xs.dims[2];
     site->elem_type = xs.elem_type ? xs.elem_type : RK_DT_FLOAT;
-    if (site->elem_type != RK_DT_FLOAT && site->elem_type != RK_DT_FLOAT16 &&
-        site->elem_type != RK_DT_BFLOAT16) {
-        snprintf(site->reason, RK_REASON, "'%s' has element type %s", site->x,
-                 rk_dtype_name(site->elem_type));
-        return 1;
-    }
-    site->angles_ok = 1;
+    rk_site_accept(site);
     return 1;
 }

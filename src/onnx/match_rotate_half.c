@@ -133,12 +133,6 @@ int rk_match_rotate_half(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site
                  rk_dtype_name(cast_c), site->x, rk_dtype_name(site->elem_type));
         return 1;
     }
-    if (site->elem_type != RK_DT_FLOAT && site->elem_type != RK_DT_FLOAT16 &&
-        site->elem_type != RK_DT_BFLOAT16) {
-        snprintf(site->reason, RK_REASON, "'%s' has element type %s", site->x,
-                 rk_dtype_name(site->elem_type));
-        return 1;
-    }
-    site->angles_ok = 1;
+    rk_site_accept(site);
     return 1;
 }
