@@ -13,6 +13,7 @@ command -v clang >/dev/null || need+=(clang)
 # clang's sanitizer and libFuzzer runtimes (the ASan/UBSan build and the fuzz smoke need them)
 dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || need+=(libclang-rt-14-dev)
 command -v make >/dev/null || need+=(make)
+command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v python3 >/dev/null || need+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 # ONNX layer (src/onnx, the `ropekit` tool): protobuf-c, protoc-c, and onnx.proto from libonnx-dev

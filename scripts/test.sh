@@ -18,6 +18,16 @@ if command -v nvcc >/dev/null 2>&1; then
   cmake --build build -j"$jobs" --target ropekit_cuda check_cuda bench_cuda >/dev/null
 fi
 
+echo "== install, then build a program against it (CMake package and pkg-config)"
+prefix="$(mktemp -d)"
+cmake --install build --prefix "$prefix" >/dev/null
+cmake -S tests/install -B "$prefix/consumer" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$prefix/consumer" >/dev/null
+LD_LIBRARY_PATH="$prefix/lib" "$prefix/consumer/c"
+cc tests/install/main.c $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs ropekit) -o "$prefix/c2"
+LD_LIBRARY_PATH="$prefix/lib" "$prefix/c2"
+rm -rf "$prefix"
+
 echo "== ASan/UBSan build + C tests"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DROPEKIT_SANITIZE=ON -DCMAKE_C_COMPILER=clang >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
