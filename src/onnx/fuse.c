@@ -93,11 +93,6 @@ static ropekit_status add_int_initializer(rk_graph *ix, const char *base, const 
     return rk_graph_add_initializer(ix, t);
 }
 
-/* Inserts a node with one output named after `base`; returns the output name (owned). */
-static ropekit_status insert(rk_graph *ix, Onnx__NodeProto *node, int32_t hint) {
-    return rk_graph_insert_node(ix, node, hint, NULL);
-}
-
 static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, const rk_table *t,
                                    ropekit_fuse_target target, int64_t *counter) {
     const rk_value *ov = rk_graph_value(ix, s->output);
@@ -134,7 +129,7 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, const rk_table *t,
         }
         const char *ins[2] = {s->x, shape_in};
         Onnx__NodeProto *r = rk_new_node("Reshape", "", x3, ins, 2, (const char *const *)&x3, 1);
-        if (!r || (st = insert(ix, r, hint)) != ROPEKIT_OK) {
+        if (!r || (st = rk_graph_insert_node(ix, r, hint, NULL)) != ROPEKIT_OK) {
             if (!r) st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
             goto done;
         }
@@ -166,12 +161,12 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, const rk_table *t,
             rk_node_free(n);
             goto done;
         }
-        if ((st = insert(ix, n, hint)) != ROPEKIT_OK) goto done;
+        if ((st = rk_graph_insert_node(ix, n, hint, NULL)) != ROPEKIT_OK) goto done;
     }
     if (s->layout == RK_LAYOUT_BSNH) {
         const char *ins[2] = {y3, shape_out};
         Onnx__NodeProto *r = rk_new_node("Reshape", "", out, ins, 2, (const char *const *)&out, 1);
-        if (!r || (st = insert(ix, r, hint)) != ROPEKIT_OK) {
+        if (!r || (st = rk_graph_insert_node(ix, r, hint, NULL)) != ROPEKIT_OK) {
             if (!r) st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
             goto done;
         }
