@@ -10,7 +10,8 @@
  *        ropekit_mrotary_embedding         com.microsoft.MRotaryEmbedding (multimodal, Qwen-VL)
  *        ropekit_qknorm_rotary_embedding   com.microsoft.QKNormRotaryEmbedding (MLA, DeepSeek-V4)
  *        ropekit_inverse_rotary_regroup    com.microsoft.InverseRotaryRegroup
- *   4. cos/sin table builders (rope types default, linear, yarn, longrope, llama3)
+ *   4. cos/sin table builders (rope types default, linear, yarn, longrope, llama3), and RoPE
+ *      with the angles computed on the fly instead of read from a table
  *   5. CPU variants (ref, avx2, avx512: same bits) and threads
  *
  * ----------------------------------------------------------------------------------------------
@@ -391,6 +392,19 @@ ROPEKIT_API ropekit_status ropekit_rope_cos_sin_table(const float *inv_freq, int
                                                       ropekit_angle_mode mode,
                                                       const ropekit_tensor *cos_table,
                                                       const ropekit_tensor *sin_table);
+
+/** ai.onnx.RotaryEmbedding (3.1) without tables: the cos/sin of each token are computed from its
+ *  position id, exactly as ROPEKIT_ANGLE_ACCURATE would have tabulated them in float32 —
+ *  cos(p * inv_freq[k]) * attention_factor in double, rounded once to float32 — so the result is
+ *  bit for bit that of ropekit_rotary_embedding with such a float32 table. No table means no
+ *  table length: any position id p with |p| <= 2^53 is valid (negative ids rotate backwards).
+ *  position_ids (B, S) is required; inv_freq_len must be rotary_embedding_dim/2 (or H/2).
+ *  Costs h cosine/sine evaluations per token (a table is faster when it fits): the option for
+ *  long contexts where no table of the right length exists, or exact angles are wanted. */
+ROPEKIT_API ropekit_status ropekit_rotary_embedding_on_the_fly(
+    const ropekit_tensor *x, const float *inv_freq, int64_t inv_freq_len, float attention_factor,
+    const ropekit_tensor *position_ids, const ropekit_rotary_embedding_attrs *attrs,
+    const ropekit_tensor *y);
 
 /* ============================================================================================
  * 5. CPU variants and threads

@@ -316,6 +316,48 @@ static void test_table_errors(void) {
           "accurate table values");
 }
 
+/* On the fly == rotating with a float32 ROPEKIT_ANGLE_ACCURATE table, bit for bit. */
+static void test_on_the_fly(void) {
+    enum { OB = 2, OS = 3, ON = 2, OH = 12, OR = 8, OP = 4000 };
+    static float x[OB][OS][ON * OH], y1[OB][OS][ON * OH], y2[OB][OS][ON * OH];
+    static float ct[OP][OR / 2], st[OP][OR / 2];
+    int64_t pos[OB][OS] = {{0, 1, 3999}, {17, 2048, 5}};
+    for (int i = 0; i < OB * OS * ON * OH; ++i) (&x[0][0][0])[i] = rng_normalish();
+    ropekit_rope_config cfg = {0};
+    cfg.rotary_dim = OR, cfg.rope_theta = 10000;
+    float inv[OR / 2], af;
+    CHECK(ropekit_rope_inv_freq(&cfg, 0, inv, OR / 2, &af) == ROPEKIT_OK, "inv_freq");
+    af = 1.25f; /* an attention factor too */
+    ropekit_tensor oc = ropekit_tensor_contiguous(ct, ROPEKIT_FLOAT32, 2, (int64_t[]){OP, OR / 2});
+    ropekit_tensor os = ropekit_tensor_contiguous(st, ROPEKIT_FLOAT32, 2, (int64_t[]){OP, OR / 2});
+    CHECK(ropekit_rope_cos_sin_table(inv, OR / 2, af, ROPEKIT_ANGLE_ACCURATE, &oc, &os) == ROPEKIT_OK,
+          "table");
+    ropekit_tensor ox = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, (int64_t[]){OB, OS, ON * OH});
+    ropekit_tensor t1 = ropekit_tensor_contiguous(y1, ROPEKIT_FLOAT32, 3, (int64_t[]){OB, OS, ON * OH});
+    ropekit_tensor t2 = ropekit_tensor_contiguous(y2, ROPEKIT_FLOAT32, 3, (int64_t[]){OB, OS, ON * OH});
+    ropekit_tensor op = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, (int64_t[]){OB, OS});
+    ropekit_rotary_embedding_attrs a = ROPEKIT_ROTARY_EMBEDDING_ATTRS_INIT;
+    a.num_heads = ON, a.rotary_embedding_dim = OR, a.interleaved = 1;
+    CHECK(ropekit_rotary_embedding(&ox, &oc, &os, &op, &a, &t1) == ROPEKIT_OK, "%s", ropekit_last_error());
+    CHECK(ropekit_rotary_embedding_on_the_fly(&ox, inv, OR / 2, af, &op, &a, &t2) == ROPEKIT_OK,
+          "%s", ropekit_last_error());
+    CHECK(memcmp(y1, y2, sizeof y1) == 0, "on the fly differs from the accurate float32 table");
+    /* no table length: a position far past any table is fine; 2^53 + 1 is not exact */
+    pos[0][0] = (int64_t)1 << 40;
+    CHECK(ropekit_rotary_embedding_on_the_fly(&ox, inv, OR / 2, af, &op, &a, &t2) == ROPEKIT_OK,
+          "%s", ropekit_last_error());
+    pos[0][0] = ((int64_t)1 << 53) + 1;
+    EXPECT_ERR(ropekit_rotary_embedding_on_the_fly(&ox, inv, OR / 2, af, &op, &a, &t2),
+               ROPEKIT_ERROR_POSITION_OUT_OF_RANGE, "2^53");
+    pos[0][0] = 0;
+    EXPECT_ERR(ropekit_rotary_embedding_on_the_fly(&ox, inv, 3, af, &op, &a, &t2), ROPEKIT_ERROR_SHAPE,
+               "inv_freq_len = 3");
+    EXPECT_ERR(ropekit_rotary_embedding_on_the_fly(&ox, inv, OR / 2, af, NULL, &a, &t2),
+               ROPEKIT_ERROR_NULL_POINTER, "position_ids");
+    EXPECT_ERR(ropekit_rotary_embedding_on_the_fly(&ox, NULL, OR / 2, af, &op, &a, &t2),
+               ROPEKIT_ERROR_NULL_POINTER, "inv_freq");
+}
+
 /* ---- layout invariants on random shapes (exact-size buffers) -------------------------------- */
 
 static void *xmalloc(size_t n) {
@@ -470,6 +512,7 @@ int main(void) {
     test_mrope_errors();
     test_qknorm_regroup_errors();
     test_table_errors();
+    test_on_the_fly();
     for (int i = 0; i < 300; ++i) rotary_layout_case(i % 3);
     for (int i = 0; i < 100; ++i) qknorm_layout_case();
     return REPORT();

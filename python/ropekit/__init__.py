@@ -44,6 +44,7 @@ __all__ = [
     "mrotary_embedding",
     "qknorm_rotary_embedding",
     "inverse_rotary_regroup",
+    "rotary_embedding_on_the_fly",
     "rope_inv_freq",
     "rope_cos_sin_table",
     "version",
@@ -190,6 +191,8 @@ for _name, _args in {
     "ropekit_qknorm_rotary_embedding": [_T, _T, _T, _T, _T, _P(_QKNormAttrs), _T, _T],
     "ropekit_inverse_rotary_regroup": [_T, _T, _T, _P(_RegroupAttrs), _T],
     "ropekit_rope_inv_freq": [_P(_RopeConfig), ctypes.c_int64, _P(ctypes.c_float), ctypes.c_int64, _P(ctypes.c_float)],
+    "ropekit_rotary_embedding_on_the_fly": [_T, _P(ctypes.c_float), ctypes.c_int64, ctypes.c_float, _T,
+                                            _P(_RotaryAttrs), _T],
     "ropekit_rope_cos_sin_table": [_P(ctypes.c_float), ctypes.c_int64, ctypes.c_float, ctypes.c_int, _T, _T],
 }.items():
     getattr(_lib, _name).argtypes = _args
@@ -412,6 +415,24 @@ def rope_inv_freq(rope_type="default", *, rotary_dim, rope_theta, factor=0.0, or
     _check(_lib.ropekit_rope_inv_freq(ctypes.byref(cfg), int(seq_len),
                                       inv.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), half, ctypes.byref(af)))
     return inv[:half], af.value
+
+
+def rotary_embedding_on_the_fly(X, inv_freq, position_ids, *, attention_factor=1.0, interleaved=0,
+                                rotary_embedding_dim=0, num_heads=0, inverse=0, out=None):
+    """ai.onnx.RotaryEmbedding without tables: cos/sin of position_ids (B, S) * inv_freq computed
+    per token (accurate angle, float32), bit for bit as with a float32 'accurate' table."""
+    X = _input(X, "X")
+    p = _ids(_input(position_ids, "position_ids"), "position_ids")
+    inv = np.ascontiguousarray(inv_freq, dtype=np.float32)
+    if inv.ndim != 1:
+        raise Error(3, f"inv_freq must be 1D, got shape {inv.shape}")
+    y = _output(out, X, X.shape)
+    attrs = _RotaryAttrs(int(interleaved), int(rotary_embedding_dim), int(num_heads), int(inverse))
+    _check(_lib.ropekit_rotary_embedding_on_the_fly(
+        ctypes.byref(_view(X, "X")), inv.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), inv.shape[0],
+        float(attention_factor), ctypes.byref(_view(p, "position_ids")), ctypes.byref(attrs),
+        ctypes.byref(_view(y, "out"))))
+    return y
 
 
 def rope_cos_sin_table(inv_freq, num_positions, *, attention_factor=1.0, mode="graph", dtype=np.float32):
