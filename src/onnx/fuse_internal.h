@@ -11,7 +11,7 @@
  *   match_rotate_half.c   half-split pairs: x*cos + rotate_half(x)*sin, full or partial width
  *   match_interleaved.c   adjacent pairs (GPT-J "rotate every two") from a gathered table
  *   match_angles.c        angle sources: on-the-fly inv_freq (Mul or MatMul), scaling, casts;
- *                         M-RoPE section assembly
+ *                         M-RoPE section / interleaving assembly (dynamo and TorchScript)
  */
 #ifndef ROPEKIT_FUSE_INTERNAL_H
 #define ROPEKIT_FUSE_INTERNAL_H

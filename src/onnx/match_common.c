@@ -367,6 +367,21 @@ static void infer_shape(const rk_graph *ix, const char *name, rk_shape *out, int
         }
         out->rank = r;
         out->elem_type = in.elem_type;
+    } else if (!strcmp(op, "Tile")) {
+        /* the input's rank; dims times the repeats where both are known */
+        rk_shape t;
+        rk_dim_src src;
+        infer_shape(ix, rk_input(n, 0), &in, depth + 1);
+        if (in.rank < 0) return;
+        int known = rk_input(n, 1) && reshape_target(ix, rk_input(n, 1), &t, &src, depth) &&
+                    t.rank == in.rank;
+        for (int i = 0; i < in.rank; ++i) {
+            int64_t r = known ? t.dims[i] : -1;
+            out->dims[i] = in.dims[i] >= 0 && r >= 0 && (r == 0 || in.dims[i] <= INT64_MAX / r)
+                               ? in.dims[i] * r : -1;
+        }
+        out->rank = in.rank;
+        out->elem_type = in.elem_type;
     } else if (!strcmp(op, "MatMul")) {
         rk_shape b;
         infer_shape(ix, rk_input(n, 0), &in, depth + 1);

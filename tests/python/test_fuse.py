@@ -33,16 +33,12 @@ FUSE_ALL = [
     # traced with the short factors frozen (see tests/fixtures/models/README.md): the graph has a
     # constant inv_freq, so the fused model reproduces the graph as exported
     "ts_phi3_longrope",
-    "ts_gpt_neox", "ts_phi_partial",
+    "ts_gpt_neox", "ts_phi_partial", "ts_gptj", "ts_qwen2_vl_text", "ts_qwen2_5_vl_text",
+    "ts_qwen3_vl_text",
 ]
 REFUSED = {"phi3_longrope": "longrope short/long factor switching"}
 # Sites that are found but not fused yet; the reason the tool gives is part of the contract.
-KNOWN_GAPS = {
-    "ts_qwen2_vl_text": "is not Cos/Sin of position_ids * inv_freq",  # 4.x M-RoPE assembly
-    "ts_qwen2_5_vl_text": "is not Cos/Sin of position_ids * inv_freq",
-    "ts_qwen3_vl_text": "are not position_ids * inv_freq",  # 4.x interleaved M-RoPE assembly
-    "ts_gptj": "repeat_interleave(2)",  # 4.x writes GPT-J's repeat_interleave differently
-}
+KNOWN_GAPS = {}
 
 
 def test_every_fixture_has_an_expectation():
@@ -251,3 +247,53 @@ def test_fp16_tables_are_fp16(tmp_path):
     m = onnx.load(str(dst))
     tables = [i for i in m.graph.initializer if i.name.startswith("ropekit_")]
     assert len(tables) == 2 and all(t.data_type == TensorProto.FLOAT16 for t in tables)
+
+
+def _set_const_input(model, node, slot, value):
+    """Point input `slot` of `node` at a new int64 initializer holding `value`."""
+    name = f"mutated_{node.output[0]}_{slot}"
+    model.graph.initializer.append(numpy_helper.from_array(np.array(value, np.int64), name))
+    node.input[slot] = name
+
+
+def _producer(model, name):
+    return next(n for n in model.graph.node if name in n.output)
+
+
+# TorchScript (4.x) table assemblies changed into valid models that compute something else: the
+# matchers verify the constants, so these must not fuse (sites found, none fused).
+def _mutate_section_stream(m):  # the 5th section gathers stream 2 instead of 1
+    cat = next(n for n in m.graph.node if n.op_type == "Concat" and len(n.input) == 6)
+    _set_const_input(m, _producer(m, cat.input[4]), 1, 2)
+
+
+def _mutate_section_sizes(m):  # the two halves cut differently
+    split = next(n for n in m.graph.node if n.op_type == "Split" and len(n.output) == 6)
+    _set_const_input(m, split, 1, [2, 3, 3, 3, 3, 2])
+
+
+def _mutate_scatter_offset(m):  # the values of a step read columns 2, 5 instead of 1, 4
+    nd = next(n for n in m.graph.node if n.op_type == "ScatterND")
+    sl = _producer(m, _producer(m, _producer(m, nd.input[2]).input[0]).input[0])
+    assert sl.op_type == "Slice"
+    _set_const_input(m, sl, 1, [2] if sl.input[1] else 2)
+
+
+def _mutate_gptj_ids(m):  # ids repeated to 6 of the table's 8 columns (fails at run time in ORT:
+    # the fused model must not run where the original does not)
+    ge = next(n for n in m.graph.node if n.op_type == "GatherElements")
+    tile = _producer(m, ge.input[1])
+    _set_const_input(m, tile, 1, [1, 1, 6])
+
+
+@pytest.mark.parametrize("name,mutate", [
+    ("ts_qwen2_vl_text", _mutate_section_stream), ("ts_qwen2_vl_text", _mutate_section_sizes),
+    ("ts_qwen3_vl_text", _mutate_scatter_offset), ("ts_gptj", _mutate_gptj_ids)])
+def test_torchscript_assemblies_are_verified(name, mutate, tmp_path):
+    m = onnx.load(str(MODELS / f"{name}.onnx"))
+    mutate(m)
+    src = tmp_path / "mutated.onnx"
+    onnx.save(m, str(src))
+    report = run_fuse(src, tmp_path / "out.onnx")
+    assert report["sites_found"] == fixture_info(name)["rope_sites_expected"]
+    assert report["sites_fused"] < report["sites_found"], report["sites"]
