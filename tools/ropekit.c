@@ -3,6 +3,7 @@
  *   ropekit inspect IN.onnx [--json]
  *   ropekit fuse IN.onnx OUT.onnx [--max-positions N] [--config FILE] [--target ort|onnx]
  *                [--json] [--dry-run]                                (tools/cmd_fuse.c)
+ *   ropekit bench [--json] [--threads 1,2] [--filter NAME] ...       (tools/cmd_bench.c)
  *
  * Exit status: 0 success, 1 runtime error (message on stderr), 2 usage error.
  * Each subcommand is one function in the table below; new ones (fuse, ...) are added there. */
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd_bench.h"
 #include "cmd_fuse.h"
 #include "ropekit_onnx.h"
 
@@ -32,6 +34,7 @@ static const command commands[] = {
      "nodes. --json: one JSON object instead of text.",
      cmd_inspect},
     {"fuse", ROPEKIT_FUSE_ARGS, ROPEKIT_FUSE_SUMMARY, ropekit_cmd_fuse},
+    {"bench", ROPEKIT_BENCH_ARGS, ROPEKIT_BENCH_SUMMARY, ropekit_cmd_bench},
     {"help", "[COMMAND]", "Show this help, or a command's.", cmd_help},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
