@@ -14,6 +14,10 @@
 #include "internal.h"
 #include "ropekit.h"
 
+#if defined(__x86_64__) || defined(_M_X64)
+void rk_avx512_force_bf16_sw(int on); /* src/cpu/avx512.c: test hook */
+#endif
+
 static const char *g_variants[4];
 static int g_nvariants;
 static int g_cases;
@@ -335,7 +339,20 @@ static ropekit_status run_qk(void *ctx, char *const *out) {
                                            c->a.rope_head_dim ? &c->sin : NULL, &c->a, &qo, &ko);
 }
 
-static void qknorm_case(int big) {
+/* tiny: values whose products with the norm are subnormal (float32 subnormals for bfloat16:
+ * the hardware conversion reads them as zero, the kernels must not). */
+static void fill_qk(void *p, ropekit_dtype t, int64_t n, int specials, int tiny) {
+    fill(p, t, n, specials);
+    if (tiny)
+        for (int64_t i = 0; i < n; ++i)
+            if (rnd(4))
+                put(p, t, i, ldexpf(rng_normalish(), t == ROPEKIT_FLOAT16 ? -20 : -128 - rnd(12)));
+}
+
+/* mla: DeepSeek-like layouts (head_dim 64k + 64, nope a multiple of 64, several heads, out of
+ * place, unpadded rows): the grouped sums of squares and, with aligned outputs, the streaming
+ * stores. */
+static void qknorm_case(int big, int mla) {
     qk_case c;
     memset(&c, 0, sizeof c);
     ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
@@ -344,24 +361,27 @@ static void qknorm_case(int big) {
     int fp8 = rnd(2);
     static const int64_t ropes[] = {0, 2, 6, 8, 16, 18, 32, 64, 66};
     int64_t rd = ropes[rnd(9)], hd;
-    if (fp8)
+    if (mla)
+        rd = 64, hd = 64 * (1 + rnd(big ? 8 : 2)) + rd;
+    else if (fp8)
         hd = 64 * rnd(big ? 9 : 4) + rd;
     else
         hd = rd + rnd(big ? 500 : 70);
     if (hd == 0) hd = rd = 2;
-    int64_t nh = 1 + rnd(big ? 16 : 3), B = 1 + rnd(2), S = 1 + rnd(big ? 40 : 4);
-    c.a = (ropekit_qknorm_rotary_embedding_attrs){nh, hd, rd, rnd(2) ? 1e-6f : (float)rng_unit(),
-                                                  fp8};
-    c.q_inplace = rnd(3) == 0, c.kv_inplace = rnd(3) == 0;
+    int64_t nh = 1 + rnd(big || mla ? 16 : 3), B = 1 + rnd(2), S = 1 + rnd(big ? 40 : 4);
+    int tiny = rnd(mla ? 3 : 8) == 0;
+    c.a = (ropekit_qknorm_rotary_embedding_attrs){
+        nh, hd, rd, rnd(2) && !tiny ? 1e-6f : (float)rng_unit(), fp8};
+    c.q_inplace = !mla && rnd(3) == 0, c.kv_inplace = !mla && rnd(3) == 0;
     int specials = rnd(4) == 0;
     /* query: contiguous, or rows padded (packed) */
-    int64_t qrow = nh * hd + (c.q_inplace ? 0 : rnd(2) * 7);
+    int64_t qrow = nh * hd + (c.q_inplace || mla ? 0 : rnd(2) * 7);
     char *qb = xmalloc((size_t)(B * S * qrow) * es);
-    fill(qb, T, B * S * qrow, specials);
+    fill_qk(qb, T, B * S * qrow, specials, tiny);
     c.q = (ropekit_tensor){qb, T, 3, {B, S, nh * hd}, {S * qrow, qrow, 1}};
-    int64_t krow = hd + (c.kv_inplace ? 0 : rnd(2) * 5);
+    int64_t krow = hd + (c.kv_inplace || mla ? 0 : rnd(2) * 5);
     char *kb = xmalloc((size_t)(B * S * krow) * es);
-    fill(kb, T, B * S * krow, specials);
+    fill_qk(kb, T, B * S * krow, specials, tiny);
     c.kv = (ropekit_tensor){kb, T, 3, {B, S, hd}, {S * krow, krow, 1}};
     float *w = xmalloc((size_t)hd * 4);
     for (int64_t i = 0; i < hd; ++i)
@@ -381,9 +401,9 @@ static void qknorm_case(int big) {
     char what[200];
     snprintf(what, sizeof what,
              "qknorm T %s B %lld S %lld heads %lld head_dim %lld rope %lld "
-             "fp8 %d in place %d/%d",
+             "fp8 %d in place %d/%d tiny %d",
              ropekit_dtype_name(T), (long long)B, (long long)S, (long long)nh, (long long)hd,
-             (long long)rd, fp8, c.q_inplace, c.kv_inplace);
+             (long long)rd, fp8, c.q_inplace, c.kv_inplace, tiny);
     check_case(what, run_qk, &c, &b);
     bufs_free(&b);
     free(qb), free(kb), free(w), free(cs), free(sn);
@@ -483,11 +503,19 @@ int main(int argc, char **argv) {
         g_align_out = i % 2;
         rotary_case(big);
         rotary_case(0);
-        qknorm_case(big);
+#if defined(__x86_64__) || defined(_M_X64)
+        /* avx512 bfloat16 QKNorm: the integer rounding (CPUs without AVX512_BF16) half the time */
+        rk_avx512_force_bf16_sw(i % 4 >= 2);
+#endif
+        qknorm_case(big, 0);
+        qknorm_case(big, 1);
         regroup_case(big);
     }
     rk_cpu_set_parallel_threshold(-1);
     rk_cpu_set_stream_threshold(-1);
+#if defined(__x86_64__) || defined(_M_X64)
+    rk_avx512_force_bf16_sw(0);
+#endif
     printf("%d cases\n", g_cases);
     return REPORT();
 }

@@ -1,7 +1,8 @@
 /* AVX-512 F/BW/VL variant (16 float lanes). Compiled with -mavx512f -mavx512bw -mavx512vl (and
  * AVX2/FMA/F16C); run only after dispatch.c has checked the CPU. The kernels are in
- * simd_body.h. bfloat16 is rounded with integer arithmetic: AVX512_BF16's VCVTNEPS2BF16 flushes
- * subnormals to zero, which rk_f32_to_bf16 does not. */
+ * simd_body.h. bfloat16 is rounded with integer arithmetic, except in QKNorm on CPUs with
+ * AVX512_BF16: its VCVTNEPS2BF16 reads subnormal inputs as zero, which rk_f32_to_bf16 does not,
+ * so it is used only on vectors without one (see bf16_hw_bits). */
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
 
@@ -193,6 +194,88 @@ RK_V float f_lane0(vf a) {
 /* even a - (-b), odd a + (-b): ref.c's inverse tail rotation, sg = -1 */
 RK_V vd d_subadd_neg(vd a, vd b) {
     return _mm512_mask_sub_pd(_mm512_add_pd(a, b), 0xaa, a, b);
+}
+
+/* AVX512_BF16's VCVTNEPS2BF16 rounds to nearest even and quiets NaNs as rk_f32_to_bf16 does, but
+ * reads a subnormal input as zero. A normal input never rounds to zero, so a vector whose
+ * result has no (signed) zero is exact; one with a zero (a zero or subnormal input) is rounded
+ * again with integer arithmetic. The instruction is written in assembly so that this file needs
+ * no -mavx512bf16; it runs only where rk_avx512_bf16_hw() has seen the CPU support it. */
+#define RK_HAVE_BF16_HW 1
+RK_V __m256i bf16_hw_bits(vf v) {
+    __m256i r;
+    __asm__("vcvtneps2bf16 %1, %0" : "=v"(r) : "v"(v));
+    if (__builtin_expect(_mm256_testn_epi16_mask(r, _mm256_set1_epi16(0x7fff)) != 0, 0))
+        r = _mm512_cvtepi32_epi16(bf16_bits(v));
+    return r;
+}
+RK_V void st_bf16_hw(void *p, vf v) {
+    _mm256_storeu_si256((__m256i *)p, bf16_hw_bits(v));
+}
+RK_V void st_bf16_hw_nt(void *p, vf v) {
+    _mm256_stream_si256((__m256i *)p, bf16_hw_bits(v));
+}
+RK_V vf rt_bf16_hw(vf v) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bf16_hw_bits(v)), 16));
+}
+
+/* 32 bfloat16 values from even (e) and odd (o) elements, in order: VCVTNE2PS2BF16 then one word
+ * shuffle (zeros and subnormals as in bf16_hw_bits). */
+RK_V void st_bf16_hw_pair(void *p, vf e, vf o, int nt) {
+    __m512i r;
+    __asm__("vcvtne2ps2bf16 %2, %1, %0" : "=v"(r) : "v"(o), "v"(e));
+    if (__builtin_expect(_mm512_testn_epi16_mask(r, _mm512_set1_epi16(0x7fff)) != 0, 0))
+        r = _mm512_or_si512(bf16_bits(e), _mm512_slli_epi32(bf16_bits(o), 16));
+    else
+        r = _mm512_permutexvar_epi16(
+            _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+                             22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0),
+            r);
+    if (nt)
+        _mm512_stream_si512((__m512i *)p, r);
+    else
+        _mm512_storeu_si512(p, r);
+}
+
+/* AVX512_BF16 (CPUID.(EAX=7,ECX=1):EAX bit 5); rk_avx512_force_bf16_sw(1) turns its use off
+ * (tests: the integer path of CPUs without it). */
+#include <cpuid.h>
+static int g_bf16_hw = -1, g_bf16_sw;
+void rk_avx512_force_bf16_sw(int on);
+void rk_avx512_force_bf16_sw(int on) {
+    __atomic_store_n(&g_bf16_sw, on, __ATOMIC_RELAXED);
+}
+static int rk_avx512_bf16_hw(void) {
+    int hw = __atomic_load_n(&g_bf16_hw, __ATOMIC_RELAXED);
+    if (hw < 0) {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        if (__get_cpuid_max(0, NULL) >= 7) __cpuid_count(7, 1, a, b, c, d);
+        hw = (int)((a >> 5) & 1u);
+        __atomic_store_n(&g_bf16_hw, hw, __ATOMIC_RELAXED);
+    }
+    return hw && !__atomic_load_n(&g_bf16_sw, __ATOMIC_RELAXED);
+}
+#define RK_BF16_HW_OK() rk_avx512_bf16_hw()
+
+/* 32 bfloat16 values as floats: *e = elements 0, 2, .. 30, *o = elements 1, 3, .. 31. */
+#define RK_HAVE_BF16_PAIRS 1
+RK_V void ld_bf16_eo(const void *p, vf *e, vf *o) {
+    __m512i u = _mm512_loadu_si512(p);
+    *e = _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+    *o = _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32((int)0xffff0000u)));
+}
+/* (*a, *b) = (lanes 0, 2, .. 14; lanes 1, 3, .. 15) -> (lanes 0 .. 7; lanes 8 .. 15) */
+RK_V void d_unpair(vd *a, vd *b) {
+    __m512d e = *a, o = *b;
+    *a = _mm512_permutex2var_pd(e, _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0), o);
+    *b = _mm512_permutex2var_pd(e, _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4), o);
+}
+
+/* 8 float16 values widened to doubles: two narrow conversions beat a wide one, then a lane
+ * extract (QKNorm's sums of squares). */
+#define RK_HAVE_D_LD_F16 1
+RK_V vd d_ld_f16(const void *p) {
+    return _mm512_cvtps_pd(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
 }
 
 #include "simd_body.h"

@@ -16,6 +16,13 @@
  *      d_zero, d_ldf/d_stf (VL/2 floats widened / narrowed), d_fmsub/d_fmadd/d_fmaddsub
  *      (a*b -/+ c, used only where a*b is exact, so fusing changes no bit)
  *   float f_hmax(vf), f_lane0(vf); double d_reduce16(const vd acc[32 / VL]) (ref.c's lane sum)
+ * Optional (QKNorm only; each macro defined by the includer that provides it):
+ *   RK_HAVE_BF16_HW: st_bf16_hw/st_bf16_hw_nt/rt_bf16_hw (a conversion instruction, same bits),
+ *      st_bf16_hw_pair(p, even, odd, nt) (2*VL values from even and odd elements, in order) and
+ *      RK_BF16_HW_OK() (whether this CPU may run them)
+ *   RK_HAVE_BF16_PAIRS (VL = 16 only): ld_bf16_eo(p, &even, &odd) (2*VL bfloat16 as two vf of
+ *      the even and odd elements), d_unpair(&a, &b) (even/odd lanes back in order)
+ *   RK_HAVE_D_LD_F16: vd d_ld_f16(p) (VL/2 float16 widened to doubles)
  */
 #include <math.h>
 #include <string.h>
@@ -343,38 +350,114 @@ static void RK_SUFFIX(rotary)(const rk_rotary_plan *p) {
 
 /* ================================= QKNorm / regroup helpers ================================= */
 
-/* Sum of squares of n contiguous values in ref.c's sixteen-lane double order. */
-RK_INLINE float sum_sq(const char *x, ropekit_dtype dt, int64_t n) {
-    const int64_t es = (int64_t)esz(dt);
-    vd acc[32 / VL];
-    for (int j = 0; j < 32 / VL; ++j)
-        acc[j] = d_zero();
-    int64_t c = 0;
-    for (; c + 16 <= n; c += 16)
-        for (int v = 0; v < 16 / VL; ++v) {
-            vf f = ld_t(x + (c + v * VL) * es, dt);
-            vd lo = d_lo(f), hi = d_hi(f);
-            acc[2 * v] = d_add(acc[2 * v], d_mul(lo, lo));
-            acc[2 * v + 1] = d_add(acc[2 * v + 1], d_mul(hi, hi));
-        }
-    if (c == n) return (float)d_reduce16(acc);
-    double lane[16];
-    for (int j = 0; j < 32 / VL; ++j)
-        d_st(lane + j * (VL / 2), acc[j]);
-    for (; c < n; ++c) {
-        double v = rk_load(x, dt, c);
-        lane[c % 16] += v * v;
+/* bfloat16 stores and roundings of the QKNorm kernel: hw = 1 uses the CPU's conversion
+ * instruction where the vocabulary has one (RK_HAVE_BF16_HW: st_bf16_hw, st_bf16_hw_nt,
+ * rt_bf16_hw, same bits as st_bf16 / rt_bf16), hw = 0 the integer rounding. */
+RK_INLINE void st_q(void *p, ropekit_dtype dt, int hw, vf v, int nt) {
+#ifdef RK_HAVE_BF16_HW
+    if (hw && dt == ROPEKIT_BFLOAT16) {
+        if (nt)
+            st_bf16_hw_nt(p, v);
+        else
+            st_bf16_hw(p, v);
+        return;
     }
-    for (int width = 8; width >= 1; width /= 2)
-        for (int j = 0; j < width; ++j)
-            lane[j] += lane[j + width];
-    return (float)lane[0];
+#else
+    (void)hw;
+#endif
+    if (dt == ROPEKIT_FLOAT32 && nt)
+        f_st_nt((float *)p, v);
+    else
+        st_16(p, dt, v, nt); /* st_t when !nt (float32 included) */
+}
+RK_INLINE vf rt_q(vf v, ropekit_dtype dt, int hw) {
+#ifdef RK_HAVE_BF16_HW
+    if (hw && dt == ROPEKIT_BFLOAT16) return rt_bf16_hw(v);
+#else
+    (void)hw;
+#endif
+    return rt_t(v, dt);
+}
+
+/* Sums of squares of G rows of n contiguous values (row g at x + g * stride bytes), each in
+ * ref.c's sixteen-lane double order. Each row's lanes are dependency chains of n/16 additions;
+ * interleaving G rows lets the chains of different rows overlap (one row alone would wait on
+ * the add latency). The squares are exact in double (at most 2 x 24 significant bits), so a fused
+ * multiply-add gives the bits of ref.c's multiply then add. */
+#define RK_QPF 4 /* query rows are prefetched this many heads ahead */
+#define RK_QG (VL >= 8 ? VL / 4 : 1) /* rows at a time: 8 accumulator vectors in flight */
+RK_INLINE void sum_sq_rows(const char *x, int64_t stride, ropekit_dtype dt, int64_t n, int G,
+                           float *ss) {
+    const int64_t es = (int64_t)esz(dt);
+    vd acc[RK_QG][32 / VL];
+    for (int g = 0; g < G; ++g)
+        for (int j = 0; j < 32 / VL; ++j)
+            acc[g][j] = d_zero();
+    int64_t c = 0;
+#ifdef RK_HAVE_BF16_PAIRS
+    /* bfloat16, 32 channels at a time, even and odd channels apart (no widening shuffle):
+     * acc[g][0] holds lanes 0, 2, .. 14, acc[g][1] lanes 1, 3, .. 15, put back in order after */
+    if (dt == ROPEKIT_BFLOAT16 && n >= 32) {
+        for (; c + 32 <= n; c += 32)
+            for (int g = 0; g < G; ++g) {
+                vf e, o;
+                ld_bf16_eo(x + g * stride + c * es, &e, &o);
+                vd el = d_lo(e), ol = d_lo(o), eh = d_hi(e), oh = d_hi(o);
+                acc[g][0] = d_fmadd(el, el, acc[g][0]);
+                acc[g][1] = d_fmadd(ol, ol, acc[g][1]);
+                acc[g][0] = d_fmadd(eh, eh, acc[g][0]);
+                acc[g][1] = d_fmadd(oh, oh, acc[g][1]);
+            }
+        for (int g = 0; g < G; ++g)
+            d_unpair(&acc[g][0], &acc[g][1]);
+    }
+#endif
+    for (; c + 16 <= n; c += 16)
+        for (int g = 0; g < G; ++g)
+            for (int v = 0; v < 16 / VL; ++v) {
+                vd lo, hi;
+#ifdef RK_HAVE_D_LD_F16
+                if (dt == ROPEKIT_FLOAT16) {
+                    lo = d_ld_f16(x + g * stride + (c + v * VL) * es);
+                    hi = d_ld_f16(x + g * stride + (c + v * VL + VL / 2) * es);
+                } else
+#endif
+                {
+                    vf f = ld_t(x + g * stride + (c + v * VL) * es, dt);
+                    lo = d_lo(f), hi = d_hi(f);
+                }
+                if (G == 1) { /* one chain per accumulator: the add's shorter latency */
+                    acc[g][2 * v] = d_add(acc[g][2 * v], d_mul(lo, lo));
+                    acc[g][2 * v + 1] = d_add(acc[g][2 * v + 1], d_mul(hi, hi));
+                } else {
+                    acc[g][2 * v] = d_fmadd(lo, lo, acc[g][2 * v]);
+                    acc[g][2 * v + 1] = d_fmadd(hi, hi, acc[g][2 * v + 1]);
+                }
+            }
+    for (int g = 0; g < G; ++g) {
+        if (c == n) {
+            ss[g] = (float)d_reduce16(acc[g]);
+            continue;
+        }
+        const char *xg = x + g * stride;
+        double lane[16];
+        for (int j = 0; j < 32 / VL; ++j)
+            d_st(lane + j * (VL / 2), acc[g][j]);
+        for (int64_t k = c; k < n; ++k) {
+            double v = rk_load(xg, dt, k);
+            lane[k % 16] += v * v;
+        }
+        for (int width = 8; width >= 1; width /= 2)
+            for (int j = 0; j < width; ++j)
+                lane[j] += lane[j + width];
+        ss[g] = (float)lane[0];
+    }
 }
 
 /* The pre-interleaved tail rotation of `rd` values v (already rounded, as floats in vbuf) with
  * float tables cs/sn, stored to y as dt. inverse: the regroup's sign. ref.c: rotate_tail_pair. */
 RK_INLINE void tail_rotate(const float *v, const float *cs, const float *sn, int64_t rd,
-                           int inverse, char *y, ropekit_dtype dt, int nt) {
+                           int inverse, char *y, ropekit_dtype dt, int nt, int hw) {
     const int64_t es = (int64_t)esz(dt);
     int64_t t = 0;
     for (; t + VL <= rd; t += VL) {
@@ -386,10 +469,7 @@ RK_INLINE void tail_rotate(const float *v, const float *cs, const float *sn, int
             vd P = d_mul(xd, cd), Q = d_mul(d_swap(xd), sd);
             r[hh] = inverse ? d_subadd_neg(P, Q) : d_addsub(P, Q);
         }
-        if (nt && dt == ROPEKIT_FLOAT32)
-            f_st_nt((float *)(y + t * es), d_pack(r[0], r[1]));
-        else
-            st_16(y + t * es, dt, d_pack(r[0], r[1]), nt);
+        st_q(y + t * es, dt, hw, d_pack(r[0], r[1]), nt);
     }
     for (; t < rd; t += 2) {
         double sg = inverse ? -1.0 : 1.0;
@@ -411,37 +491,87 @@ RK_INLINE float fp8_block_scale(float amax) {
     return exp2f(ceilf(logf(ratio) / 0.69314718f));
 }
 
-RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt) {
+/* One query head, its sum of squares given: q[c] = Rt(q[c] * r), then the tail rotation. */
+RK_INLINE void qknorm_head(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, int hw,
+                           const char *x, char *y, float ss, const float *cs, const float *sn,
+                           float *v) {
     const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
+    vf rv = rt_q(f_set1(1.0f / sqrtf(ss / (float)hd + p->epsilon)), dt, hw);
+    float r = f_lane0(rv); /* rounded to T (vector conversions: same bits) */
+    int64_t c = 0;
+#define RK_X(c) ld_t(x + (c) * es, dt)
+#if defined(RK_HAVE_BF16_PAIRS) && defined(RK_HAVE_BF16_HW)
+    if (hw && dt == ROPEKIT_BFLOAT16) /* 32 at a time, even and odd channels apart */
+        for (; c + 32 <= nope; c += 32) {
+            vf e, o;
+            ld_bf16_eo(x + c * es, &e, &o);
+            st_bf16_hw_pair(y + c * es, f_mul(e, rv), f_mul(o, rv), nt);
+        }
+#endif
+    for (; c + 2 * VL <= nope; c += 2 * VL) {
+        vf a = f_mul(RK_X(c), rv), b = f_mul(RK_X(c + VL), rv);
+        st_q(y + c * es, dt, hw, a, nt);
+        st_q(y + (c + VL) * es, dt, hw, b, nt);
+    }
+    for (; c + VL <= nope; c += VL)
+        st_q(y + c * es, dt, hw, f_mul(RK_X(c), rv), nt);
+    for (; c < nope; ++c)
+        rk_store(y, dt, c, rk_load(x, dt, c) * r);
+    if (rd == 0) return;
+    int64_t t = 0;
+    for (; t + VL <= rd; t += VL)
+        f_st(v + t, rt_q(f_mul(RK_X(nope + t), rv), dt, hw));
+    for (; t < rd; ++t)
+        v[t] = rk_round_to(dt, rk_load(x, dt, nope + t) * r);
+#undef RK_X
+    tail_rotate(v, cs, sn, rd, 0, y + nope * es, dt, nt, hw);
+}
+
+/* nt: query outputs written with streaming stores (see qknorm_streaming); kv_out never is. */
+RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, int hw) {
+    const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
+    const int64_t hs = p->qs[2] * es, hos = p->qos[2] * es;
     float v[RK_MAXROPE] __attribute__((aligned(64)));
+    /* 16-bit rows: RK_QG heads at a time (compute bound). float32 rows one at a time: it is
+     * memory bound, and reads interleaved over several rows were measured slower. */
+    const int G = dt == ROPEKIT_FLOAT32 ? 1 : RK_QG;
     for (int64_t b = 0; b < p->B; ++b)
         for (int64_t s = 0; s < p->S; ++s) {
             const float *cs = rd ? p->cos + b * p->cos_s[0] + s * p->cos_s[1] : NULL;
             const float *sn = rd ? p->sin + b * p->sin_s[0] + s * p->sin_s[1] : NULL;
-            for (int64_t h = 0; h < p->num_heads; ++h) {
-                const char *x = p->q + (b * p->qs[0] + s * p->qs[1] + h * p->qs[2]) * es;
-                char *y = p->q_out + (b * p->qos[0] + s * p->qos[1] + h * p->qos[2]) * es;
-                float ss = sum_sq(x, dt, hd);
-                vf rv = rt_t(f_set1(1.0f / sqrtf(ss / (float)hd + p->epsilon)), dt);
-                float r = f_lane0(rv); /* rounded to T (vector conversions: same bits) */
-                int64_t c = 0;
-                for (; c + VL <= nope; c += VL)
-                    st_t(y + c * es, dt, f_mul(ld_t(x + c * es, dt), rv));
-                for (; c < nope; ++c)
-                    rk_store(y, dt, c, rk_load(x, dt, c) * r);
-                if (rd == 0) continue;
-                const char *xr = x + nope * es;
-                int64_t t = 0;
-                for (; t + VL <= rd; t += VL)
-                    f_st(v + t, rt_t(f_mul(ld_t(xr + t * es, dt), rv), dt));
-                for (; t < rd; ++t)
-                    v[t] = rk_round_to(dt, rk_load(xr, dt, t) * r);
-                tail_rotate(v, cs, sn, rd, 0, y + nope * es, dt, 0);
+            const char *xt = p->q + (b * p->qs[0] + s * p->qs[1]) * es;
+            char *yt = p->q_out + (b * p->qos[0] + s * p->qos[1]) * es;
+            /* The rows RK_QPF heads ahead (in this token or the next) are prefetched: the
+             * hardware prefetchers alone leave this loop waiting on memory. Addresses as
+             * integers: a prefetch past the buffer is harmless, pointer arithmetic would not be. */
+            int64_t bn = s + 1 < p->S ? b : b + 1, sn_ = s + 1 < p->S ? s + 1 : 0;
+            const uintptr_t xnext =
+                bn < p->B ? (uintptr_t)(p->q + (bn * p->qs[0] + sn_ * p->qs[1]) * es) : 0;
+            for (int64_t h = 0; h < p->num_heads;) {
+                float ss[RK_QG];
+                int g = p->num_heads - h >= G ? G : 1;
+                const int64_t hp = h + RK_QPF;
+                const uintptr_t xp = hp < p->num_heads ? (uintptr_t)xt + (uintptr_t)(hp * hs)
+                                     : xnext ? xnext + (uintptr_t)((hp - p->num_heads) * hs)
+                                             : 0;
+                if (xp)
+                    for (int i = 0; i < g; ++i)
+                        for (int64_t o = 0; o < hd * es; o += 64)
+                            __builtin_prefetch((const void *)(xp + (uintptr_t)(i * hs + o)), 0);
+                if (g == RK_QG)
+                    sum_sq_rows(xt + h * hs, hs, dt, hd, RK_QG, ss);
+                else
+                    sum_sq_rows(xt + h * hs, hs, dt, hd, 1, ss);
+                for (int i = 0; i < g; ++i)
+                    qknorm_head(p, dt, nt, hw, xt + (h + i) * hs, yt + (h + i) * hos, ss[i], cs,
+                                sn, v);
+                h += g;
             }
             /* kv */
             const char *x = p->kv + (b * p->kvs[0] + s * p->kvs[1]) * es;
             char *y = p->kv_out + (b * p->kvos[0] + s * p->kvos[1]) * es;
-            float ss = sum_sq(x, dt, hd);
+            float ss;
+            sum_sq_rows(x, 0, dt, hd, 1, &ss);
             float r = 1.0f / sqrtf(ss / (float)hd + p->epsilon);
             vf rv = f_set1(r);
             const float *w = p->w;
@@ -450,8 +580,9 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt) {
                 for (int64_t c0 = 0; c0 < nope; c0 += 64) {
                     vf amax = f_set1(0.0f);
                     for (int i = 0; i < 64; i += VL) {
-                        vf q = rt_t(f_mul(f_mul(ld_t(x + (c0 + i) * es, dt), rv), f_ld(w + c0 + i)),
-                                    dt);
+                        vf q = rt_q(
+                            f_mul(f_mul(ld_t(x + (c0 + i) * es, dt), rv), f_ld(w + c0 + i)), dt,
+                            hw);
                         f_st(blk + i, q);
                         amax = f_max(f_abs(q), amax); /* a NaN is skipped, as fmaxf does */
                     }
@@ -459,13 +590,14 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt) {
                     vf sc = f_set1(scale), lo = f_set1(-448.0f), hi = f_set1(448.0f);
                     for (int i = 0; i < 64; i += VL) {
                         vf q = f_min(f_max(f_div(f_ld(blk + i), sc), lo), hi);
-                        st_t(y + (c0 + i) * es, dt, f_mul(f_e4m3(q), sc));
+                        st_q(y + (c0 + i) * es, dt, hw, f_mul(f_e4m3(q), sc), 0);
                     }
                 }
             } else {
                 int64_t c = 0;
                 for (; c + VL <= nope; c += VL)
-                    st_t(y + c * es, dt, f_mul(f_mul(ld_t(x + c * es, dt), rv), f_ld(w + c)));
+                    st_q(y + c * es, dt, hw, f_mul(f_mul(ld_t(x + c * es, dt), rv), f_ld(w + c)),
+                         0);
                 for (; c < nope; ++c)
                     rk_store(y, dt, c, (rk_load(x, dt, c) * r) * w[c]);
             }
@@ -474,12 +606,45 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt) {
             const float *wr = w + nope;
             int64_t t = 0;
             for (; t + VL <= rd; t += VL)
-                f_st(v + t, rt_t(f_mul(f_mul(ld_t(xr + t * es, dt), rv), f_ld(wr + t)), dt));
+                f_st(v + t,
+                     rt_q(f_mul(f_mul(ld_t(xr + t * es, dt), rv), f_ld(wr + t)), dt, hw));
             for (; t < rd; ++t)
                 v[t] = rk_round_to(dt, (rk_load(xr, dt, t) * r) * wr[t]);
-            tail_rotate(v, cs, sn, rd, 0, y + nope * es, dt, 0);
+            tail_rotate(v, cs, sn, rd, 0, y + nope * es, dt, 0, hw);
         }
+    if (nt) st_fence();
 }
+
+/* Streaming stores for the query output under use_streaming's rules: large, out of place, every
+ * head written whole by aligned vector stores (nope and rope_dim multiples of VL), heads on
+ * 64-byte line boundaries. */
+static int qknorm_streaming(const rk_qknorm_plan *p) {
+    const int64_t es = (int64_t)esz(p->dtype);
+    if (p->q == p->q_out ||
+        p->B * p->S * p->num_heads * p->head_dim * es < rk_cpu_stream_threshold())
+        return 0;
+    if (p->nope % VL || p->rope_dim % VL || (p->head_dim * es) % 64) return 0;
+    if ((uintptr_t)p->q_out % 64 || (p->qos[0] * es) % 64 || (p->qos[1] * es) % 64 ||
+        (p->qos[2] * es) % 64)
+        return 0;
+    return 1;
+}
+
+#define RK_QKNORM_CASES(nt)                                                                        \
+    switch (p->dtype) {                                                                            \
+    case ROPEKIT_FLOAT32: qknorm_fast(p, ROPEKIT_FLOAT32, nt, 0); break;                           \
+    case ROPEKIT_FLOAT16: qknorm_fast(p, ROPEKIT_FLOAT16, nt, 0); break;                           \
+    default:                                                                                       \
+        if (RK_BF16_HW_OK())                                                                       \
+            qknorm_fast(p, ROPEKIT_BFLOAT16, nt, 1);                                               \
+        else                                                                                       \
+            qknorm_fast(p, ROPEKIT_BFLOAT16, nt, 0);                                               \
+        break;                                                                                     \
+    }
+
+#ifndef RK_HAVE_BF16_HW
+#define RK_BF16_HW_OK() 0
+#endif
 
 static void RK_SUFFIX(qknorm)(const rk_qknorm_plan *p) {
     if (p->qs[3] != 1 || p->qos[3] != 1 || p->kvs[2] != 1 || p->kvos[2] != 1 || p->ws != 1 ||
@@ -487,10 +652,10 @@ static void RK_SUFFIX(qknorm)(const rk_qknorm_plan *p) {
         rk_ref_qknorm(p);
         return;
     }
-    switch (p->dtype) {
-    case ROPEKIT_FLOAT32: qknorm_fast(p, ROPEKIT_FLOAT32); break;
-    case ROPEKIT_FLOAT16: qknorm_fast(p, ROPEKIT_FLOAT16); break;
-    default: qknorm_fast(p, ROPEKIT_BFLOAT16); break;
+    if (qknorm_streaming(p)) {
+        RK_QKNORM_CASES(1)
+    } else {
+        RK_QKNORM_CASES(0)
     }
 }
 
@@ -515,7 +680,7 @@ RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt) 
                 f_st(v + t, ld_t(xr + t * es, dt));
             for (; t < rd; ++t)
                 v[t] = rk_load(xr, dt, t);
-            tail_rotate(v, cs, sn, rd, 1, y + nope * es, dt, nt);
+            tail_rotate(v, cs, sn, rd, 1, y + nope * es, dt, nt, 0);
         }
     }
     if (nt) st_fence();
