@@ -14,6 +14,11 @@ command -v clang >/dev/null || need+=(clang)
 dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || need+=(libclang-rt-14-dev)
 command -v make >/dev/null || need+=(make)
 command -v pkg-config >/dev/null || need+=(pkg-config)
+# the AArch64 NEON variant is tested on x86 hosts by cross-compiling and running under qemu-user
+if [ "$(uname -m)" = x86_64 ]; then
+    command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
+    command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
+fi
 command -v python3 >/dev/null || need+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 # ONNX layer (src/onnx, the `ropekit` tool): protobuf-c, protoc-c, and onnx.proto from libonnx-dev

@@ -28,6 +28,19 @@ cc tests/install/main.c $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --c
 LD_LIBRARY_PATH="$prefix/lib" "$prefix/c2"
 rm -rf "$prefix"
 
+if [ "$(uname -m)" = x86_64 ]; then
+  echo "== AArch64 (NEON variant): C tests cross-compiled, run under qemu-user"
+  core="src/core/status.c src/core/float16.c src/core/validate.c src/core/tables.c src/core/on_the_fly.c
+        src/cpu/ref.c src/cpu/dispatch.c src/cpu/neon.c"
+  for t in test_api test_float16 test_variants; do
+    # shellcheck disable=SC2086
+    aarch64-linux-gnu-gcc -O2 -std=c11 -ffp-contract=off -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L \
+      -Iinclude -Isrc/core -static $core "tests/$t.c" -o "build/${t}_aarch64" -lm -lpthread
+    out="$(qemu-aarch64 "build/${t}_aarch64")" # a failing test stops the script here (set -e)
+    echo "$t (aarch64): ${out##*$'\n'}"
+  done
+fi
+
 echo "== ASan/UBSan build + C tests"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DROPEKIT_SANITIZE=ON -DCMAKE_C_COMPILER=clang >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
