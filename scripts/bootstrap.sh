@@ -14,8 +14,9 @@ command -v clang >/dev/null || need+=(clang)
 dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || need+=(libclang-rt-14-dev)
 command -v make >/dev/null || need+=(make)
 command -v pkg-config >/dev/null || need+=(pkg-config)
-# the AArch64 NEON variant is tested on x86 hosts by cross-compiling and running under qemu-user
-if [ "$(uname -m)" = x86_64 ]; then
+# tests only (--python): the AArch64 NEON variant is tested on x86 hosts by cross-compiling and
+# running under qemu-user
+if [ "${1:-}" = "--python" ] && [ "$(uname -m)" = x86_64 ]; then
     command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
     command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
 fi
