@@ -143,6 +143,24 @@ static inline int rk_mrope_stream(const int64_t sec[3], int layout, int64_t k) {
     return 0;
 }
 
+/* Element offset of table column k for token (b, s) in the cos (which = 0) or sin table. */
+static inline int64_t rk_table_offset(const rk_rotary_plan *p, int which, int64_t b, int64_t s,
+                                      int64_t k) {
+    int64_t rs = which ? p->sin_rs : p->cos_rs, cs = which ? p->sin_cs : p->cos_cs;
+    int64_t row;
+    switch (p->rows) {
+    case RK_ROWS_TABLE_3D:
+        return b * (which ? p->sin_bs : p->cos_bs) + s * (which ? p->sin_ss : p->cos_ss) + k * cs;
+    case RK_ROWS_OFFSET: row = p->offset + s; break;
+    case RK_ROWS_MROPE:
+        row = p->pos[rk_mrope_stream(p->mrope_section, p->mrope_layout, k) * p->pos_as +
+                     b * p->pos_bs + s * p->pos_ss];
+        break;
+    default: row = p->pos[b * p->pos_bs + s * p->pos_ss]; break;
+    }
+    return row * rs + k * cs;
+}
+
 typedef struct rk_qknorm_plan {
     ropekit_dtype dtype;
     int64_t B, S, num_heads, head_dim, rope_dim, nope;

@@ -30,30 +30,14 @@ static inline void rotate_pair(int wide, float a, float b, float c, float s, flo
 
 /* ---- RotaryEmbedding / MRotaryEmbedding -------------------------------------------------- */
 
-/* Element offset of table column k for token (b, s) in the cos (which = 0) or sin table. */
-static int64_t table_offset(const rk_rotary_plan *p, int which, int64_t b, int64_t s, int64_t k) {
-    int64_t rs = which ? p->sin_rs : p->cos_rs, cs = which ? p->sin_cs : p->cos_cs;
-    int64_t row;
-    switch (p->rows) {
-    case RK_ROWS_TABLE_3D:
-        return b * (which ? p->sin_bs : p->cos_bs) + s * (which ? p->sin_ss : p->cos_ss) + k * cs;
-    case RK_ROWS_OFFSET: row = p->offset + s; break;
-    case RK_ROWS_MROPE:
-        row = p->pos[rk_mrope_stream(p->mrope_section, p->mrope_layout, k) * p->pos_as +
-                     b * p->pos_bs + s * p->pos_ss];
-        break;
-    default: row = p->pos[b * p->pos_bs + s * p->pos_ss]; break;
-    }
-    return row * rs + k * cs;
-}
 
 /* cos/sin of columns [k0, k0+n) for token (b, s), as the rotation uses them: scaled by `scale`
  * and rounded back to the table type when scale != 1, sin negated for the inverse rotation. */
 static void gather_columns(const rk_rotary_plan *p, int64_t b, int64_t s, int64_t k0, int64_t n,
                            float *c, float *sn) {
     for (int64_t i = 0; i < n; ++i) {
-        float cv = rk_load(p->cos, p->table_dtype, table_offset(p, 0, b, s, k0 + i));
-        float sv = rk_load(p->sin, p->table_dtype, table_offset(p, 1, b, s, k0 + i));
+        float cv = rk_load(p->cos, p->table_dtype, rk_table_offset(p, 0, b, s, k0 + i));
+        float sv = rk_load(p->sin, p->table_dtype, rk_table_offset(p, 1, b, s, k0 + i));
         if (p->apply_scale) {
             cv = rk_round_to(p->table_dtype, cv * p->scale);
             sv = rk_round_to(p->table_dtype, sv * p->scale);

@@ -85,22 +85,6 @@ RK_INLINE void st_16(void *p, ropekit_dtype dt, vf v, int nt) {
 
 /* ============================ RotaryEmbedding / MRotaryEmbedding ============================ */
 
-static int64_t table_offset(const rk_rotary_plan *p, int which, int64_t b, int64_t s, int64_t k) {
-    int64_t rs = which ? p->sin_rs : p->cos_rs, cs = which ? p->sin_cs : p->cos_cs;
-    int64_t row;
-    switch (p->rows) {
-    case RK_ROWS_TABLE_3D:
-        return b * (which ? p->sin_bs : p->cos_bs) + s * (which ? p->sin_ss : p->cos_ss) + k * cs;
-    case RK_ROWS_OFFSET: row = p->offset + s; break;
-    case RK_ROWS_MROPE:
-        row = p->pos[rk_mrope_stream(p->mrope_section, p->mrope_layout, k) * p->pos_as +
-                     b * p->pos_bs + s * p->pos_ss];
-        break;
-    default: row = p->pos[b * p->pos_bs + s * p->pos_ss]; break;
-    }
-    return row * rs + k * cs;
-}
-
 /* Columns [i0, i1) of contiguous table rows cp/sp (element k at offset k) into c/sn. */
 RK_INLINE void gather_run(const char *cp, const char *sp, ropekit_dtype tdt, int inverse,
                           int64_t i0, int64_t i1, float *c, float *sn) {
@@ -125,8 +109,8 @@ RK_INLINE void gather(const rk_rotary_plan *p, ropekit_dtype tdt, const unsigned
     const int64_t tes = (int64_t)esz(tdt);
     const int fast = p->cos_cs == 1 && p->sin_cs == 1 && !p->apply_scale;
     if (fast && p->rows != RK_ROWS_MROPE) {
-        const char *cp = p->cos + table_offset(p, 0, b, s, k0) * tes;
-        const char *sp = p->sin + table_offset(p, 1, b, s, k0) * tes;
+        const char *cp = p->cos + rk_table_offset(p, 0, b, s, k0) * tes;
+        const char *sp = p->sin + rk_table_offset(p, 1, b, s, k0) * tes;
         gather_run(cp, sp, tdt, p->inverse, 0, n, c, sn);
         return;
     }
@@ -145,8 +129,8 @@ RK_INLINE void gather(const rk_rotary_plan *p, ropekit_dtype tdt, const unsigned
         return;
     }
     for (int64_t i = 0; i < n; ++i) {
-        float cv = rk_load(p->cos, tdt, table_offset(p, 0, b, s, k0 + i));
-        float sv = rk_load(p->sin, tdt, table_offset(p, 1, b, s, k0 + i));
+        float cv = rk_load(p->cos, tdt, rk_table_offset(p, 0, b, s, k0 + i));
+        float sv = rk_load(p->sin, tdt, rk_table_offset(p, 1, b, s, k0 + i));
         if (p->apply_scale) {
             cv = rk_round_to(tdt, cv * p->scale);
             sv = rk_round_to(tdt, sv * p->scale);
