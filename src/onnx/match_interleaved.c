@@ -202,7 +202,7 @@ static int table_source(const rk_graph *ix, const char *cos_v, const char *sin_v
         return 0;
     }
     if (ts.rank != 2 || ts.dims[0] <= 0 || ts.dims[1] <= 0 || ts.dims[1] % 2 ||
-        ts.dims[0] > ((int64_t)1 << 24)) {
+        ts.dims[1] > (1 << 30) || ts.dims[0] > ((int64_t)1 << 24)) {
         snprintf(reason, n, "the sinusoid table '%s' is not a constant (positions, 2h) tensor", table);
         return 0;
     }

@@ -56,7 +56,9 @@ int rk_match_rotate_half(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site
                     rk_slice_params(ix, s_hi, &a1, &b1, &ax1, &st1);
     int64_t h = b0;
     if (evaluated) {
-        if (a0 != 0 || st0 != 1 || st1 != 1 || a1 != h || h <= 0 || !rk_is_last_axis(ax0, rank) ||
+        /* (a head wider than 2^30 channels is not a head: it also keeps 2 * h in range) */
+        if (a0 != 0 || st0 != 1 || st1 != 1 || a1 != h || h <= 0 || h > ((int64_t)1 << 30) ||
+            !rk_is_last_axis(ax0, rank) ||
             !rk_is_last_axis(ax1, rank) || !rk_is_last_axis(rk_attr_i(cat, "axis", 0), rank))
             return 0; /* not rotate_half after all */
         if (xs.rank > 0 && xs.dims[xs.rank - 1] >= 0 ? xs.dims[xs.rank - 1] != 2 * h : b1 < 2 * h)
