@@ -239,7 +239,7 @@ static ropekit_status match_all(rk_graph *ix, ropekit_fuse_report *r) {
     return ROPEKIT_OK;
 }
 
-static int64_t choose_max_positions(const ropekit_model *m, const ropekit_fuse_options *o,
+static int64_t choose_max_positions(const ropekit_fuse_options *o,
                                     ropekit_fuse_report *r, ropekit_status *st) {
     *st = ROPEKIT_OK;
     if (o->max_positions > 0) {
@@ -258,7 +258,6 @@ static int64_t choose_max_positions(const ropekit_model *m, const ropekit_fuse_o
         }
         warn(r, "%s gives no max_position_embeddings", o->config_path);
     }
-    (void)m;
     snprintf(r->max_positions_source, sizeof r->max_positions_source, "default");
     warn(r, "table length %d is a default: pass --max-positions or a config.json, position ids "
          "past it are rejected by the fused op", ROPEKIT_FUSE_DEFAULT_MAX_POSITIONS);
@@ -292,7 +291,7 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
     int needs_length = 0; /* tables built from inv_freq need a length; graph tables have theirs */
     for (size_t i = 0; i < r->n_sites; ++i)
         needs_length |= r->sites[i].angles_ok && r->sites[i].angles.kind == RK_ANGLES_INV_FREQ;
-    if (st == ROPEKIT_OK && needs_length) r->max_positions = choose_max_positions(model, o, r, &st);
+    if (st == ROPEKIT_OK && needs_length) r->max_positions = choose_max_positions(o, r, &st);
     /* the head count is needed whenever the fused op gets a partial width or a 3D input */
     for (size_t i = 0; st == ROPEKIT_OK && i < r->n_sites; ++i) {
         rk_site *s = &r->sites[i];
