@@ -26,6 +26,14 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 command -v protoc-c >/dev/null || need+=(protobuf-c-compiler)
 [ -e /usr/include/protobuf-c/protobuf-c.h ] || need+=(libprotobuf-c-dev)
 [ -e /usr/include/onnx/onnx.proto ] || need+=(libonnx-dev)
+# WebGPU tests (--python): Mesa's software adapters, lavapipe (Vulkan) and llvmpipe (OpenGL ES
+# through EGL), and the Vulkan loader; wgpu-native itself comes from the pinned wgpu wheel
+if [ "${1:-}" = "--python" ]; then
+    dpkg -s mesa-vulkan-drivers >/dev/null 2>&1 || need+=(mesa-vulkan-drivers)
+    dpkg -s libvulkan1 >/dev/null 2>&1 || need+=(libvulkan1)
+    dpkg -s libegl-mesa0 >/dev/null 2>&1 || need+=(libegl-mesa0)
+    dpkg -s libegl1 >/dev/null 2>&1 || need+=(libegl1)
+fi
 if [ ${#need[@]} -gt 0 ]; then
     echo "bootstrap: installing ${need[*]}"
     sudo_cmd=""

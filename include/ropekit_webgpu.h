@@ -1,0 +1,173 @@
+/*
+ * ropekit_webgpu.h — the ropekit operators as WGSL compute shaders, run from C through webgpu.h.
+ * Library: libropekit_webgpu (exports ropekit_webgpu_* only; brings libropekit for the tensor,
+ * status and attribute types).
+ *
+ * Same operators, attributes and contracts as ropekit.h (read it first), with these differences:
+ *
+ *   - Tensors are ropekit_webgpu_tensor: a WGPUBuffer (usage Storage, plus CopySrc/CopyDst for
+ *     the read/write helpers), a byte offset, and the usual shape and element strides. Strides
+ *     must be >= 0. In place = the same buffer, offset, shape and strides for input and output.
+ *     Other overlaps within one buffer are refused (WebGPU cannot bind a writable range that
+ *     overlaps another binding).
+ *   - position_ids stay in HOST memory (an ordinary ropekit_tensor, int64): they are checked on
+ *     the host exactly as on the CPU (an out-of-range id is ROPEKIT_ERROR_POSITION_OUT_OF_RANGE
+ *     and nothing is dispatched), narrowed to u32 and uploaded with the call. WGSL has no 64-bit
+ *     integers; this is the "narrow on the host with a checked conversion" way.
+ *   - Calls are asynchronous: they validate, upload the parameters, record one compute pass and
+ *     submit it to the device's queue, then return. ropekit_webgpu_wait() blocks until the queue
+ *     is idle; ropekit_webgpu_read() waits for everything submitted before it.
+ *   - Validation is the CPU library's own (same plan builders, same messages). WebGPU limits add
+ *     a few rules, each refused with ROPEKIT_ERROR_UNSUPPORTED and a message: every bound range
+ *     must fit maxStorageBufferBindingSize, strides and element counts must fit in 32 bits, and
+ *     16-bit data stored as packed u32 (bfloat16 always; float16 without shader-f16) needs a
+ *     unit last stride, even other strides, an even element offset and, for the half-split
+ *     layout, an even R/2 (so that one invocation owns whole 32-bit words).
+ *
+ * Variants (chosen per call; ropekit_webgpu_last_variant() names the one used):
+ *   rows       ids2d (2D table + position_ids), offset (ms offset form), table3d, mrope
+ *   storage    f32; f16 (native, needs the shader-f16 feature); f16p (f16 packed in u32,
+ *              unpacked with bit arithmetic); bf16p (always packed). Tables: f32 or x's type.
+ *   arithmetic wide64: products in f64 (needs the shader-f64 feature: Vulkan on most GPUs and on
+ *              lavapipe) — the CPU's arithmetic, bit-identical; narrow: 16-bit x and 16-bit
+ *              tables, products exact in f32 — bit-identical; wide32: no shader-f64, the wide
+ *              products are kept exactly as two f32 each and summed with error-free
+ *              transformations — within 1 ulp of the CPU, not bit-identical (measured: see
+ *              bench/results-webgpu.md). QKNormRotaryEmbedding needs shader-f64 (its sums of
+ *              squares are in double); without it the call is ROPEKIT_ERROR_UNSUPPORTED.
+ *   layout     in place or out of place
+ *   grid       1-D dispatch, spread over 2-D or 3-D when the workgroup count exceeds
+ *              maxComputeWorkgroupsPerDimension.
+ *   Pipelines are compiled on first use and cached in the context per variant.
+ *   Rounding to float16/bfloat16 is done with integer arithmetic (round to nearest even), never
+ *   with the shader compiler's conversions, so every adapter rounds the same way. Values below
+ *   FLT_MIN may be flushed to zero by an adapter (WGSL allows it); the CPU keeps them.
+ *
+ * Implementation: wgpu-native (the library and webgpu.h/wgpu.h shipped in the PyPI `wgpu` wheel,
+ * pinned in tests/requirements.txt; the build uses that wheel's headers). Tested on Mesa lavapipe
+ * (Vulkan on the CPU) and Mesa llvmpipe through OpenGL ES, and on NVIDIA through Vulkan.
+ *
+ * Thread safety: one context per thread, or serialise calls on a context.
+ */
+#ifndef ROPEKIT_WEBGPU_H
+#define ROPEKIT_WEBGPU_H
+
+#include <webgpu.h>
+
+#include "ropekit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ropekit_webgpu ropekit_webgpu;
+
+typedef enum ropekit_webgpu_backend {
+    ROPEKIT_WEBGPU_BACKEND_ANY = 0, /* the implementation's choice (Vulkan first) */
+    ROPEKIT_WEBGPU_BACKEND_VULKAN = 1,
+    ROPEKIT_WEBGPU_BACKEND_GL = 2 /* OpenGL ES / EGL (no shader-f16, no shader-f64) */
+} ropekit_webgpu_backend;
+
+typedef struct ropekit_webgpu_options {
+    ropekit_webgpu_backend backend;
+    int disable_f16; /* do not use shader-f16 even if the adapter has it: float16 packed in u32 */
+    int disable_f64; /* do not use shader-f64: wide products emulated in f32 (see Variants) */
+    int workgroup_size; /* 0: min(256, maxComputeInvocationsPerWorkgroup); else a power of 2 */
+    /* 0: the device's maxComputeWorkgroupsPerDimension; else a smaller value, so that tests can
+     * reach the 2-D and 3-D grids with small tensors */
+    uint32_t max_workgroups_per_dim;
+} ropekit_webgpu_options;
+
+/** Create a context with its own instance, adapter and device (options may be NULL). The device
+ *  asks for the adapter's limits and for shader-f16 / shader-f64 where present. */
+ROPEKIT_API ropekit_status ropekit_webgpu_create(const ropekit_webgpu_options *options,
+                                                 ropekit_webgpu **ctx);
+/** Wrap an existing device (its features and limits decide the variants). The context adds a
+ *  reference to the device and the instance; `instance` is used to wait (may be NULL: then
+ *  waiting uses wgpuDevicePoll). */
+ROPEKIT_API ropekit_status ropekit_webgpu_create_from_device(WGPUInstance instance,
+                                                             WGPUDevice device,
+                                                             const ropekit_webgpu_options *options,
+                                                             ropekit_webgpu **ctx);
+/** Release the pipelines, buffers, device and instance references (NULL is ignored). */
+ROPEKIT_API void ropekit_webgpu_destroy(ropekit_webgpu *ctx);
+
+/** The message of the last failed ropekit_webgpu_* call on this thread ("" if none). */
+ROPEKIT_API const char *ropekit_webgpu_last_error(void);
+
+ROPEKIT_API WGPUDevice ropekit_webgpu_device(const ropekit_webgpu *ctx);
+/** "llvmpipe (LLVM 15.0.6, 256 bits) via Vulkan", ... */
+ROPEKIT_API const char *ropekit_webgpu_adapter_name(const ropekit_webgpu *ctx);
+/** 1 if the context uses shader-f16 / shader-f64. */
+ROPEKIT_API int ropekit_webgpu_has_f16(const ropekit_webgpu *ctx);
+ROPEKIT_API int ropekit_webgpu_has_f64(const ropekit_webgpu *ctx);
+/** Name of the variant the last successful operator call on this context used, e.g.
+ *  "rotary ids2d x=bf16p t=f32 wide64 inplace grid1d" ("" before the first call). */
+ROPEKIT_API const char *ropekit_webgpu_last_variant(const ropekit_webgpu *ctx);
+
+/* ---- buffers --------------------------------------------------------------------------------- */
+
+/** A buffer of `bytes` (rounded up to 4) with usage Storage | CopySrc | CopyDst. Release it with
+ *  wgpuBufferRelease. */
+ROPEKIT_API ropekit_status ropekit_webgpu_buffer_create(ropekit_webgpu *ctx, uint64_t bytes,
+                                                        WGPUBuffer *buffer);
+/** Copy host bytes into a buffer (queued; offset and bytes: any, handled in 4-byte words). */
+ROPEKIT_API ropekit_status ropekit_webgpu_write(ropekit_webgpu *ctx, WGPUBuffer buffer,
+                                                uint64_t offset, const void *src, uint64_t bytes);
+/** Wait for all submitted work, then copy bytes of a buffer to host memory. */
+ROPEKIT_API ropekit_status ropekit_webgpu_read(ropekit_webgpu *ctx, WGPUBuffer buffer,
+                                               uint64_t offset, void *dst, uint64_t bytes);
+/** Block until all work submitted on the context's queue has finished. */
+ROPEKIT_API ropekit_status ropekit_webgpu_wait(ropekit_webgpu *ctx);
+
+/* ---- tensors --------------------------------------------------------------------------------- */
+
+typedef struct ropekit_webgpu_tensor {
+    WGPUBuffer buffer;
+    uint64_t offset; /* bytes from the buffer's start to element 0, a multiple of the element size */
+    ropekit_dtype dtype;
+    int32_t rank;
+    int64_t shape[ROPEKIT_MAX_RANK];
+    int64_t strides[ROPEKIT_MAX_RANK]; /* in elements, >= 0 */
+} ropekit_webgpu_tensor;
+
+/** A contiguous row-major view. */
+ROPEKIT_API ropekit_webgpu_tensor ropekit_webgpu_tensor_contiguous(WGPUBuffer buffer,
+                                                                   uint64_t offset,
+                                                                   ropekit_dtype dtype,
+                                                                   int32_t rank,
+                                                                   const int64_t *shape);
+
+/* ---- operators (contracts: ropekit.h section 3; position_ids in host memory) ------------------ */
+
+ROPEKIT_API ropekit_status ropekit_webgpu_rotary_embedding(
+    ropekit_webgpu *ctx, const ropekit_webgpu_tensor *x, const ropekit_webgpu_tensor *cos_cache,
+    const ropekit_webgpu_tensor *sin_cache, const ropekit_tensor *position_ids,
+    const ropekit_rotary_embedding_attrs *attrs, const ropekit_webgpu_tensor *y);
+
+ROPEKIT_API ropekit_status ropekit_webgpu_ms_rotary_embedding(
+    ropekit_webgpu *ctx, const ropekit_webgpu_tensor *input, const ropekit_tensor *position_ids,
+    const ropekit_webgpu_tensor *cos_cache, const ropekit_webgpu_tensor *sin_cache,
+    const ropekit_ms_rotary_embedding_attrs *attrs, const ropekit_webgpu_tensor *y);
+
+ROPEKIT_API ropekit_status ropekit_webgpu_mrotary_embedding(
+    ropekit_webgpu *ctx, const ropekit_webgpu_tensor *input, const ropekit_tensor *position_ids,
+    const ropekit_webgpu_tensor *cos_cache, const ropekit_webgpu_tensor *sin_cache,
+    const ropekit_mrotary_embedding_attrs *attrs, const ropekit_webgpu_tensor *y);
+
+ROPEKIT_API ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
+    ropekit_webgpu *ctx, const ropekit_webgpu_tensor *query, const ropekit_webgpu_tensor *kv,
+    const ropekit_webgpu_tensor *kv_norm_weight, const ropekit_webgpu_tensor *cos,
+    const ropekit_webgpu_tensor *sin, const ropekit_qknorm_rotary_embedding_attrs *attrs,
+    const ropekit_webgpu_tensor *query_out, const ropekit_webgpu_tensor *kv_out);
+
+ROPEKIT_API ropekit_status ropekit_webgpu_inverse_rotary_regroup(
+    ropekit_webgpu *ctx, const ropekit_webgpu_tensor *input, const ropekit_webgpu_tensor *cos,
+    const ropekit_webgpu_tensor *sin, const ropekit_inverse_rotary_regroup_attrs *attrs,
+    const ropekit_webgpu_tensor *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ROPEKIT_WEBGPU_H */

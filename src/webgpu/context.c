@@ -1,0 +1,652 @@
+/* The WebGPU context: instance, adapter and device (own or wrapped), the pipeline layouts, the
+ * pipeline cache, buffers, waiting, and the one dispatch path every operator uses. Written
+ * against wgpu-native's webgpu.h + wgpu.h (wgpuDevicePoll for blocking waits). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <wgpu.h>
+
+#include "webgpu_internal.h"
+
+static WGPUStringView sv(const char *s) { return (WGPUStringView){s, s ? strlen(s) : 0}; }
+
+static void copy_sv(char *dst, size_t cap, WGPUStringView v) {
+    size_t n = v.data ? (v.length == WGPU_STRLEN ? strlen(v.data) : v.length) : 0;
+    if (n >= cap) n = cap - 1;
+    if (n) memcpy(dst, v.data, n);
+    dst[n] = '\0';
+}
+
+const char *ropekit_webgpu_last_error(void) { return ropekit_last_error(); }
+
+/* ---- waiting ------------------------------------------------------------------------------ */
+
+static void pump(ropekit_webgpu *ctx, int wait) {
+    wgpuDevicePoll(ctx->device, wait ? 1 : 0, NULL);
+    if (ctx->instance) wgpuInstanceProcessEvents(ctx->instance);
+}
+
+ropekit_status ropekit_webgpu_wait(ropekit_webgpu *ctx) {
+    if (!ctx) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "ctx is NULL");
+    pump(ctx, 1);
+    return ROPEKIT_OK;
+}
+
+/* ---- device errors: an error scope around each group of calls ----------------------------- */
+
+typedef struct scope_result {
+    int done;
+    WGPUErrorType type;
+    char message[480];
+} scope_result;
+
+static void on_pop(WGPUPopErrorScopeStatus status, WGPUErrorType type, WGPUStringView message,
+                   void *u1, void *u2) {
+    (void)u2;
+    scope_result *r = u1;
+    r->type = status == WGPUPopErrorScopeStatus_Success ? type : WGPUErrorType_Unknown;
+    copy_sv(r->message, sizeof r->message, message);
+    r->done = 1;
+}
+
+static void push_scope(ropekit_webgpu *ctx) {
+    wgpuDevicePushErrorScope(ctx->device, WGPUErrorFilter_Validation);
+    wgpuDevicePushErrorScope(ctx->device, WGPUErrorFilter_OutOfMemory);
+}
+
+/* Pops the two scopes pushed by push_scope; ROPEKIT_ERROR_DEVICE with the message on error. */
+static ropekit_status pop_scope(ropekit_webgpu *ctx, const char *what) {
+    scope_result r[2];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 2; ++i) {
+        WGPUPopErrorScopeCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_pop,
+                                            &r[i], NULL};
+        wgpuDevicePopErrorScope(ctx->device, cb);
+    }
+    for (int spins = 0; (!r[0].done || !r[1].done) && spins < 1000; ++spins) pump(ctx, 0);
+    for (int i = 0; i < 2; ++i) {
+        if (!r[i].done) return rk_fail(ROPEKIT_ERROR_DEVICE, "%s: error scope never completed", what);
+        if (r[i].type != WGPUErrorType_NoError)
+            return rk_fail(i == 0 ? ROPEKIT_ERROR_OUT_OF_MEMORY : ROPEKIT_ERROR_DEVICE,
+                           "%s: WebGPU error: %s", what, r[i].message);
+    }
+    return ROPEKIT_OK;
+}
+
+/* ---- context creation ---------------------------------------------------------------------- */
+
+typedef struct request_result {
+    int done, ok;
+    void *handle;
+    char message[256];
+} request_result;
+
+static void on_adapter(WGPURequestAdapterStatus status, WGPUAdapter adapter, WGPUStringView msg,
+                       void *u1, void *u2) {
+    (void)u2;
+    request_result *r = u1;
+    r->ok = status == WGPURequestAdapterStatus_Success;
+    r->handle = adapter;
+    copy_sv(r->message, sizeof r->message, msg);
+    r->done = 1;
+}
+
+static void on_device(WGPURequestDeviceStatus status, WGPUDevice device, WGPUStringView msg,
+                      void *u1, void *u2) {
+    (void)u2;
+    request_result *r = u1;
+    r->ok = status == WGPURequestDeviceStatus_Success;
+    r->handle = device;
+    copy_sv(r->message, sizeof r->message, msg);
+    r->done = 1;
+}
+
+static void on_uncaptured(WGPUDevice const *device, WGPUErrorType type, WGPUStringView msg,
+                          void *u1, void *u2) {
+    (void)device, (void)type, (void)u2;
+    ropekit_webgpu *ctx = u1;
+    if (ctx) copy_sv(ctx->device_error, sizeof ctx->device_error, msg);
+}
+
+static const char *backend_name(WGPUBackendType t) {
+    switch (t) {
+    case WGPUBackendType_Vulkan: return "Vulkan";
+    case WGPUBackendType_OpenGL: return "OpenGL";
+    case WGPUBackendType_OpenGLES: return "OpenGL ES";
+    case WGPUBackendType_Metal: return "Metal";
+    case WGPUBackendType_D3D12: return "D3D12";
+    default: return "other";
+    }
+}
+
+static ropekit_status make_layouts(ropekit_webgpu *ctx) {
+    /* binding 0 is the uniform parameter block; the rest are storage buffers:
+     * rotary:  1 x (read), 2 y (read_write), 3 cos, 4 sin, 5 ids
+     * qknorm:  1 query, 2 kv, 3 weight, 4 cos, 5 sin, 6 query_out (rw), 7 kv_out (rw)
+     * regroup: 1 input, 2 out (rw), 3 cos, 4 sin */
+    static const int counts[3] = {6, 8, 5};
+    static const unsigned writable[3] = {1u << 2, (1u << 6) | (1u << 7), 1u << 2};
+    for (int l = 0; l < 3; ++l) {
+        WGPUBindGroupLayoutEntry e[RK_WG_MAX_BINDINGS];
+        memset(e, 0, sizeof e);
+        for (int i = 0; i < counts[l]; ++i) {
+            e[i].binding = (uint32_t)i;
+            e[i].visibility = WGPUShaderStage_Compute;
+            e[i].buffer.type = i == 0 ? WGPUBufferBindingType_Uniform
+                                      : ((writable[l] >> i) & 1u ? WGPUBufferBindingType_Storage
+                                                                 : WGPUBufferBindingType_ReadOnlyStorage);
+        }
+        WGPUBindGroupLayoutDescriptor d = {NULL, sv("ropekit"), (size_t)counts[l], e};
+        ctx->bgl[l] = wgpuDeviceCreateBindGroupLayout(ctx->device, &d);
+        WGPUPipelineLayoutDescriptor pd = {NULL, sv("ropekit"), 1, &ctx->bgl[l], 0};
+        ctx->layout[l] = wgpuDeviceCreatePipelineLayout(ctx->device, &pd);
+        if (!ctx->bgl[l] || !ctx->layout[l])
+            return rk_fail(ROPEKIT_ERROR_DEVICE, "could not create the bind group layouts");
+    }
+    return ROPEKIT_OK;
+}
+
+static WGPUBuffer new_buffer(ropekit_webgpu *ctx, uint64_t bytes, WGPUBufferUsage usage) {
+    WGPUBufferDescriptor d = {NULL, sv("ropekit"), usage, (bytes + 3) & ~(uint64_t)3, 0};
+    return wgpuDeviceCreateBuffer(ctx->device, &d);
+}
+
+/* Read features and limits of ctx->device and create the shared objects. */
+static ropekit_status finish_context(ropekit_webgpu *ctx, const ropekit_webgpu_options *opt) {
+    WGPULimits lim;
+    memset(&lim, 0, sizeof lim);
+    if (wgpuDeviceGetLimits(ctx->device, &lim) != WGPUStatus_Success)
+        return rk_fail(ROPEKIT_ERROR_DEVICE, "wgpuDeviceGetLimits failed");
+    ctx->has_f16 = wgpuDeviceHasFeature(ctx->device, WGPUFeatureName_ShaderF16) &&
+                   !(opt && opt->disable_f16);
+    ctx->has_f64 = wgpuDeviceHasFeature(ctx->device, (WGPUFeatureName)WGPUNativeFeature_ShaderF64) &&
+                   !(opt && opt->disable_f64);
+    ctx->max_groups_per_dim = lim.maxComputeWorkgroupsPerDimension;
+    if (opt && opt->max_workgroups_per_dim && opt->max_workgroups_per_dim < ctx->max_groups_per_dim)
+        ctx->max_groups_per_dim = opt->max_workgroups_per_dim;
+    ctx->max_binding = lim.maxStorageBufferBindingSize;
+    ctx->storage_align = lim.minStorageBufferOffsetAlignment ? lim.minStorageBufferOffsetAlignment : 256;
+    ctx->max_storage_per_stage = lim.maxStorageBuffersPerShaderStage;
+    if (ctx->max_storage_per_stage < 7)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED,
+                       "the device allows %u storage buffers per stage; ropekit needs 7",
+                       ctx->max_storage_per_stage);
+    uint32_t maxinv = lim.maxComputeInvocationsPerWorkgroup;
+    uint32_t maxx = lim.maxComputeWorkgroupSizeX;
+    uint32_t cap = maxinv < maxx ? maxinv : maxx;
+    if (cap < 64) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "workgroups of %u invocations are too small", cap);
+    uint32_t wg = opt && opt->workgroup_size ? (uint32_t)opt->workgroup_size : 256;
+    if (wg & (wg - 1) || wg < 64)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE,
+                       "workgroup_size %u must be a power of two >= 64", wg);
+    ctx->wg = wg < cap ? wg : cap;
+    RK_TRY(make_layouts(ctx));
+    ctx->uniform = new_buffer(ctx, 256, WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst);
+    ctx->dummy = new_buffer(ctx, 16, WGPUBufferUsage_Storage | WGPUBufferUsage_CopyDst);
+    if (!ctx->uniform || !ctx->dummy) return rk_fail(ROPEKIT_ERROR_DEVICE, "buffer creation failed");
+    ctx->queue = wgpuDeviceGetQueue(ctx->device);
+    return ROPEKIT_OK;
+}
+
+ropekit_status ropekit_webgpu_create(const ropekit_webgpu_options *opt, ropekit_webgpu **out) {
+    rk_clear_error();
+    if (!out) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "ctx is NULL");
+    *out = NULL;
+    ropekit_webgpu *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+    int backend = opt ? (int)opt->backend : 0;
+    WGPUInstanceExtras extras;
+    memset(&extras, 0, sizeof extras);
+    extras.chain.sType = (WGPUSType)WGPUSType_InstanceExtras;
+    extras.backends = backend == ROPEKIT_WEBGPU_BACKEND_VULKAN ? WGPUInstanceBackend_Vulkan
+                      : backend == ROPEKIT_WEBGPU_BACKEND_GL   ? WGPUInstanceBackend_GL
+                                                               : WGPUInstanceBackend_All;
+    WGPUInstanceDescriptor idesc;
+    memset(&idesc, 0, sizeof idesc);
+    idesc.nextInChain = &extras.chain;
+    ctx->instance = wgpuCreateInstance(&idesc);
+    ropekit_status st = ROPEKIT_OK;
+    if (!ctx->instance) {
+        st = rk_fail(ROPEKIT_ERROR_DEVICE, "wgpuCreateInstance failed");
+        goto fail;
+    }
+    request_result ra = {0, 0, NULL, ""};
+    WGPURequestAdapterOptions aopt;
+    memset(&aopt, 0, sizeof aopt);
+    aopt.powerPreference = WGPUPowerPreference_HighPerformance;
+    aopt.featureLevel = backend == ROPEKIT_WEBGPU_BACKEND_GL ? WGPUFeatureLevel_Compatibility
+                                                             : WGPUFeatureLevel_Core;
+    WGPURequestAdapterCallbackInfo acb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_adapter,
+                                          &ra, NULL};
+    wgpuInstanceRequestAdapter(ctx->instance, &aopt, acb);
+    for (int i = 0; !ra.done && i < 100000; ++i) wgpuInstanceProcessEvents(ctx->instance);
+    if (!ra.ok || !ra.handle) {
+        st = rk_fail(ROPEKIT_ERROR_DEVICE, "no WebGPU adapter%s: %s",
+                     backend == 1 ? " (Vulkan)" : backend == 2 ? " (GL)" : "", ra.message);
+        goto fail;
+    }
+    ctx->adapter = ra.handle;
+    WGPUAdapterInfo info;
+    memset(&info, 0, sizeof info);
+    if (wgpuAdapterGetInfo(ctx->adapter, &info) == WGPUStatus_Success) {
+        char dev[200];
+        copy_sv(dev, sizeof dev, info.device);
+        snprintf(ctx->adapter_name, sizeof ctx->adapter_name, "%s via %s", dev,
+                 backend_name(info.backendType));
+        wgpuAdapterInfoFreeMembers(info);
+    }
+    WGPULimits lim;
+    memset(&lim, 0, sizeof lim);
+    wgpuAdapterGetLimits(ctx->adapter, &lim);
+    lim.nextInChain = NULL;
+    WGPUFeatureName feats[2];
+    size_t nf = 0;
+    if (!(opt && opt->disable_f16) && wgpuAdapterHasFeature(ctx->adapter, WGPUFeatureName_ShaderF16))
+        feats[nf++] = WGPUFeatureName_ShaderF16;
+    if (!(opt && opt->disable_f64) &&
+        wgpuAdapterHasFeature(ctx->adapter, (WGPUFeatureName)WGPUNativeFeature_ShaderF64))
+        feats[nf++] = (WGPUFeatureName)WGPUNativeFeature_ShaderF64;
+    WGPUDeviceDescriptor ddesc;
+    memset(&ddesc, 0, sizeof ddesc);
+    ddesc.label = sv("ropekit");
+    ddesc.requiredFeatureCount = nf;
+    ddesc.requiredFeatures = feats;
+    ddesc.requiredLimits = &lim;
+    ddesc.uncapturedErrorCallbackInfo.callback = on_uncaptured;
+    ddesc.uncapturedErrorCallbackInfo.userdata1 = ctx;
+    request_result rd = {0, 0, NULL, ""};
+    WGPURequestDeviceCallbackInfo dcb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_device, &rd,
+                                         NULL};
+    wgpuAdapterRequestDevice(ctx->adapter, &ddesc, dcb);
+    for (int i = 0; !rd.done && i < 100000; ++i) wgpuInstanceProcessEvents(ctx->instance);
+    if (!rd.ok || !rd.handle) {
+        st = rk_fail(ROPEKIT_ERROR_DEVICE, "device request failed: %s", rd.message);
+        goto fail;
+    }
+    ctx->device = rd.handle;
+    st = finish_context(ctx, opt);
+    if (st != ROPEKIT_OK) goto fail;
+    *out = ctx;
+    return ROPEKIT_OK;
+fail:
+    ropekit_webgpu_destroy(ctx);
+    return st;
+}
+
+ropekit_status ropekit_webgpu_create_from_device(WGPUInstance instance, WGPUDevice device,
+                                                 const ropekit_webgpu_options *opt,
+                                                 ropekit_webgpu **out) {
+    rk_clear_error();
+    if (!out || !device) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "ctx or device is NULL");
+    *out = NULL;
+    ropekit_webgpu *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+    if (instance) wgpuInstanceAddRef(instance);
+    wgpuDeviceAddRef(device);
+    ctx->instance = instance;
+    ctx->device = device;
+    snprintf(ctx->adapter_name, sizeof ctx->adapter_name, "(caller's device)");
+    ropekit_status st = finish_context(ctx, opt);
+    if (st != ROPEKIT_OK) {
+        ropekit_webgpu_destroy(ctx);
+        return st;
+    }
+    *out = ctx;
+    return ROPEKIT_OK;
+}
+
+void ropekit_webgpu_destroy(ropekit_webgpu *ctx) {
+    if (!ctx) return;
+    if (ctx->device) pump(ctx, 1);
+    for (int i = 0; i < ctx->n_pipes; ++i) wgpuComputePipelineRelease(ctx->pipes[i].pipeline);
+    for (int l = 0; l < 3; ++l) {
+        if (ctx->layout[l]) wgpuPipelineLayoutRelease(ctx->layout[l]);
+        if (ctx->bgl[l]) wgpuBindGroupLayoutRelease(ctx->bgl[l]);
+    }
+    if (ctx->uniform) wgpuBufferRelease(ctx->uniform);
+    if (ctx->dummy) wgpuBufferRelease(ctx->dummy);
+    if (ctx->ids) wgpuBufferRelease(ctx->ids);
+    if (ctx->queue) wgpuQueueRelease(ctx->queue);
+    if (ctx->device) wgpuDeviceRelease(ctx->device);
+    if (ctx->adapter) wgpuAdapterRelease(ctx->adapter);
+    if (ctx->instance) wgpuInstanceRelease(ctx->instance);
+    free(ctx);
+}
+
+WGPUDevice ropekit_webgpu_device(const ropekit_webgpu *ctx) { return ctx ? ctx->device : NULL; }
+const char *ropekit_webgpu_adapter_name(const ropekit_webgpu *ctx) {
+    return ctx ? ctx->adapter_name : "";
+}
+int ropekit_webgpu_has_f16(const ropekit_webgpu *ctx) { return ctx ? ctx->has_f16 : 0; }
+int ropekit_webgpu_has_f64(const ropekit_webgpu *ctx) { return ctx ? ctx->has_f64 : 0; }
+const char *ropekit_webgpu_last_variant(const ropekit_webgpu *ctx) {
+    return ctx ? ctx->last_variant : "";
+}
+
+/* ---- buffers ------------------------------------------------------------------------------- */
+
+ropekit_status ropekit_webgpu_buffer_create(ropekit_webgpu *ctx, uint64_t bytes, WGPUBuffer *buf) {
+    rk_clear_error();
+    if (!ctx || !buf) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "ctx or buffer is NULL");
+    push_scope(ctx);
+    *buf = new_buffer(ctx, bytes ? bytes : 4,
+                      WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst);
+    ropekit_status st = pop_scope(ctx, "buffer_create");
+    if (st != ROPEKIT_OK || !*buf) {
+        if (*buf) wgpuBufferRelease(*buf);
+        *buf = NULL;
+        return st != ROPEKIT_OK ? st : rk_fail(ROPEKIT_ERROR_DEVICE, "buffer creation failed");
+    }
+    return ROPEKIT_OK;
+}
+
+typedef struct map_result {
+    int done, ok;
+    char message[256];
+} map_result;
+
+static void on_map(WGPUMapAsyncStatus status, WGPUStringView msg, void *u1, void *u2) {
+    (void)u2;
+    map_result *r = u1;
+    r->ok = status == WGPUMapAsyncStatus_Success;
+    copy_sv(r->message, sizeof r->message, msg);
+    r->done = 1;
+}
+
+ropekit_status ropekit_webgpu_read(ropekit_webgpu *ctx, WGPUBuffer buffer, uint64_t offset,
+                                   void *dst, uint64_t bytes) {
+    rk_clear_error();
+    if (!ctx || !buffer || (!dst && bytes)) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "NULL argument");
+    if (bytes == 0) return ROPEKIT_OK;
+    uint64_t size = wgpuBufferGetSize(buffer);
+    if (offset > size || bytes > size - offset)
+        return rk_fail(ROPEKIT_ERROR_SHAPE, "read of [%llu, %llu) is outside the buffer's %llu bytes",
+                       (unsigned long long)offset, (unsigned long long)(offset + bytes),
+                       (unsigned long long)size);
+    uint64_t lo = offset & ~(uint64_t)3, hi = (offset + bytes + 3) & ~(uint64_t)3;
+    if (hi > size)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "the buffer's size is not a multiple of 4");
+    push_scope(ctx);
+    WGPUBuffer staging = new_buffer(ctx, hi - lo, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst);
+    WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
+    wgpuCommandEncoderCopyBufferToBuffer(enc, buffer, lo, staging, 0, hi - lo);
+    WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
+    wgpuQueueSubmit(ctx->queue, 1, &cmd);
+    wgpuCommandBufferRelease(cmd);
+    wgpuCommandEncoderRelease(enc);
+    ropekit_status st = pop_scope(ctx, "read");
+    if (st == ROPEKIT_OK) {
+        map_result r = {0, 0, ""};
+        WGPUBufferMapCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_map, &r, NULL};
+        wgpuBufferMapAsync(staging, WGPUMapMode_Read, 0, (size_t)(hi - lo), cb);
+        for (int i = 0; !r.done && i < 1000000; ++i) pump(ctx, 1);
+        if (!r.ok) {
+            st = rk_fail(ROPEKIT_ERROR_DEVICE, "mapping the read-back buffer failed: %s", r.message);
+        } else {
+            const char *p = wgpuBufferGetConstMappedRange(staging, 0, (size_t)(hi - lo));
+            if (p) memcpy(dst, p + (offset - lo), (size_t)bytes);
+            else st = rk_fail(ROPEKIT_ERROR_DEVICE, "mapped range is NULL");
+            wgpuBufferUnmap(staging);
+        }
+    }
+    wgpuBufferRelease(staging);
+    return st;
+}
+
+ropekit_status ropekit_webgpu_write(ropekit_webgpu *ctx, WGPUBuffer buffer, uint64_t offset,
+                                    const void *src, uint64_t bytes) {
+    rk_clear_error();
+    if (!ctx || !buffer || (!src && bytes)) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "NULL argument");
+    if (bytes == 0) return ROPEKIT_OK;
+    uint64_t size = wgpuBufferGetSize(buffer);
+    if (offset > size || bytes > size - offset)
+        return rk_fail(ROPEKIT_ERROR_SHAPE, "write of [%llu, %llu) is outside the buffer's %llu bytes",
+                       (unsigned long long)offset, (unsigned long long)(offset + bytes),
+                       (unsigned long long)size);
+    uint64_t lo = offset & ~(uint64_t)3, hi = (offset + bytes + 3) & ~(uint64_t)3;
+    if (hi > size)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "the buffer's size is not a multiple of 4");
+    const void *data = src;
+    unsigned char *tmp = NULL;
+    if (lo != offset || hi != offset + bytes) { /* partial words: keep the bytes around them */
+        tmp = malloc((size_t)(hi - lo));
+        if (!tmp) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+        ropekit_status st = ropekit_webgpu_read(ctx, buffer, lo, tmp, hi - lo);
+        if (st != ROPEKIT_OK) {
+            free(tmp);
+            return st;
+        }
+        memcpy(tmp + (offset - lo), src, (size_t)bytes);
+        data = tmp;
+    }
+    push_scope(ctx);
+    wgpuQueueWriteBuffer(ctx->queue, buffer, lo, data, (size_t)(hi - lo));
+    free(tmp);
+    return pop_scope(ctx, "write");
+}
+
+/* ---- tensors: validation views and bindings -------------------------------------------------- */
+
+ropekit_webgpu_tensor ropekit_webgpu_tensor_contiguous(WGPUBuffer buffer, uint64_t offset,
+                                                       ropekit_dtype dtype, int32_t rank,
+                                                       const int64_t *shape) {
+    ropekit_webgpu_tensor t;
+    memset(&t, 0, sizeof t);
+    t.buffer = buffer;
+    t.offset = offset;
+    t.dtype = dtype;
+    t.rank = rank;
+    int64_t st = 1;
+    for (int i = (rank > ROPEKIT_MAX_RANK ? ROPEKIT_MAX_RANK : rank) - 1; i >= 0; --i) {
+        t.shape[i] = shape ? shape[i] : 0;
+        t.strides[i] = st;
+        st *= t.shape[i] > 0 ? t.shape[i] : 1;
+    }
+    return t;
+}
+
+/* Stand-in addresses for validation; offsets must stay below 2^44. */
+#define RK_WG_FAKE_SHIFT 44 /* buffer slots at 2^62 + (slot << 48): above any host address */
+
+ropekit_status rk_wg_host_view(rk_wg_addr_map *map, const ropekit_webgpu_tensor *t,
+                               const char *name, ropekit_tensor *out) {
+    if (!t) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "%s: tensor pointer is NULL", name);
+    if (!t->buffer) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "%s: buffer is NULL", name);
+    if (t->rank < 1 || t->rank > ROPEKIT_MAX_RANK)
+        return rk_fail(ROPEKIT_ERROR_SHAPE, "%s: rank %d is outside [1, %d]", name, (int)t->rank,
+                       ROPEKIT_MAX_RANK);
+    for (int i = 0; i < t->rank; ++i)
+        if (t->strides[i] < 0)
+            return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s: stride[%d] = %lld: WebGPU views need "
+                           "strides >= 0", name, i, (long long)t->strides[i]);
+    size_t es = ropekit_dtype_size(t->dtype);
+    if (es && t->offset % es)
+        return rk_fail(ROPEKIT_ERROR_SHAPE, "%s: byte offset %llu is not a multiple of the element "
+                       "size %zu", name, (unsigned long long)t->offset, es);
+    if (t->offset >= ((uint64_t)1 << RK_WG_FAKE_SHIFT))
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s: byte offset %llu is too large", name,
+                       (unsigned long long)t->offset);
+    int slot = -1;
+    for (int i = 0; i < map->n; ++i)
+        if (map->buffers[i] == t->buffer) slot = i;
+    if (slot < 0) {
+        if (map->n == RK_WG_MAX_BINDINGS) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many buffers");
+        slot = map->n;
+        map->buffers[map->n++] = t->buffer;
+    }
+    memset(out, 0, sizeof *out);
+    out->data = (void *)(uintptr_t)(((uint64_t)1 << 62) + ((uint64_t)slot << 48) + t->offset);
+    out->dtype = t->dtype;
+    out->rank = t->rank;
+    for (int i = 0; i < ROPEKIT_MAX_RANK; ++i) {
+        out->shape[i] = t->shape[i];
+        out->strides[i] = t->strides[i];
+    }
+    return ROPEKIT_OK;
+}
+
+ropekit_status rk_wg_bind_view(ropekit_webgpu *ctx, const ropekit_webgpu_tensor *t,
+                               const char *name, rk_wg_binding *bind, uint32_t *elem_base) {
+    size_t es = ropekit_dtype_size(t->dtype);
+    uint64_t span = 0; /* elements from element 0 to the last one, plus one */
+    int empty = 0;
+    for (int i = 0; i < t->rank; ++i) {
+        if (t->shape[i] == 0) empty = 1;
+        else span += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->strides[i];
+    }
+    uint64_t lo = t->offset, hi = empty ? t->offset + es : t->offset + (span + 1) * es;
+    uint64_t size = wgpuBufferGetSize(t->buffer);
+    if (hi > size)
+        return rk_fail(ROPEKIT_ERROR_SHAPE, "%s: the view needs bytes [%llu, %llu) of a buffer of %llu",
+                       name, (unsigned long long)lo, (unsigned long long)hi, (unsigned long long)size);
+    uint64_t boff = lo - lo % ctx->storage_align;
+    uint64_t bsize = ((hi - boff) + 3) & ~(uint64_t)3;
+    if (boff + bsize > size)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s: the buffer's size %llu is not a multiple of 4",
+                       name, (unsigned long long)size);
+    if (bsize > ctx->max_binding)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s: the view spans %llu bytes, more than the "
+                       "device's maxStorageBufferBindingSize (%llu)", name,
+                       (unsigned long long)bsize, (unsigned long long)ctx->max_binding);
+    if ((lo - boff) / es > UINT32_MAX || span > UINT32_MAX)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s: element offsets exceed 32 bits", name);
+    bind->buffer = t->buffer;
+    bind->offset = boff;
+    bind->size = bsize;
+    *elem_base = (uint32_t)((lo - boff) / es);
+    return ROPEKIT_OK;
+}
+
+rk_wg_kind rk_wg_kind_of(const ropekit_webgpu *ctx, ropekit_dtype dt) {
+    if (dt == ROPEKIT_FLOAT16) return ctx->has_f16 ? RK_WG_F16 : RK_WG_F16P;
+    if (dt == ROPEKIT_BFLOAT16) return RK_WG_BF16P;
+    return RK_WG_F32;
+}
+
+const char *rk_wg_kind_name(rk_wg_kind k) {
+    static const char *names[] = {"f32", "f16", "f16p", "bf16p", "f16a", "bf16a"};
+    return names[k];
+}
+
+/* ---- pipelines ------------------------------------------------------------------------------ */
+
+ropekit_status rk_wg_pipeline(ropekit_webgpu *ctx, rk_wg_layout layout, const char *key,
+                              const char *source, WGPUComputePipeline *out) {
+    for (int i = 0; i < ctx->n_pipes; ++i)
+        if (strcmp(ctx->pipes[i].key, key) == 0) {
+            *out = ctx->pipes[i].pipeline;
+            return ROPEKIT_OK;
+        }
+    if (ctx->n_pipes == RK_WG_MAX_PIPELINES)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "pipeline cache full (%d variants)", RK_WG_MAX_PIPELINES);
+    push_scope(ctx);
+    WGPUShaderSourceWGSL wgsl;
+    memset(&wgsl, 0, sizeof wgsl);
+    wgsl.chain.sType = WGPUSType_ShaderSourceWGSL;
+    wgsl.code = sv(source);
+    WGPUShaderModuleDescriptor md = {&wgsl.chain, sv(key)};
+    WGPUShaderModule mod = wgpuDeviceCreateShaderModule(ctx->device, &md);
+    WGPUComputePipelineDescriptor pd;
+    memset(&pd, 0, sizeof pd);
+    pd.label = sv(key);
+    pd.layout = ctx->layout[layout];
+    pd.compute.module = mod;
+    pd.compute.entryPoint = sv("main");
+    WGPUComputePipeline p = mod ? wgpuDeviceCreateComputePipeline(ctx->device, &pd) : NULL;
+    if (mod) wgpuShaderModuleRelease(mod);
+    ropekit_status st = pop_scope(ctx, key);
+    if (st != ROPEKIT_OK || !p) {
+        if (p) wgpuComputePipelineRelease(p);
+        if (getenv("ROPEKIT_WEBGPU_DUMP")) fprintf(stderr, "%s\n", source);
+        return st != ROPEKIT_OK ? st : rk_fail(ROPEKIT_ERROR_DEVICE, "%s: pipeline creation failed", key);
+    }
+    snprintf(ctx->pipes[ctx->n_pipes].key, sizeof ctx->pipes[0].key, "%s", key);
+    ctx->pipes[ctx->n_pipes++].pipeline = p;
+    *out = p;
+    return ROPEKIT_OK;
+}
+
+ropekit_status rk_wg_upload_ids(ropekit_webgpu *ctx, const uint32_t *ids, size_t count) {
+    uint64_t bytes = (uint64_t)count * 4;
+    if (bytes > ctx->max_binding)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%zu position ids exceed the binding size limit", count);
+    if (bytes > ctx->ids_bytes) {
+        uint64_t cap = ctx->ids_bytes ? ctx->ids_bytes : 1024;
+        while (cap < bytes) cap *= 2;
+        if (ctx->ids) wgpuBufferRelease(ctx->ids); /* the queue keeps it alive while in use */
+        ctx->ids = new_buffer(ctx, cap, WGPUBufferUsage_Storage | WGPUBufferUsage_CopyDst);
+        ctx->ids_bytes = ctx->ids ? cap : 0;
+        if (!ctx->ids) return rk_fail(ROPEKIT_ERROR_DEVICE, "could not allocate the ids buffer");
+    }
+    wgpuQueueWriteBuffer(ctx->queue, ctx->ids, 0, ids, (size_t)bytes);
+    return ROPEKIT_OK;
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------- */
+
+ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
+                              WGPUComputePipeline pipeline, const void *params,
+                              size_t params_bytes, const rk_wg_binding *bindings, int n_bindings,
+                              uint64_t invocations, uint32_t wg, int *grid_dims) {
+    uint64_t groups = (invocations + wg - 1) / wg;
+    uint64_t m = ctx->max_groups_per_dim;
+    uint32_t gx, gy = 1, gz = 1;
+    if (groups <= m) {
+        gx = (uint32_t)groups;
+        *grid_dims = 1;
+    } else if (groups <= m * m) { /* 2-D: about sqrt(groups) on a side */
+        uint64_t x = (uint64_t)ceil(sqrt((double)groups));
+        if (x > m) x = m;
+        gx = (uint32_t)x;
+        gy = (uint32_t)((groups + x - 1) / x);
+        *grid_dims = 2;
+    } else {
+        uint64_t x = (uint64_t)ceil(cbrt((double)groups));
+        if (x > m) x = m;
+        uint64_t yz = (groups + x - 1) / x;
+        uint64_t y = (uint64_t)ceil(sqrt((double)yz));
+        if (y > m) y = m;
+        uint64_t z = (yz + y - 1) / y;
+        if (z > m) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "dispatch of %llu workgroups is too large",
+                                  (unsigned long long)groups);
+        gx = (uint32_t)x, gy = (uint32_t)y, gz = (uint32_t)z;
+        *grid_dims = 3;
+    }
+    if (groups == 0) return ROPEKIT_OK;
+    push_scope(ctx);
+    wgpuQueueWriteBuffer(ctx->queue, ctx->uniform, 0, params, params_bytes);
+    WGPUBindGroupEntry e[RK_WG_MAX_BINDINGS];
+    memset(e, 0, sizeof e);
+    e[0].binding = 0;
+    e[0].buffer = ctx->uniform;
+    e[0].size = params_bytes;
+    for (int i = 1; i < n_bindings; ++i) {
+        e[i].binding = (uint32_t)i;
+        if (bindings[i].buffer) {
+            e[i].buffer = bindings[i].buffer;
+            e[i].offset = bindings[i].offset;
+            e[i].size = bindings[i].size;
+        } else {
+            e[i].buffer = ctx->dummy;
+            e[i].size = 16;
+        }
+    }
+    WGPUBindGroupDescriptor bd = {NULL, sv("ropekit"), ctx->bgl[layout], (size_t)n_bindings, e};
+    WGPUBindGroup bg = wgpuDeviceCreateBindGroup(ctx->device, &bd);
+    WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
+    WGPUComputePassEncoder pass = wgpuCommandEncoderBeginComputePass(enc, NULL);
+    wgpuComputePassEncoderSetPipeline(pass, pipeline);
+    wgpuComputePassEncoderSetBindGroup(pass, 0, bg, 0, NULL);
+    wgpuComputePassEncoderDispatchWorkgroups(pass, gx, gy, gz);
+    wgpuComputePassEncoderEnd(pass);
+    WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
+    wgpuQueueSubmit(ctx->queue, 1, &cmd);
+    wgpuCommandBufferRelease(cmd);
+    wgpuComputePassEncoderRelease(pass);
+    wgpuCommandEncoderRelease(enc);
+    if (bg) wgpuBindGroupRelease(bg);
+    return pop_scope(ctx, "dispatch");
+}

@@ -1,0 +1,472 @@
+/* The five operators on WebGPU: validate with the CPU library's plan builders (on stand-in
+ * addresses), pick the variant, assemble its WGSL (cached as a pipeline), fill the parameter
+ * block and dispatch. One function per kernel family: rotary (three operators), QKNorm, regroup. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "webgpu_internal.h"
+
+/* Element index of plan pointer `p` inside the bound range of a tensor whose host view is hv. */
+static uint64_t elem_of(const void *p, const ropekit_tensor *hv, uint32_t base) {
+    size_t es = ropekit_dtype_size(hv->dtype);
+    return base + ((uintptr_t)p - (uintptr_t)hv->data) / es;
+}
+
+static int fits32(int64_t v) { return v >= 0 && v <= (int64_t)UINT32_MAX; }
+
+static ropekit_status check_u32(const char *what, int64_t v) {
+    if (!fits32(v))
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s = %lld does not fit the 32-bit indices of the "
+                       "WebGPU kernels", what, (long long)v);
+    return ROPEKIT_OK;
+}
+
+/* Packed 16-bit storage: one invocation owns whole u32 words. */
+static ropekit_status check_packed(const char *name, const int64_t *strides, int n_outer,
+                                   int64_t inner_stride, uint64_t base) {
+    if (inner_stride != 1)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s: packed 16-bit WebGPU storage needs a unit "
+                       "channel stride (got %lld)", name, (long long)inner_stride);
+    for (int i = 0; i < n_outer; ++i)
+        if (strides[i] % 2)
+            return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s: packed 16-bit WebGPU storage needs even "
+                           "strides (stride %d is %lld)", name, i, (long long)strides[i]);
+    if (base % 2)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s: packed 16-bit WebGPU storage needs an even "
+                       "element offset", name);
+    return ROPEKIT_OK;
+}
+
+static int is_packed(rk_wg_kind k) { return k == RK_WG_F16P || k == RK_WG_BF16P; }
+static rk_wg_kind atomic_of(rk_wg_kind k) { return k == RK_WG_F16P ? RK_WG_F16A : RK_WG_BF16A; }
+
+/* A buffer written by a dispatch may not be bound a second time in it (WebGPU's usage scope
+ * rule; wgpu applies it to the whole buffer, whatever the ranges). In place uses one binding. */
+static ropekit_status check_writable_ranges(const rk_wg_binding *b, int n, unsigned writable) {
+    for (int i = 1; i < n; ++i)
+        for (int j = i + 1; j < n; ++j) {
+            if (!b[i].buffer || b[i].buffer != b[j].buffer) continue;
+            if (!(((writable >> i) | (writable >> j)) & 1u)) continue;
+            return rk_fail(ROPEKIT_ERROR_ALIASING,
+                           "WebGPU cannot bind a buffer that the call writes a second time "
+                           "(bindings %d and %d share one buffer); use separate buffers, or the "
+                           "same view for input and output (in place)", i, j);
+        }
+    return ROPEKIT_OK;
+}
+
+static void prelude(rk_sbuf *sb, int f16, uint32_t wg, uint32_t sw, const char *arith) {
+    if (f16) rk_sb_add(sb, "enable f16;\n");
+    rk_sb_printf(sb, "const WG: u32 = %uu;\nconst SW: u32 = %uu;\n", wg, sw);
+    rk_sb_add(sb, rk_wgsl_file("common.wgsl"));
+    rk_sb_add(sb, rk_wgsl_file(arith));
+}
+
+static const char *arith_file(rk_wg_arith a) {
+    return a == RK_ARITH_NARROW ? "arith_narrow.wgsl"
+           : a == RK_ARITH_WIDE64 ? "arith_wide64.wgsl" : "arith_wide32.wgsl";
+}
+static const char *arith_name(rk_wg_arith a) {
+    return a == RK_ARITH_NARROW ? "narrow" : a == RK_ARITH_WIDE64 ? "wide64" : "wide32";
+}
+
+/* ---- rotary: RotaryEmbedding (both), MRotaryEmbedding ----------------------------------------- */
+
+typedef struct rotary_args {
+    const ropekit_webgpu_tensor *x, *cos, *sin, *y;
+    ropekit_tensor hx, hc, hs, hy; /* stand-in views the plan was built from */
+} rotary_args;
+
+static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const rotary_args *a) {
+    RK_TRY(rk_check_position_ids(p)); /* host ids: out of range -> error before any dispatch */
+    if (p->B == 0 || p->S == 0 || p->N == 0 || p->H == 0) return ROPEKIT_OK;
+    rk_wg_binding bind[6];
+    memset(bind, 0, sizeof bind);
+    uint32_t xb, yb, cb, sb;
+    RK_TRY(rk_wg_bind_view(ctx, a->x, "x", &bind[1], &xb));
+    RK_TRY(rk_wg_bind_view(ctx, a->y, "y", &bind[2], &yb));
+    RK_TRY(rk_wg_bind_view(ctx, a->cos, "cos_cache", &bind[3], &cb));
+    RK_TRY(rk_wg_bind_view(ctx, a->sin, "sin_cache", &bind[4], &sb));
+    uint64_t x0 = elem_of(p->x, &a->hx, xb), y0 = elem_of(p->y, &a->hy, yb);
+    uint64_t c0 = elem_of(p->cos, &a->hc, cb), s0 = elem_of(p->sin, &a->hs, sb);
+    const int inplace = p->x == p->y && memcmp(p->xs, p->ys, sizeof p->xs) == 0;
+    if (inplace) bind[1].buffer = NULL; /* x is read through y's binding */
+    RK_TRY(check_writable_ranges(bind, 5, 1u << 2));
+
+    const rk_wg_kind xk = rk_wg_kind_of(ctx, p->dtype), tk = rk_wg_kind_of(ctx, p->table_dtype);
+    const int64_t h = p->R / 2;
+    /* Packed 16-bit data: one invocation owns whole words (two pairs, SW = 2) when the layout
+     * pairs elements into words; otherwise one pair per invocation and y written with atomics. */
+    rk_wg_kind yk = xk;
+    if (is_packed(xk)) {
+        int paired = (p->interleaved || h % 2 == 0) && (p->H - p->R) % 2 == 0;
+        rk_clear_error();
+        paired = paired && check_packed("x", p->xs, 3, p->xs[3], x0) == ROPEKIT_OK &&
+                 check_packed("y", p->ys, 3, p->ys[3], y0) == ROPEKIT_OK;
+        rk_clear_error();
+        if (!paired) yk = atomic_of(xk);
+    }
+    const uint32_t sw = is_packed(yk) ? 2 : 1;
+    rk_wg_arith ar = (p->dtype != ROPEKIT_FLOAT32 && p->table_dtype != ROPEKIT_FLOAT32)
+                         ? RK_ARITH_NARROW
+                         : (ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_WIDE32);
+    const int64_t units_rot = p->interleaved ? h : h / sw;
+    const int64_t units = units_rot + (inplace ? 0 : (p->H - p->R) / sw);
+    if (units == 0) return ROPEKIT_OK; /* in place with nothing to rotate cannot happen (R > 0) */
+    int64_t total = p->B * p->S * p->N; /* fits: validated sizes */
+    if (total > (int64_t)UINT32_MAX / units)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%lld invocations exceed the 32-bit index of the "
+                       "WebGPU kernels", (long long)total * units);
+    total *= units;
+
+    /* ids: narrowed to u32 on the host (already checked against the table rows) */
+    uint32_t rows_mode = p->rows == RK_ROWS_PER_TOKEN ? 0 : p->rows == RK_ROWS_OFFSET ? 1
+                         : p->rows == RK_ROWS_TABLE_3D ? 2 : 3;
+    if (rows_mode == 0 || rows_mode == 3) {
+        RK_TRY(check_u32("table rows", p->table_rows));
+        size_t streams = rows_mode == 3 ? 3 : 1, n = streams * (size_t)(p->B * p->S);
+        uint32_t *ids = malloc(n * sizeof *ids);
+        if (!ids) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+        size_t i = 0;
+        for (size_t st = 0; st < streams; ++st)
+            for (int64_t b = 0; b < p->B; ++b)
+                for (int64_t s = 0; s < p->S; ++s)
+                    ids[i++] = (uint32_t)p->pos[(int64_t)st * p->pos_as + b * p->pos_bs + s * p->pos_ss];
+        ropekit_status st = rk_wg_upload_ids(ctx, ids, n);
+        free(ids);
+        RK_TRY(st);
+        bind[5].buffer = ctx->ids;
+        bind[5].offset = 0;
+        bind[5].size = (uint64_t)n * 4 < 16 ? 16 : ((uint64_t)n * 4 + 3) & ~(uint64_t)3;
+        if (bind[5].size > ctx->ids_bytes) bind[5].size = ctx->ids_bytes;
+    }
+    uint32_t prm[36];
+    memset(prm, 0, sizeof prm);
+    const int64_t vals[] = {(int64_t)x0, (int64_t)y0, (int64_t)c0, (int64_t)s0,
+                            p->xs[0], p->xs[1], p->xs[2], p->xs[3],
+                            p->ys[0], p->ys[1], p->ys[2], p->ys[3],
+                            p->B, p->S, p->N, p->R, units_rot, units, total,
+                            (p->interleaved ? 1 : 0) | (p->inverse ? 2 : 0) | (p->apply_scale ? 4 : 0),
+                            p->cos_rs, p->cos_cs, p->sin_rs, p->sin_cs,
+                            p->cos_bs, p->cos_ss, p->sin_bs, p->sin_ss,
+                            p->rows == RK_ROWS_OFFSET ? p->offset : 0,
+                            p->mrope_section[0], p->mrope_section[1], p->mrope_layout};
+    static const char *names[] = {"x offset", "y offset", "cos offset", "sin offset", "x stride",
+                                  "x stride", "x stride", "x stride", "y stride", "y stride",
+                                  "y stride", "y stride", "B", "S", "N", "R", "units", "units",
+                                  "invocations", "flags", "cos stride", "cos stride", "sin stride",
+                                  "sin stride", "cos stride", "cos stride", "sin stride",
+                                  "sin stride", "offset", "mrope_section", "mrope_section",
+                                  "mrope_layout"};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; ++i) {
+        RK_TRY(check_u32(names[i], vals[i]));
+        prm[i] = (uint32_t)vals[i];
+    }
+    memcpy(&prm[32], &p->scale, 4);
+
+    static const char *rows_names[] = {"ids2d", "offset", "table3d", "mrope"};
+    char key[160];
+    snprintf(key, sizeof key, "rotary %s x=%s y=%s t=%s %s %s wg%u", rows_names[rows_mode],
+             rk_wg_kind_name(xk), rk_wg_kind_name(yk), rk_wg_kind_name(tk), arith_name(ar),
+             inplace ? "inplace" : "outofplace", ctx->wg);
+    WGPUComputePipeline pipe;
+    {
+        rk_sbuf s = {0};
+        prelude(&s, xk == RK_WG_F16 || tk == RK_WG_F16, ctx->wg, sw, arith_file(ar));
+        rk_sb_printf(&s, "const ROWS: u32 = %uu;\n", rows_mode);
+        if (inplace) {
+            rk_sb_unused(&s, 1, 0);
+            rk_sb_tensor(&s, 2, "y", yk, 0, 1);
+            rk_sb_alias_loads(&s, "x", "y", yk);
+        } else {
+            rk_sb_tensor(&s, 1, "x", xk, 1, 0);
+            rk_sb_tensor(&s, 2, "y", yk, 0, 1);
+        }
+        rk_sb_tensor(&s, 3, "c", tk, 1, 0);
+        rk_sb_tensor(&s, 4, "s", tk, 1, 0);
+        rk_sb_add(&s, "@group(0) @binding(5) var<storage, read> ids: array<u32>;\n");
+        rk_sb_add(&s, rk_wgsl_file("rotary.wgsl"));
+        ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
+                                  : rk_wg_pipeline(ctx, RK_LAYOUT_ROTARY, key, s.p, &pipe);
+        free(s.p);
+        RK_TRY(st);
+    }
+    int dims;
+    RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_ROTARY, pipe, prm, sizeof prm, bind, 6, (uint64_t)total,
+                          ctx->wg, &dims));
+    snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s grid%dd", key, dims);
+    return ROPEKIT_OK;
+}
+
+static ropekit_status rotary_views(rk_wg_addr_map *m, rotary_args *a) {
+    RK_TRY(rk_wg_host_view(m, a->x, "x", &a->hx));
+    RK_TRY(rk_wg_host_view(m, a->cos, "cos_cache", &a->hc));
+    RK_TRY(rk_wg_host_view(m, a->sin, "sin_cache", &a->hs));
+    return rk_wg_host_view(m, a->y, "y", &a->hy);
+}
+
+ropekit_status ropekit_webgpu_rotary_embedding(ropekit_webgpu *ctx, const ropekit_webgpu_tensor *x,
+                                               const ropekit_webgpu_tensor *cos_cache,
+                                               const ropekit_webgpu_tensor *sin_cache,
+                                               const ropekit_tensor *position_ids,
+                                               const ropekit_rotary_embedding_attrs *attrs,
+                                               const ropekit_webgpu_tensor *y) {
+    rk_clear_error();
+    if (!ctx) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "ctx is NULL");
+    rk_wg_addr_map m = {{0}, 0};
+    rotary_args a = {x, cos_cache, sin_cache, y, {0}, {0}, {0}, {0}};
+    RK_TRY(rotary_views(&m, &a));
+    rk_rotary_plan p;
+    RK_TRY(rk_plan_rotary_embedding(&a.hx, &a.hc, &a.hs, position_ids, attrs, &a.hy, &p));
+    return run_rotary(ctx, &p, &a);
+}
+
+ropekit_status ropekit_webgpu_ms_rotary_embedding(ropekit_webgpu *ctx,
+                                                  const ropekit_webgpu_tensor *input,
+                                                  const ropekit_tensor *position_ids,
+                                                  const ropekit_webgpu_tensor *cos_cache,
+                                                  const ropekit_webgpu_tensor *sin_cache,
+                                                  const ropekit_ms_rotary_embedding_attrs *attrs,
+                                                  const ropekit_webgpu_tensor *y) {
+    rk_clear_error();
+    if (!ctx) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "ctx is NULL");
+    rk_wg_addr_map m = {{0}, 0};
+    rotary_args a = {input, cos_cache, sin_cache, y, {0}, {0}, {0}, {0}};
+    RK_TRY(rotary_views(&m, &a));
+    rk_rotary_plan p;
+    RK_TRY(rk_plan_ms_rotary_embedding(&a.hx, position_ids, &a.hc, &a.hs, attrs, &a.hy, &p));
+    return run_rotary(ctx, &p, &a);
+}
+
+ropekit_status ropekit_webgpu_mrotary_embedding(ropekit_webgpu *ctx,
+                                                const ropekit_webgpu_tensor *input,
+                                                const ropekit_tensor *position_ids,
+                                                const ropekit_webgpu_tensor *cos_cache,
+                                                const ropekit_webgpu_tensor *sin_cache,
+                                                const ropekit_mrotary_embedding_attrs *attrs,
+                                                const ropekit_webgpu_tensor *y) {
+    rk_clear_error();
+    if (!ctx) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "ctx is NULL");
+    rk_wg_addr_map m = {{0}, 0};
+    rotary_args a = {input, cos_cache, sin_cache, y, {0}, {0}, {0}, {0}};
+    RK_TRY(rotary_views(&m, &a));
+    rk_rotary_plan p;
+    RK_TRY(rk_plan_mrotary_embedding(&a.hx, position_ids, &a.hc, &a.hs, attrs, &a.hy, &p));
+    return run_rotary(ctx, &p, &a);
+}
+
+/* ---- QKNormRotaryEmbedding ------------------------------------------------------------------- */
+
+ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
+    ropekit_webgpu *ctx, const ropekit_webgpu_tensor *query, const ropekit_webgpu_tensor *kv,
+    const ropekit_webgpu_tensor *kv_norm_weight, const ropekit_webgpu_tensor *cos,
+    const ropekit_webgpu_tensor *sin, const ropekit_qknorm_rotary_embedding_attrs *attrs,
+    const ropekit_webgpu_tensor *query_out, const ropekit_webgpu_tensor *kv_out) {
+    rk_clear_error();
+    if (!ctx) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "ctx is NULL");
+    rk_wg_addr_map m = {{0}, 0};
+    ropekit_tensor hq, hkv, hw, hc, hs, hqo, hkvo;
+    RK_TRY(rk_wg_host_view(&m, query, "query", &hq));
+    RK_TRY(rk_wg_host_view(&m, kv, "kv", &hkv));
+    RK_TRY(rk_wg_host_view(&m, kv_norm_weight, "kv_norm_weight", &hw));
+    if (cos) RK_TRY(rk_wg_host_view(&m, cos, "cos", &hc));
+    if (sin) RK_TRY(rk_wg_host_view(&m, sin, "sin", &hs));
+    RK_TRY(rk_wg_host_view(&m, query_out, "query_out", &hqo));
+    RK_TRY(rk_wg_host_view(&m, kv_out, "kv_out", &hkvo));
+    rk_qknorm_plan p;
+    RK_TRY(rk_plan_qknorm_rotary_embedding(&hq, &hkv, &hw, cos ? &hc : NULL, sin ? &hs : NULL,
+                                           attrs, &hqo, &hkvo, &p));
+    if (!ctx->has_f64)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "QKNormRotaryEmbedding on WebGPU needs the "
+                       "shader-f64 feature (its sums of squares are in double); this device or "
+                       "context has none");
+    if (p.B == 0 || p.S == 0) return ROPEKIT_OK;
+    rk_wg_binding bind[8];
+    memset(bind, 0, sizeof bind);
+    uint32_t qb, kvb, wb, cb = 0, sb = 0, qob, kvob;
+    RK_TRY(rk_wg_bind_view(ctx, query, "query", &bind[1], &qb));
+    RK_TRY(rk_wg_bind_view(ctx, kv, "kv", &bind[2], &kvb));
+    RK_TRY(rk_wg_bind_view(ctx, kv_norm_weight, "kv_norm_weight", &bind[3], &wb));
+    if (p.rope_dim > 0) {
+        RK_TRY(rk_wg_bind_view(ctx, cos, "cos", &bind[4], &cb));
+        RK_TRY(rk_wg_bind_view(ctx, sin, "sin", &bind[5], &sb));
+    }
+    RK_TRY(rk_wg_bind_view(ctx, query_out, "query_out", &bind[6], &qob));
+    RK_TRY(rk_wg_bind_view(ctx, kv_out, "kv_out", &bind[7], &kvob));
+    const int q_inplace = p.q == p.q_out && memcmp(p.qs, p.qos, sizeof p.qs) == 0;
+    const int kv_inplace = p.kv == p.kv_out && memcmp(p.kvs, p.kvos, sizeof p.kvs) == 0;
+    if (q_inplace) bind[1].buffer = NULL;
+    if (kv_inplace) bind[2].buffer = NULL;
+    RK_TRY(check_writable_ranges(bind, 8, (1u << 6) | (1u << 7)));
+    uint64_t q0 = elem_of(p.q, &hq, qb), kv0 = elem_of(p.kv, &hkv, kvb);
+    uint64_t qo0 = elem_of(p.q_out, &hqo, qob), kvo0 = elem_of(p.kv_out, &hkvo, kvob);
+    uint64_t w0 = elem_of(p.w, &hw, wb);
+    uint64_t c0 = p.rope_dim ? elem_of(p.cos, &hc, cb) : 0, s0 = p.rope_dim ? elem_of(p.sin, &hs, sb) : 0;
+    const rk_wg_kind k = rk_wg_kind_of(ctx, p.dtype);
+    rk_wg_kind ok_ = k; /* kind of the two outputs: atomics for unpaired packed layouts */
+    if (is_packed(k)) {
+        int paired = p.nope % 2 == 0 && check_packed("query", p.qs, 3, p.qs[3], q0) == ROPEKIT_OK &&
+                     check_packed("query_out", p.qos, 3, p.qos[3], qo0) == ROPEKIT_OK &&
+                     check_packed("kv", p.kvs, 2, p.kvs[2], kv0) == ROPEKIT_OK &&
+                     check_packed("kv_out", p.kvos, 2, p.kvos[2], kvo0) == ROPEKIT_OK;
+        rk_clear_error();
+        if (!paired) ok_ = atomic_of(k);
+    }
+    const uint32_t sw = is_packed(ok_) ? 2 : 1;
+    int64_t rows = p.B * p.S;
+    if (rows > (int64_t)UINT32_MAX / (p.num_heads + 1))
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many rows for the WebGPU kernel");
+    rows *= p.num_heads + 1;
+    uint32_t prm[48];
+    memset(prm, 0, sizeof prm);
+    const int64_t vals[] = {(int64_t)q0, (int64_t)qo0, (int64_t)kv0, (int64_t)kvo0,
+                            p.qs[0], p.qs[1], p.qs[2], p.qs[3],
+                            p.qos[0], p.qos[1], p.qos[2], p.qos[3],
+                            p.kvs[0], p.kvs[1], p.kvs[2], 0,
+                            p.kvos[0], p.kvos[1], p.kvos[2], 0,
+                            p.rope_dim ? p.cos_s[0] : 0, p.rope_dim ? p.cos_s[1] : 0,
+                            p.rope_dim ? p.cos_s[2] : 0, 0,
+                            p.rope_dim ? p.sin_s[0] : 0, p.rope_dim ? p.sin_s[1] : 0,
+                            p.rope_dim ? p.sin_s[2] : 0, 0,
+                            (int64_t)w0, p.ws, (int64_t)c0, (int64_t)s0,
+                            p.B, p.S, p.num_heads, p.head_dim,
+                            p.rope_dim, p.nope, p.simulate_fp8 ? 1 : 0, rows};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; ++i) {
+        RK_TRY(check_u32("a QKNorm offset, stride or size", vals[i]));
+        prm[i] = (uint32_t)vals[i];
+    }
+    memcpy(&prm[40], &p.epsilon, 4);
+
+    char key[160];
+    snprintf(key, sizeof key, "qknorm x=%s y=%s wide64 q_%s kv_%s", rk_wg_kind_name(k), rk_wg_kind_name(ok_),
+             q_inplace ? "inplace" : "outofplace", kv_inplace ? "inplace" : "outofplace");
+    WGPUComputePipeline pipe;
+    {
+        rk_sbuf s = {0};
+        prelude(&s, k == RK_WG_F16, 64, sw, "arith_wide64.wgsl");
+        rk_sb_add(&s, rk_wgsl_file("round64.wgsl"));
+        if (q_inplace) {
+            rk_sb_unused(&s, 1, 0);
+            rk_sb_tensor(&s, 6, "qo", ok_, 0, 1);
+            rk_sb_alias_loads(&s, "q", "qo", ok_);
+        } else {
+            rk_sb_tensor(&s, 1, "q", k, 1, 0);
+            rk_sb_tensor(&s, 6, "qo", ok_, 0, 1);
+        }
+        if (kv_inplace) {
+            rk_sb_unused(&s, 2, 0);
+            rk_sb_tensor(&s, 7, "kvo", ok_, 0, 1);
+            rk_sb_alias_loads(&s, "kv", "kvo", ok_);
+        } else {
+            rk_sb_tensor(&s, 2, "kv", k, 1, 0);
+            rk_sb_tensor(&s, 7, "kvo", ok_, 0, 1);
+        }
+        rk_sb_tensor(&s, 3, "w", RK_WG_F32, 1, 0);
+        rk_sb_tensor(&s, 4, "c", RK_WG_F32, 1, 0);
+        rk_sb_tensor(&s, 5, "s", RK_WG_F32, 1, 0);
+        rk_sb_add(&s, rk_wgsl_file("qknorm.wgsl"));
+        ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
+                                  : rk_wg_pipeline(ctx, RK_LAYOUT_QKNORM, key, s.p, &pipe);
+        free(s.p);
+        RK_TRY(st);
+    }
+    int dims;
+    /* 4 rows per 64-invocation workgroup */
+    RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_QKNORM, pipe, prm, sizeof prm, bind, 8,
+                          (uint64_t)rows * 16, 64, &dims));
+    snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s grid%dd", key, dims);
+    return ROPEKIT_OK;
+}
+
+/* ---- InverseRotaryRegroup --------------------------------------------------------------------- */
+
+ropekit_status ropekit_webgpu_inverse_rotary_regroup(ropekit_webgpu *ctx,
+                                                     const ropekit_webgpu_tensor *input,
+                                                     const ropekit_webgpu_tensor *cos,
+                                                     const ropekit_webgpu_tensor *sin,
+                                                     const ropekit_inverse_rotary_regroup_attrs *attrs,
+                                                     const ropekit_webgpu_tensor *out) {
+    rk_clear_error();
+    if (!ctx) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "ctx is NULL");
+    rk_wg_addr_map m = {{0}, 0};
+    ropekit_tensor hx, hc, hs, ho;
+    RK_TRY(rk_wg_host_view(&m, input, "input", &hx));
+    if (cos) RK_TRY(rk_wg_host_view(&m, cos, "cos", &hc));
+    if (sin) RK_TRY(rk_wg_host_view(&m, sin, "sin", &hs));
+    RK_TRY(rk_wg_host_view(&m, out, "out", &ho));
+    rk_regroup_plan p;
+    RK_TRY(rk_plan_inverse_rotary_regroup(&hx, cos ? &hc : NULL, sin ? &hs : NULL, attrs, &ho, &p));
+    const int64_t F = p.num_heads * p.head_dim;
+    if (p.N == 0 || F == 0) return ROPEKIT_OK;
+    rk_wg_binding bind[5];
+    memset(bind, 0, sizeof bind);
+    uint32_t xb, ob, cb = 0, sb = 0;
+    RK_TRY(rk_wg_bind_view(ctx, input, "input", &bind[1], &xb));
+    RK_TRY(rk_wg_bind_view(ctx, out, "out", &bind[2], &ob));
+    const int rope = p.rope_dim > 0;
+    if (rope) {
+        RK_TRY(rk_wg_bind_view(ctx, cos, "cos", &bind[3], &cb));
+        RK_TRY(rk_wg_bind_view(ctx, sin, "sin", &bind[4], &sb));
+    }
+    RK_TRY(check_writable_ranges(bind, 5, 1u << 2));
+    uint64_t x0 = elem_of(p.x, &hx, xb), o0 = elem_of(p.out, &ho, ob);
+    uint64_t c0 = rope ? elem_of(p.cos, &hc, cb) : 0, s0 = rope ? elem_of(p.sin, &hs, sb) : 0;
+    const rk_wg_kind k = rk_wg_kind_of(ctx, p.dtype);
+    /* two features per invocation when a pair never straddles a group, the nope/rope boundary or
+     * (packed) a word; one otherwise (32-bit storage only) */
+    const int pairs_ok = p.group_dim % 2 == 0 && p.nope % 2 == 0 && p.head_dim % 2 == 0;
+    rk_wg_kind ok_ = k; /* output kind: atomics when packed features do not pair into words */
+    uint32_t ue = pairs_ok ? 2 : 1;
+    if (is_packed(k)) {
+        int64_t xs2[1] = {p.xs[0]}, os2[2] = {p.os[0], p.os[1]};
+        int paired = pairs_ok && check_packed("input", xs2, 1, p.xs[1], x0) == ROPEKIT_OK &&
+                     check_packed("out", os2, 2, p.os[2], o0) == ROPEKIT_OK;
+        rk_clear_error();
+        if (!paired) {
+            ok_ = atomic_of(k);
+            ue = 1;
+        }
+    }
+    const int64_t units = F / ue;
+    if (p.N > (int64_t)UINT32_MAX / units)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many elements for the WebGPU kernel");
+    const int64_t total = p.N * units;
+    const rk_wg_arith ar = ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_WIDE32;
+    uint32_t prm[28];
+    memset(prm, 0, sizeof prm);
+    const int64_t vals[] = {(int64_t)x0, (int64_t)o0, (int64_t)c0, (int64_t)s0,
+                            p.xs[0], p.xs[1], 0, 0,
+                            p.os[0], p.os[1], p.os[2], 0,
+                            rope ? p.cos_s[0] : 0, rope ? p.cos_s[1] : 0, 0, 0,
+                            rope ? p.sin_s[0] : 0, rope ? p.sin_s[1] : 0, 0, 0,
+                            p.N, F, p.head_dim, p.nope, p.group_dim, units, total, 0};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; ++i) {
+        RK_TRY(check_u32("a regroup offset, stride or size", vals[i]));
+        prm[i] = (uint32_t)vals[i];
+    }
+    char key[160];
+    snprintf(key, sizeof key, "regroup x=%s y=%s %s ue%u wg%u", rk_wg_kind_name(k),
+             rk_wg_kind_name(ok_), arith_name(ar), ue,
+             ctx->wg);
+    WGPUComputePipeline pipe;
+    {
+        rk_sbuf s = {0};
+        prelude(&s, k == RK_WG_F16, ctx->wg, is_packed(ok_) ? 2 : 1, arith_file(ar));
+        rk_sb_printf(&s, "const UE: u32 = %uu;\n", ue);
+        rk_sb_tensor(&s, 1, "x", k, 1, 0);
+        rk_sb_tensor(&s, 2, "o", ok_, 0, 1);
+        rk_sb_tensor(&s, 3, "c", RK_WG_F32, 1, 0);
+        rk_sb_tensor(&s, 4, "s", RK_WG_F32, 1, 0);
+        rk_sb_add(&s, rk_wgsl_file("regroup.wgsl"));
+        ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
+                                  : rk_wg_pipeline(ctx, RK_LAYOUT_REGROUP, key, s.p, &pipe);
+        free(s.p);
+        RK_TRY(st);
+    }
+    int dims;
+    RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_REGROUP, pipe, prm, sizeof prm, bind, 5, (uint64_t)total,
+                          ctx->wg, &dims));
+    snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s grid%dd", key, dims);
+    return ROPEKIT_OK;
+}

@@ -1,0 +1,120 @@
+// rotary.wgsl — RotaryEmbedding (ai.onnx and com.microsoft) and MRotaryEmbedding: one kernel,
+// as the CPU plan (src/core/internal.h, rk_rotary_plan) describes all three.
+//
+// The host prepends the variant prelude (src/webgpu/kernels.c): constants WG (workgroup size),
+// SW (elements one store writes: 1, or 2 for 16-bit data packed in u32), ROWS (0: 2D table +
+// position ids, 1: offset + s, 2: 3D table, 3: MRoPE ids and sections), the accessors
+// ld_x/raw_x, st2_y/st2raw_y (x and y may be the same buffer: in place), ld_c/ld_s/rt_c (tables),
+// the ids array and dot2 (the arithmetic mode: narrow, wide64 or wide32).
+//
+// One invocation = one "unit" of one (token, head): the rotation of SW pairs, or (out of place
+// only) the copy of SW channels of [R, H). Its index is rebuilt from a 1-D/2-D/3-D grid.
+
+struct Params {
+    x_base: u32, y_base: u32, c_base: u32, s_base: u32, // element offsets in the bound ranges
+    xs: vec4<u32>,                                       // strides of (b, s, n, channel)
+    ys: vec4<u32>,
+    B: u32, S: u32, N: u32, R: u32,
+    units_rot: u32, units: u32, total: u32, flags: u32, // flags: 1 interleaved, 2 inverse, 4 scale
+    c_rs: u32, c_cs: u32, s_rs: u32, s_cs: u32,          // 2D tables: row and column strides
+    c_bs: u32, c_ss: u32, s_bs: u32, s_ss: u32,          // 3D tables: batch and sequence strides
+    offset: u32, sec0: u32, sec1: u32, mlayout: u32,     // offset form; MRoPE sections and layout
+    scale: f32, pad0: u32, pad1: u32, pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> P: Params;
+
+// MRoPE: the id stream (0 T, 1 H, 2 W) of table column k (ropekit.h, MRotaryEmbedding).
+fn mrope_stream(k: u32) -> u32 {
+    if (P.mlayout == 0u) {
+        if (k < P.sec0) { return 0u; }
+        if (k < P.sec0 + P.sec1) { return 1u; }
+        return 2u;
+    }
+    let r = k % 3u;
+    let sec2 = P.R / 2u - P.sec0 - P.sec1;
+    if (r == 1u && k < 3u * P.sec1) { return 1u; }
+    if (r == 2u && k < 3u * sec2) { return 2u; }
+    return 0u;
+}
+
+// Table element offsets (cos, sin) of column k for token (b, s).
+fn table_index(b: u32, s: u32, k: u32) -> vec2<u32> {
+    if (ROWS == 2u) {
+        return vec2<u32>(P.c_base + b * P.c_bs + s * P.c_ss + k * P.c_cs,
+                         P.s_base + b * P.s_bs + s * P.s_ss + k * P.s_cs);
+    }
+    var row: u32;
+    if (ROWS == 1u) {
+        row = P.offset + s;
+    } else if (ROWS == 3u) {
+        row = ids[(mrope_stream(k) * P.B + b) * P.S + s];
+    } else {
+        row = ids[b * P.S + s];
+    }
+    return vec2<u32>(P.c_base + row * P.c_rs + k * P.c_cs, P.s_base + row * P.s_rs + k * P.s_cs);
+}
+
+// cos and sin of column k as the rotation uses them: scaled (and rounded back to the table type)
+// when scale != 1, sin negated for the inverse rotation.
+fn cos_sin(b: u32, s: u32, k: u32) -> vec2<f32> {
+    let i = table_index(b, s, k);
+    var c = ld_c(i.x);
+    var sn = ld_s(i.y);
+    if ((P.flags & 4u) != 0u) {
+        c = rt_c(c * P.scale);
+        sn = rt_c(sn * P.scale);
+    }
+    if ((P.flags & 2u) != 0u) { sn = -sn; }
+    return vec2<f32>(c, sn);
+}
+
+// y0 = c*a - s*b, y1 = s*a + c*b, rounded as the Arithmetic section of ropekit.h says.
+fn rotate(a: f32, b: f32, cs: vec2<f32>) -> vec2<f32> {
+    return vec2<f32>(dot2(cs.x, a, -cs.y, b), dot2(cs.y, a, cs.x, b));
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let g = linear_index(wid, nwg, lid);
+    if (g >= P.total) { return; }
+    let u = g % P.units;
+    let th = g / P.units;
+    let n = th % P.N;
+    let tok = th / P.N;
+    let s = tok % P.S;
+    let b = tok / P.S;
+    let xo = P.x_base + b * P.xs.x + s * P.xs.y + n * P.xs.z;
+    let yo = P.y_base + b * P.ys.x + s * P.ys.y + n * P.ys.z;
+    let xc = P.xs.w;
+    let yc = P.ys.w;
+    if (u >= P.units_rot) { // channels [R, H) are copied bit for bit (out of place only)
+        let ch = P.R + (u - P.units_rot) * SW;
+        if (SW == 2u) {
+            st2raw_y(yo + ch * yc, yc, raw_x(xo + ch * xc), raw_x(xo + (ch + 1u) * xc));
+        } else { // one channel: st2 writes e and e + step, here the same element twice
+            let r = raw_x(xo + ch * xc);
+            st2raw_y(yo + ch * yc, 0u, r, r);
+        }
+        return;
+    }
+    let h = P.R / 2u;
+    if ((P.flags & 1u) != 0u) { // interleaved: pair (2k, 2k+1), one pair per invocation
+        let k = u;
+        let r = rotate(ld_x(xo + 2u * k * xc), ld_x(xo + (2u * k + 1u) * xc), cos_sin(b, s, k));
+        st2_y(yo + 2u * k * yc, yc, r.x, r.y);
+        return;
+    }
+    // half-split: pairs (k, k + h) for k in [u*SW, u*SW + SW)
+    let k0 = u * SW;
+    let r0 = rotate(ld_x(xo + k0 * xc), ld_x(xo + (k0 + h) * xc), cos_sin(b, s, k0));
+    if (SW == 2u) {
+        let k1 = k0 + 1u;
+        let r1 = rotate(ld_x(xo + k1 * xc), ld_x(xo + (k1 + h) * xc), cos_sin(b, s, k1));
+        st2_y(yo + k0 * yc, yc, r0.x, r1.x);
+        st2_y(yo + (k0 + h) * yc, yc, r0.y, r1.y);
+    } else {
+        st2_y(yo + k0 * yc, h * yc, r0.x, r0.y);
+    }
+}

@@ -1,0 +1,114 @@
+/* Internal to libropekit_webgpu: the context, the WGSL assembly and one dispatch helper. */
+#ifndef ROPEKIT_WEBGPU_INTERNAL_H
+#define ROPEKIT_WEBGPU_INTERNAL_H
+
+#include <stdint.h>
+
+#include "../core/internal.h"
+#include "ropekit_webgpu.h"
+
+/* How a tensor's elements are stored in WGSL (shaders/load_*.wgsl, store_*.wgsl). */
+typedef enum rk_wg_kind {
+    RK_WG_F32 = 0,   /* array<f32> */
+    RK_WG_F16 = 1,   /* array<f16> (shader-f16) */
+    RK_WG_F16P = 2,  /* float16 packed two per u32 */
+    RK_WG_BF16P = 3, /* bfloat16 packed two per u32 */
+    RK_WG_F16A = 4,  /* float16 packed, written tensor of an unpaired layout: array<atomic<u32>> */
+    RK_WG_BF16A = 5  /* bfloat16 likewise */
+} rk_wg_kind;
+
+typedef enum rk_wg_arith { RK_ARITH_NARROW = 0, RK_ARITH_WIDE64 = 1, RK_ARITH_WIDE32 = 2 } rk_wg_arith;
+
+/* The three pipeline layouts (one bind group each). */
+typedef enum rk_wg_layout { RK_LAYOUT_ROTARY = 0, RK_LAYOUT_QKNORM = 1, RK_LAYOUT_REGROUP = 2 } rk_wg_layout;
+
+#define RK_WG_MAX_BINDINGS 8
+#define RK_WG_MAX_PIPELINES 256
+
+typedef struct rk_wg_pipeline {
+    char key[192];
+    WGPUComputePipeline pipeline;
+} rk_wg_cached_pipeline;
+
+struct ropekit_webgpu {
+    WGPUInstance instance; /* may be NULL for a wrapped device */
+    WGPUAdapter adapter;   /* NULL for a wrapped device */
+    WGPUDevice device;
+    WGPUQueue queue;
+    char adapter_name[256];
+    int has_f16, has_f64;
+    uint32_t wg;                 /* workgroup size of the element-wise kernels */
+    uint32_t max_groups_per_dim; /* maxComputeWorkgroupsPerDimension */
+    uint64_t max_binding;        /* maxStorageBufferBindingSize */
+    uint32_t storage_align;      /* minStorageBufferOffsetAlignment */
+    uint32_t max_storage_per_stage;
+    WGPUBindGroupLayout bgl[3];
+    WGPUPipelineLayout layout[3];
+    WGPUBuffer uniform;  /* 256 bytes of parameters, rewritten before each dispatch */
+    WGPUBuffer dummy;    /* bound where a binding is unused (in place, no ids, no tables) */
+    WGPUBuffer ids;      /* narrowed position ids of the current call */
+    uint64_t ids_bytes;
+    rk_wg_cached_pipeline pipes[RK_WG_MAX_PIPELINES];
+    int n_pipes;
+    char last_variant[192];
+    char device_error[512]; /* filled by the error scope / uncaptured error callbacks */
+};
+
+/* One bound tensor of a dispatch: what to bind and where element 0 is inside the range. */
+typedef struct rk_wg_binding {
+    WGPUBuffer buffer;  /* NULL: bind the dummy buffer */
+    uint64_t offset, size;
+} rk_wg_binding;
+
+/* ropekit_webgpu_tensor -> ropekit_tensor whose data is a stand-in address: the same buffer
+ * gets the same base in one call, so the CPU validation sees overlaps exactly as they are. */
+typedef struct rk_wg_addr_map {
+    WGPUBuffer buffers[RK_WG_MAX_BINDINGS];
+    int n;
+} rk_wg_addr_map;
+
+ropekit_status rk_wg_host_view(rk_wg_addr_map *map, const ropekit_webgpu_tensor *t,
+                               const char *name, ropekit_tensor *out);
+/* Element index (in the tensor's elements) of a plan pointer relative to the bound range start
+ * of the tensor's buffer; fills the binding (aligned range covering the view). */
+ropekit_status rk_wg_bind_view(ropekit_webgpu *ctx, const ropekit_webgpu_tensor *t,
+                               const char *name, rk_wg_binding *bind, uint32_t *elem_base);
+
+rk_wg_kind rk_wg_kind_of(const ropekit_webgpu *ctx, ropekit_dtype dt);
+const char *rk_wg_kind_name(rk_wg_kind k);
+
+/* Build (or find in the cache) the pipeline of `key` from the WGSL text `source`. */
+ropekit_status rk_wg_pipeline(ropekit_webgpu *ctx, rk_wg_layout layout, const char *key,
+                              const char *source, WGPUComputePipeline *out);
+
+/* Write params, bind, dispatch `invocations` (spread over a 1-D/2-D/3-D grid of `wg`-wide
+ * groups) and submit. Returns the grid's dimensionality through *grid_dims. */
+ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
+                              WGPUComputePipeline pipeline, const void *params,
+                              size_t params_bytes, const rk_wg_binding *bindings, int n_bindings,
+                              uint64_t invocations, uint32_t wg, int *grid_dims);
+
+ropekit_status rk_wg_upload_ids(ropekit_webgpu *ctx, const uint32_t *ids, size_t count);
+
+/* ---- WGSL text (src/webgpu/kernels.c) ---------------------------------------------------- */
+
+/* Embedded .wgsl files (generated at build time from src/webgpu/shaders and ops). */
+const char *rk_wgsl_file(const char *name);
+
+typedef struct rk_sbuf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} rk_sbuf;
+void rk_sb_add(rk_sbuf *b, const char *s);
+void rk_sb_printf(rk_sbuf *b, const char *fmt, ...) RK_PRINTF(2, 3);
+/* Append a file with $N -> name and $B -> var substituted. */
+void rk_sb_template(rk_sbuf *b, const char *file, const char *name, const char *var);
+/* Binding declaration plus accessors of a tensor. */
+void rk_sb_tensor(rk_sbuf *b, int binding, const char *name, rk_wg_kind kind, int load, int store);
+/* Accessors of `name` that read the buffer variable of another tensor (in place). */
+void rk_sb_alias_loads(rk_sbuf *b, const char *name, const char *var_of, rk_wg_kind kind);
+/* A placeholder declaration for a binding the variant does not read. */
+void rk_sb_unused(rk_sbuf *b, int binding, int writable);
+
+#endif

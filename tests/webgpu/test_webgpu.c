@@ -1,0 +1,401 @@
+/* test_webgpu: every shared correctness case (tests/cases/OP.bin, the vectors the CPU conformance
+ * suite runs) on a WebGPU adapter, compared with the CPU reference (ref.c) bit for bit, in every
+ * context configuration that selects a different variant family:
+ *   default      shader-f16 and shader-f64 where the adapter has them
+ *   packed16     shader-f16 off: float16 stored packed in u32
+ *   nof64        shader-f64 off: wide products in f32 pairs (within 1 ulp, counted separately);
+ *                QKNormRotaryEmbedding must refuse with ROPEKIT_ERROR_UNSUPPORTED
+ *   smallgrid    maxComputeWorkgroupsPerDimension capped at 3: the 2-D and 3-D grids
+ * plus in place (x and y one buffer) for the rotary cases, variant names, and refusals.
+ *
+ * Backend: ROPEKIT_WEBGPU_BACKEND=vulkan|gl|any (default any); ROPEKIT_CASES_DIR overrides the
+ * case folder compiled in. No adapter: exit 77 (skipped),
+ * unless ROPEKIT_WEBGPU_REQUIRE=1 (CI), then it fails. Prints "N passed, N failed". */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cases.h"
+#include "ropekit_webgpu.h"
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                                       \
+    do {                                                                                       \
+        if (cond) {                                                                            \
+            ++passed;                                                                          \
+        } else {                                                                               \
+            ++failed;                                                                          \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                        \
+            printf(__VA_ARGS__);                                                               \
+            printf("\n");                                                                      \
+        }                                                                                      \
+    } while (0)
+
+static float to_f32(const void *p, ropekit_dtype dt, size_t i) {
+    if (dt == ROPEKIT_FLOAT32) return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    if (dt == ROPEKIT_BFLOAT16) {
+        uint32_t u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    /* float16 */
+    uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 0x400), (int)e - 25);
+    return s ? -v : v;
+}
+
+/* ulp distance for finite values of one dtype (ordered-integer difference) */
+static uint64_t ulp_diff(const void *a, const void *b, ropekit_dtype dt, size_t i) {
+    int64_t x, y;
+    if (dt == ROPEKIT_FLOAT32) {
+        int32_t u, v;
+        memcpy(&u, (const char *)a + 4 * i, 4);
+        memcpy(&v, (const char *)b + 4 * i, 4);
+        x = u < 0 ? (int64_t)INT32_MIN - u : u;
+        y = v < 0 ? (int64_t)INT32_MIN - v : v;
+    } else {
+        int16_t u, v;
+        memcpy(&u, (const char *)a + 2 * i, 2);
+        memcpy(&v, (const char *)b + 2 * i, 2);
+        x = u < 0 ? (int64_t)INT16_MIN - u : u;
+        y = v < 0 ? (int64_t)INT16_MIN - v : v;
+    }
+    return (uint64_t)(x > y ? x - y : y - x);
+}
+
+typedef struct config {
+    const char *name;
+    ropekit_webgpu_options opt;
+} config;
+
+static ropekit_webgpu_backend backend_from_env(void) {
+    const char *b = getenv("ROPEKIT_WEBGPU_BACKEND");
+    if (b && strcmp(b, "vulkan") == 0) return ROPEKIT_WEBGPU_BACKEND_VULKAN;
+    if (b && strcmp(b, "gl") == 0) return ROPEKIT_WEBGPU_BACKEND_GL;
+    return ROPEKIT_WEBGPU_BACKEND_ANY;
+}
+
+static WGPUBuffer upload(ropekit_webgpu *ctx, const ropekit_tensor *t, uint64_t pad_to) {
+    size_t n = rk_tensor_nbytes(t);
+    uint64_t bytes = n > pad_to ? n : pad_to;
+    WGPUBuffer b = NULL;
+    if (ropekit_webgpu_buffer_create(ctx, bytes, &b) != ROPEKIT_OK) return NULL;
+    if (n && ropekit_webgpu_write(ctx, b, 0, t->data, n) != ROPEKIT_OK) {
+        wgpuBufferRelease(b);
+        return NULL;
+    }
+    return b;
+}
+
+static ropekit_webgpu_tensor gview(WGPUBuffer b, const ropekit_tensor *t) {
+    return ropekit_webgpu_tensor_contiguous(b, 0, t->dtype, t->rank, t->shape);
+}
+
+/* Run case c on the GPU; in_place: the rotary output is the input buffer. Returns the status;
+ * outputs read back into out[] (host tensors allocated by rk_case_alloc_outputs). */
+static ropekit_status run_gpu(ropekit_webgpu *ctx, const rk_case *c, int in_place,
+                              const ropekit_tensor *out) {
+    WGPUBuffer in[RK_CASE_MAX_INPUTS] = {0}, ob[RK_CASE_MAX_OUTPUTS] = {0};
+    ropekit_webgpu_tensor gi[RK_CASE_MAX_INPUTS], go[RK_CASE_MAX_OUTPUTS];
+    ropekit_status st = ROPEKIT_OK;
+    for (int i = 0; i < c->n_inputs; ++i) {
+        if (!c->present[i] || c->inputs[i].dtype == ROPEKIT_INT64) continue; /* ids stay on host */
+        in[i] = upload(ctx, &c->inputs[i], 16);
+        if (!in[i]) {
+            st = ROPEKIT_ERROR_DEVICE;
+            goto done;
+        }
+        gi[i] = gview(in[i], &c->inputs[i]);
+    }
+    for (int i = 0; i < c->n_outputs; ++i) {
+        size_t n = rk_tensor_nbytes(&out[i]);
+        if ((st = ropekit_webgpu_buffer_create(ctx, n > 16 ? n : 16, &ob[i])) != ROPEKIT_OK) goto done;
+        go[i] = gview(ob[i], &out[i]);
+    }
+    const ropekit_tensor *ids = NULL;
+    switch (c->op) {
+    case RK_OP_ROTARY_EMBEDDING:
+        ids = c->present[3] ? &c->inputs[3] : NULL;
+        st = ropekit_webgpu_rotary_embedding(ctx, &gi[0], &gi[1], &gi[2], ids, &c->attrs.rotary,
+                                             in_place ? &gi[0] : &go[0]);
+        break;
+    case RK_OP_MS_ROTARY_EMBEDDING:
+        st = ropekit_webgpu_ms_rotary_embedding(ctx, &gi[0], &c->inputs[1], &gi[2], &gi[3],
+                                                &c->attrs.ms, in_place ? &gi[0] : &go[0]);
+        break;
+    case RK_OP_MROTARY_EMBEDDING:
+        st = ropekit_webgpu_mrotary_embedding(ctx, &gi[0], &c->inputs[1], &gi[2], &gi[3],
+                                              &c->attrs.mrope, in_place ? &gi[0] : &go[0]);
+        break;
+    case RK_OP_QKNORM_ROTARY_EMBEDDING:
+        st = ropekit_webgpu_qknorm_rotary_embedding(
+            ctx, &gi[0], &gi[1], &gi[2], c->present[3] ? &gi[3] : NULL,
+            c->present[4] ? &gi[4] : NULL, &c->attrs.qknorm, in_place ? &gi[0] : &go[0],
+            in_place ? &gi[1] : &go[1]);
+        break;
+    case RK_OP_INVERSE_ROTARY_REGROUP:
+        st = ropekit_webgpu_inverse_rotary_regroup(ctx, &gi[0], c->present[1] ? &gi[1] : NULL,
+                                                   c->present[2] ? &gi[2] : NULL,
+                                                   &c->attrs.regroup, &go[0]);
+        break;
+    default: st = ROPEKIT_ERROR_UNSUPPORTED;
+    }
+    if (st != ROPEKIT_OK) goto done;
+    for (int i = 0; i < c->n_outputs; ++i) {
+        WGPUBuffer src = in_place ? in[i] : ob[i];
+        st = ropekit_webgpu_read(ctx, src, 0, out[i].data, rk_tensor_nbytes(&out[i]));
+        if (st != ROPEKIT_OK) goto done;
+    }
+done:
+    for (int i = 0; i < RK_CASE_MAX_INPUTS; ++i)
+        if (in[i]) wgpuBufferRelease(in[i]);
+    for (int i = 0; i < RK_CASE_MAX_OUTPUTS; ++i)
+        if (ob[i]) wgpuBufferRelease(ob[i]);
+    return st;
+}
+
+/* Compare GPU outputs with the CPU reference: bit for bit, or (tolerant: the wide32 variant,
+ * float32 products) within 2 units of T's epsilon times the output's largest magnitude. */
+static void compare(const rk_case *c, const ropekit_tensor *gpu, const ropekit_tensor *ref,
+                    int tolerant, const char *cfg, const char *variant, uint64_t *inexact,
+                    double *worst_rel) {
+    char desc[256];
+    rk_case_describe(c, desc, sizeof desc);
+    for (int o = 0; o < c->n_outputs; ++o) {
+        const ropekit_dtype dt = ref[o].dtype;
+        size_t n = rk_tensor_nbytes(&ref[o]) / ropekit_dtype_size(dt);
+        double maxabs = 0, eps = dt == ROPEKIT_FLOAT32 ? 0x1p-23 : dt == ROPEKIT_FLOAT16 ? 0x1p-10 : 0x1p-7;
+        for (size_t i = 0; i < n; ++i) maxabs = fmax(maxabs, fabs((double)to_f32(ref[o].data, dt, i)));
+        size_t bad = 0, first = 0;
+        uint64_t worst = 0;
+        double worst_err = 0;
+        for (size_t i = 0; i < n; ++i) {
+            uint64_t d = ulp_diff(gpu[o].data, ref[o].data, dt, i);
+            if (d) {
+                if (!bad) first = i;
+                ++bad;
+                if (d > worst) worst = d;
+                double e = fabs((double)to_f32(gpu[o].data, dt, i) - (double)to_f32(ref[o].data, dt, i));
+                if (e > worst_err) worst_err = e;
+            }
+        }
+        double rel = maxabs > 0 ? worst_err / (eps * maxabs) : (worst_err > 0 ? INFINITY : 0);
+        if (tolerant) {
+            *inexact += bad;
+            if (rel > *worst_rel) *worst_rel = rel;
+        }
+        int ok = tolerant ? rel <= 2.0 : bad == 0;
+        CHECK(ok, "[%s] %s: output %d: %zu of %zu elements differ (worst %llu ulp, %.2f eps of the "
+              "largest output), first at %zu: gpu %.9g cpu %.9g (variant %s)", cfg, desc, o, bad, n,
+              (unsigned long long)worst, rel, first, (double)to_f32(gpu[o].data, dt, first),
+              (double)to_f32(ref[o].data, dt, first), variant);
+    }
+}
+
+static int rotary_op(rk_case_op op) { return op <= RK_OP_MROTARY_EMBEDDING; }
+
+/* Does the case's float arithmetic go through the wide (double) path? */
+static int uses_wide(const rk_case *c) {
+    if (c->op == RK_OP_QKNORM_ROTARY_EMBEDDING || c->op == RK_OP_INVERSE_ROTARY_REGROUP) return 1;
+    for (int i = 0; i < c->n_inputs; ++i)
+        if (c->present[i] && c->inputs[i].dtype == ROPEKIT_FLOAT32) return 1;
+    return 0;
+}
+
+static void run_config(const config *cfg, const rk_case_file *files, int nfiles) {
+    ropekit_webgpu *ctx = NULL;
+    ropekit_status st = ropekit_webgpu_create(&cfg->opt, &ctx);
+    CHECK(st == ROPEKIT_OK, "[%s] context: %s", cfg->name, ropekit_webgpu_last_error());
+    if (st != ROPEKIT_OK) return;
+    printf("[%s] adapter: %s, shader-f16 %s, shader-f64 %s\n", cfg->name,
+           ropekit_webgpu_adapter_name(ctx), ropekit_webgpu_has_f16(ctx) ? "on" : "off",
+           ropekit_webgpu_has_f64(ctx) ? "on" : "off");
+    const int has_f64 = ropekit_webgpu_has_f64(ctx);
+    int runs = 0, refused = 0, grids[4] = {0};
+    uint64_t inexact = 0;
+    double worst_rel = 0;
+    for (int f = 0; f < nfiles; ++f)
+        for (size_t k = 0; k < files[f].count; ++k) {
+            const rk_case *c = &files[f].cases[k];
+            ropekit_tensor ref[RK_CASE_MAX_OUTPUTS], gpu[RK_CASE_MAX_OUTPUTS];
+            if (rk_case_alloc_outputs(c, ref) < 0 || rk_case_alloc_outputs(c, gpu) < 0) {
+                CHECK(0, "out of memory");
+                return;
+            }
+            CHECK(rk_case_run_cpu(c, ref) == ROPEKIT_OK, "cpu run: %s", ropekit_last_error());
+            for (int in_place = 0; in_place <= (rotary_op(c->op) ? 1 : 0); ++in_place) {
+                st = run_gpu(ctx, c, in_place, gpu);
+                const char *variant = ropekit_webgpu_last_variant(ctx);
+                if (c->op == RK_OP_QKNORM_ROTARY_EMBEDDING && !has_f64) {
+                    CHECK(st == ROPEKIT_ERROR_UNSUPPORTED, "[%s] QKNorm without f64 must be refused, got %s",
+                          cfg->name, ropekit_status_str(st));
+                    ++refused;
+                    continue;
+                }
+                CHECK(st == ROPEKIT_OK, "[%s] %s case %zu%s: %s: %s", cfg->name, rk_case_op_name(c->op),
+                      c->index, in_place ? " in place" : "", ropekit_status_str(st),
+                      ropekit_webgpu_last_error());
+                if (st != ROPEKIT_OK) continue;
+                ++runs;
+                const char *g = strstr(variant, "grid");
+                if (g && g[4] >= '1' && g[4] <= '3') grids[g[4] - '0']++;
+                CHECK((strstr(variant, "inplace") != NULL) == in_place || !rotary_op(c->op),
+                      "[%s] variant '%s' for in_place=%d", cfg->name, variant, in_place);
+                compare(c, gpu, ref, !has_f64 && uses_wide(c), cfg->name, variant, &inexact, &worst_rel);
+            }
+            rk_case_free_outputs(c, ref);
+            rk_case_free_outputs(c, gpu);
+        }
+    printf("[%s] %d runs compared with the CPU reference (%d refused as expected); grids 1d/2d/3d: "
+           "%d/%d/%d; elements not bit-identical (wide32 only): %llu, worst %.2f eps of the output's "
+           "largest magnitude\n",
+           cfg->name, runs, refused, grids[1], grids[2], grids[3], (unsigned long long)inexact,
+           worst_rel);
+    if (cfg->opt.max_workgroups_per_dim)
+        CHECK(grids[2] > 0 && grids[3] > 0, "[%s] the capped grid reached 2-D %d and 3-D %d times",
+              cfg->name, grids[2], grids[3]);
+    ropekit_webgpu_destroy(ctx);
+}
+
+/* Refusals and contract errors, and the variant names of chosen calls. */
+static void run_errors(ropekit_webgpu_backend backend) {
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = NULL;
+    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) return;
+    const int64_t B = 1, S = 4, N = 2, H = 8, P = 16;
+    int64_t xs[4] = {B, N, S, H}, ts[2] = {P, H / 2}; /* ai.onnx rank 4: (B, N, S, H) */
+    WGPUBuffer xb, yb, cb, sb;
+    ropekit_webgpu_buffer_create(ctx, 4096, &xb);
+    ropekit_webgpu_buffer_create(ctx, 4096, &yb);
+    ropekit_webgpu_buffer_create(ctx, 4096, &cb);
+    ropekit_webgpu_buffer_create(ctx, 4096, &sb);
+    float ones[1024];
+    for (int i = 0; i < 1024; ++i) ones[i] = 0.5f;
+    ropekit_webgpu_write(ctx, xb, 0, ones, sizeof ones);
+    ropekit_webgpu_write(ctx, yb, 0, ones, sizeof ones);
+    ropekit_webgpu_write(ctx, cb, 0, ones, sizeof ones);
+    ropekit_webgpu_write(ctx, sb, 0, ones, sizeof ones);
+    ropekit_webgpu_tensor x = ropekit_webgpu_tensor_contiguous(xb, 0, ROPEKIT_FLOAT32, 4, xs);
+    ropekit_webgpu_tensor y = ropekit_webgpu_tensor_contiguous(yb, 0, ROPEKIT_FLOAT32, 4, xs);
+    ropekit_webgpu_tensor c = ropekit_webgpu_tensor_contiguous(cb, 0, ROPEKIT_FLOAT32, 2, ts);
+    ropekit_webgpu_tensor s = ropekit_webgpu_tensor_contiguous(sb, 0, ROPEKIT_FLOAT32, 2, ts);
+    int64_t pos[4] = {0, 1, 2, 3}, pshape[2] = {B, S};
+    ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, pshape);
+    ropekit_rotary_embedding_attrs at = {0, 0, 0, 0};
+    ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &x, &c, &s, &ids, &at, &y);
+    CHECK(st == ROPEKIT_OK, "plain call: %s", ropekit_webgpu_last_error());
+    CHECK(strstr(ropekit_webgpu_last_variant(ctx), "rotary ids2d x=f32 y=f32 t=f32") != NULL,
+          "variant name '%s'", ropekit_webgpu_last_variant(ctx));
+    /* out-of-range id: error before dispatch, message names it, y untouched */
+    float marker[64];
+    for (int i = 0; i < 64; ++i) marker[i] = 7.0f;
+    ropekit_webgpu_write(ctx, yb, 0, marker, sizeof marker);
+    pos[2] = P;
+    st = ropekit_webgpu_rotary_embedding(ctx, &x, &c, &s, &ids, &at, &y);
+    CHECK(st == ROPEKIT_ERROR_POSITION_OUT_OF_RANGE && strstr(ropekit_webgpu_last_error(), "16"),
+          "out-of-range id: %s (%s)", ropekit_status_str(st), ropekit_webgpu_last_error());
+    pos[2] = -1;
+    st = ropekit_webgpu_rotary_embedding(ctx, &x, &c, &s, &ids, &at, &y);
+    CHECK(st == ROPEKIT_ERROR_POSITION_OUT_OF_RANGE, "negative id: %s", ropekit_status_str(st));
+    float back[64];
+    ropekit_webgpu_read(ctx, yb, 0, back, sizeof back);
+    CHECK(memcmp(back, marker, sizeof back) == 0, "a refused call wrote to y");
+    pos[2] = 2;
+    /* odd rotary width: the core's contract error */
+    at.rotary_embedding_dim = 3;
+    st = ropekit_webgpu_rotary_embedding(ctx, &x, &c, &s, &ids, &at, &y);
+    CHECK(st == ROPEKIT_ERROR_INVALID_ATTRIBUTE, "odd R: %s", ropekit_status_str(st));
+    at.rotary_embedding_dim = 0;
+    /* partial overlap of y with x in one buffer: aliasing */
+    ropekit_webgpu_tensor y2 = x;
+    y2.offset = 4;
+    st = ropekit_webgpu_rotary_embedding(ctx, &x, &c, &s, &ids, &at, &y2);
+    CHECK(st == ROPEKIT_ERROR_ALIASING, "overlap: %s", ropekit_status_str(st));
+    /* disjoint views of one buffer, one written: refused (WebGPU's usage scope rule) */
+    ropekit_webgpu_tensor y3 = x;
+    y3.offset = (uint64_t)(B * S * N * H) * 4;
+    st = ropekit_webgpu_rotary_embedding(ctx, &x, &c, &s, &ids, &at, &y3);
+    CHECK(st == ROPEKIT_ERROR_ALIASING, "disjoint views: %s", ropekit_status_str(st));
+    /* view past the end of its buffer */
+    ropekit_webgpu_tensor big = y;
+    big.shape[1] = 1000;
+    ropekit_webgpu_tensor bigx = x;
+    bigx.shape[1] = 1000;
+    int64_t pos_big[1000] = {0}, pb[2] = {1, 1000};
+    ropekit_tensor ids_big = ropekit_tensor_contiguous(pos_big, ROPEKIT_INT64, 2, pb);
+    st = ropekit_webgpu_rotary_embedding(ctx, &bigx, &c, &s, &ids_big, &at, &big);
+    CHECK(st == ROPEKIT_ERROR_SHAPE, "view past the buffer: %s (%s)", ropekit_status_str(st),
+          ropekit_webgpu_last_error());
+    /* packed bfloat16 with an odd token stride: elements do not pair into words, so y is written
+     * with atomics (variant y=bf16a), one pair per invocation */
+    ropekit_webgpu_tensor xh = ropekit_webgpu_tensor_contiguous(xb, 0, ROPEKIT_BFLOAT16, 4, xs);
+    xh.strides[2] = 9, xh.strides[1] = 36, xh.strides[0] = 72; /* odd token stride */
+    ropekit_webgpu_tensor ch = ropekit_webgpu_tensor_contiguous(cb, 0, ROPEKIT_BFLOAT16, 2, ts);
+    ropekit_webgpu_tensor sh = ropekit_webgpu_tensor_contiguous(sb, 0, ROPEKIT_BFLOAT16, 2, ts);
+    ropekit_webgpu_tensor yh = ropekit_webgpu_tensor_contiguous(yb, 0, ROPEKIT_BFLOAT16, 4, xs);
+    st = ropekit_webgpu_rotary_embedding(ctx, &xh, &ch, &sh, &ids, &at, &yh);
+    CHECK(st == ROPEKIT_OK && strstr(ropekit_webgpu_last_variant(ctx), "x=bf16p y=bf16a"),
+          "odd stride packed: %s (%s) variant %s", ropekit_status_str(st),
+          ropekit_webgpu_last_error(), ropekit_webgpu_last_variant(ctx));
+    /* negative stride */
+    ropekit_webgpu_tensor xn = x;
+    xn.strides[1] = -16;
+    st = ropekit_webgpu_rotary_embedding(ctx, &xn, &c, &s, &ids, &at, &y);
+    CHECK(st == ROPEKIT_ERROR_UNSUPPORTED, "negative stride: %s", ropekit_status_str(st));
+    /* NULL buffer */
+    ropekit_webgpu_tensor xz = x;
+    xz.buffer = NULL;
+    st = ropekit_webgpu_rotary_embedding(ctx, &xz, &c, &s, &ids, &at, &y);
+    CHECK(st == ROPEKIT_ERROR_NULL_POINTER, "NULL buffer: %s", ropekit_status_str(st));
+    wgpuBufferRelease(xb);
+    wgpuBufferRelease(yb);
+    wgpuBufferRelease(cb);
+    wgpuBufferRelease(sb);
+    ropekit_webgpu_destroy(ctx);
+}
+
+int main(void) {
+    static const char *names[] = {"rotary_embedding", "ms_rotary_embedding", "mrotary_embedding",
+                                  "qknorm_rotary_embedding", "inverse_rotary_regroup"};
+    rk_case_file files[5];
+    char err[256];
+    for (int i = 0; i < 5; ++i) {
+        char path[1024];
+        const char *dir = getenv("ROPEKIT_CASES_DIR"); /* a copy elsewhere (GPU machine) */
+        snprintf(path, sizeof path, "%s/%s.bin", dir ? dir : ROPEKIT_CASES_DIR, names[i]);
+        if (rk_cases_load(path, &files[i], err, sizeof err) != 0) {
+            printf("FAIL loading %s: %s\n0 passed, 1 failed\n", path, err);
+            return 1;
+        }
+    }
+    ropekit_set_cpu_variant("ref");
+    ropekit_webgpu_backend backend = backend_from_env();
+    ropekit_webgpu_options probe = {backend, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = NULL;
+    if (ropekit_webgpu_create(&probe, &ctx) != ROPEKIT_OK) {
+        const char *req = getenv("ROPEKIT_WEBGPU_REQUIRE");
+        printf("no WebGPU adapter: %s\n", ropekit_webgpu_last_error());
+        if (req && strcmp(req, "1") == 0) {
+            printf("0 passed, 1 failed (ROPEKIT_WEBGPU_REQUIRE=1)\n");
+            return 1;
+        }
+        printf("skipped\n");
+        return 77;
+    }
+    ropekit_webgpu_destroy(ctx);
+    config cfgs[] = {
+        {"default", {backend, 0, 0, 0, 0}},
+        {"packed16", {backend, 1, 0, 0, 0}},
+        {"nof64", {backend, 0, 1, 0, 0}},
+        {"smallgrid", {backend, 0, 0, 64, 6}}, /* up to 216 workgroups: 2-D above 6, 3-D above 36 */
+    };
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; ++i) run_config(&cfgs[i], files, 5);
+    run_errors(backend);
+    for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
