@@ -33,12 +33,22 @@
     } while (0)
 
 static const long long TABLE_ROWS = 131072;
-static const char *g_only; /* argv[1]: run only the rows whose "shape x/tables" contains it */
+/* argv[1]: run only the rows whose "shape x/tables" contains it, or one of its '|'-separated
+ * parts ("S=8192|QKNorm") */
+static const char *g_only;
 static bool skip(const char *name, ropekit_dtype T, ropekit_dtype TT) {
     if (!g_only) return false;
     char key[256];
     snprintf(key, sizeof key, "%s %s/%s", name, ropekit_dtype_name(T), TT ? ropekit_dtype_name(TT) : "-");
-    return strstr(key, g_only) == nullptr;
+    for (const char *p = g_only;;) {
+        const char *bar = strchr(p, '|');
+        const size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        char part[256];
+        snprintf(part, sizeof part, "%.*s", (int)(n < 255 ? n : 255), p);
+        if (n && strstr(key, part)) return false;
+        if (!bar) return true;
+        p = bar + 1;
+    }
 }
 static cudaStream_t g_st;
 static ropekit_cuda_error_state *g_err;

@@ -9,17 +9,22 @@
  * Kernels
  *   rotary_flat_kernel  RotaryEmbedding (both flavours) and MRotaryEmbedding when channels are
  *                   contiguous and 16-byte chunks fit the layout: one thread per (token, group of
- *                   4 heads, 16-byte chunk), no shared memory, no barrier. It issues the 4 heads'
- *                   x loads first, reads the chunk's table columns once (they stay in L1/L2 for
- *                   the other heads) and converts them once to the wide type. Half-split chunks
- *                   load lanes [k, k+V) and [k+h, k+h+V); interleaved chunks V adjacent lanes;
- *                   chunks of [R, H) are copied bit for bit.
+ *                   4 heads, 16-byte chunk), no shared memory, no barrier; rotated chunks before
+ *                   copied ones (warp-uniform paths with partial rotary). It issues the 4 heads'
+ *                   x loads first (L1::no_allocate), reads the chunk's table columns once (they
+ *                   stay in L1/L2 for the other heads), converts them once to the wide type and
+ *                   stores with evict-first (.cs) hints. Half-split chunks load lanes [k, k+V)
+ *                   and [k+h, k+h+V); interleaved chunks V adjacent lanes; chunks of [R, H) are
+ *                   copied bit for bit. Every 16-byte access is one vector instruction (inline
+ *                   PTX: nvcc split some plain uint4 stores into four).
  *   rotary_kernel   the same for any strides (one element per lane): a block takes a few
  *                   tokens, gathers their columns into shared memory once, heads reuse them.
- *   qknorm_kernel   a block per (token, 16 rows), one half-warp per row (query heads, then the
- *                   kv row): the row is staged in shared memory as float, squares summed in
- *                   double in the CPU's sixteen-lane order (lane j = half-warp lane j), so the
- *                   result is the CPU's bit for bit; then normalise / fp8 / rotate and store.
+ *   qknorm_kernel   a block per 16 rows of one flat list (all kv rows, then all query rows),
+ *                   one half-warp per row: the row is staged in shared memory as float, squares
+ *                   summed in double in the CPU's sixteen-lane order (lane j = half-warp lane
+ *                   j), so the result is the CPU's bit for bit; then the tail is rotated in
+ *                   place and the row normalised and stored (16-bit rows with a finite sum of
+ *                   squares round two values per instruction; fp8 rounding by bit arithmetic).
  *   regroup_kernel  one thread per 16-byte chunk of a token's row (4 chunks in flight per
  *                   thread), written to its group.
  */
@@ -164,9 +169,12 @@ struct RotArgs {
     int items, rot_items;  /* per head */
     DevErr *err;
     int ngroups;           /* head groups of G heads (flat kernel) */
+    int rot_total;         /* flat kernel: rotation threads per token (ngroups * rot_items) */
+    int copy_items;        /* flat kernel: 16-byte chunks of [R, H) per head */
     int tab_vec;           /* table columns contiguous and 16-byte aligned */
     int small;             /* flat thread count and S fit in 31 bits: 32-bit fast division */
-    FastDiv d_per_tok, d_items, d_S;
+    int hints;             /* flat kernel: cache hints on x and y (RK_HINT_*) */
+    FastDiv d_per_tok, d_rot_items, d_copy_items, d_S;
 };
 
 __device__ __forceinline__ int mrope_stream(const RotArgs &a, int k) {
@@ -369,18 +377,93 @@ __device__ __forceinline__ void load_cols(const char *base, long long off, long 
     for (int i = 0; i < NC; ++i) out[i] = Elt<TDT>::ld(__ldg(p + i * cs));
 }
 
-/* Flat kernel for 16-byte chunks (contiguous channels): one thread per (token, group of RK_G
- * heads, chunk). The chunk's table columns are gathered once (no shared memory, no barrier) and
- * used for the RK_G heads, whose loads are all issued before the first use. */
-/* 4 blocks of 256 per SM (64 registers), except for 16-bit x with float32 tables in half-split
- * chunks, whose 16 double columns would spill: 3 blocks there. */
-template <int DT, int TDT, bool IL>
-constexpr int flat_min_blocks() {
-    return DT != ROPEKIT_FLOAT32 && TDT == ROPEKIT_FLOAT32 && !IL ? 3 : 4;
+/* ---- 16-bit pairs and 16-byte accesses for the flat kernel -------------------------------- */
+
+/* The two elements of a 32-bit word of 16-bit values, as floats (exact). */
+template <int DT> __device__ __forceinline__ float lo_of(unsigned w) {
+    return Elt<DT>::ld((typename Elt<DT>::raw)(w & 0xffffu));
+}
+template <int DT> __device__ __forceinline__ float hi_of(unsigned w) {
+    if constexpr (DT == ROPEKIT_BFLOAT16) return __uint_as_float(w & 0xffff0000u);
+    else return Elt<DT>::ld((typename Elt<DT>::raw)(w >> 16));
 }
 
-template <int DT, int TDT, bool IL, int RK_G>
-__global__ void __launch_bounds__(256, flat_min_blocks<DT, TDT, IL>()) rotary_flat_kernel(const RotArgs a) {
+/* Two floats rounded to a word of 16-bit values (lo in the low half) by one paired conversion
+ * instruction (round to nearest even, as Elt::st). bfloat16 NaNs take the CPU's rule (quiet,
+ * payload kept), which the hardware conversion does not promise: a word holding a NaN is
+ * converted again element by element. The test is one compare per pair and the branch is
+ * never taken on finite data. float16 NaNs keep the hardware's payload (ropekit_cuda.h). */
+template <int DT> __device__ __forceinline__ unsigned pack2(float lo, float hi) {
+    if constexpr (DT == ROPEKIT_FLOAT16) {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<unsigned *>(&h);
+    } else {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        unsigned u = *reinterpret_cast<unsigned *>(&h);
+        if (__builtin_expect(isnan(lo) || isnan(hi), 0))
+            u = Elt<DT>::st(lo) | (unsigned)Elt<DT>::st(hi) << 16;
+        return u;
+    }
+}
+
+enum { RK_HINT_X_NOALLOC = 1, RK_HINT_X_STREAM = 2, RK_HINT_Y_STREAM = 4 };
+
+/* 16-byte accesses of x and y, always single vector instructions: written as plain uint4
+ * accesses, nvcc split some of them into four 32-bit stores (heads whose loads are
+ * conditional). Hints: x is read exactly once, so L1::no_allocate keeps it from evicting the
+ * table rows and ids that a token's threads share in L1, and .cs (evict first) also spares
+ * L2; y is written once (.cs). Never the read-only (.nc) path for x: y may be x (in place). */
+__device__ __forceinline__ uint4 ld_x(const void *p, int hints) {
+    uint4 v;
+    if (hints & RK_HINT_X_NOALLOC)
+        asm("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    else if (hints & RK_HINT_X_STREAM)
+        asm("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    else
+        asm("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ void st_y(void *p, uint4 v, int hints) {
+    if (hints & RK_HINT_Y_STREAM)
+        asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};"
+                     :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+    else
+        asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};"
+                     :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+__device__ __forceinline__ unsigned &word(uint4 &v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+/* Flat kernel for 16-byte chunks (contiguous channels).
+ *
+ * Thread shape: one thread per (token, group of G heads, chunk); no shared memory, no barrier.
+ * A token's threads are laid out rotation chunks first (ngroups x rot_items), then the copied
+ * chunks of [R, H) (ngroups x copy_items), so that with partial rotary (Phi: 2 rotated and 6
+ * copied chunks per head) a warp is all rotation or all copy instead of running both paths
+ * one after the other with most lanes idle. Blocks of 128 threads (flat_block): measured a
+ * little faster than 256 on the 16-bit rows (finer tail).
+ *
+ * Order inside a rotation thread: the x loads of its G heads first (they do not depend on the
+ * ids), then the id and the chunk's table columns (one 16-byte vector per 16 bytes of table;
+ * an MRoPE chunk whose columns all read one stream loads like a plain one), converted once and
+ * used for the G heads, column by column, so that a column's wide (double) cos/sin live only
+ * while it is used. 16-bit results are rounded two at a time (pack2). x is loaded with
+ * L1::no_allocate and y stored with .cs (evict first): RK_HINT_*, the largest single gain
+ * measured (16-bit Llama rows 80% -> 88-90% of copy).
+ *
+ * Registers (flat_min_blocks): half-split chunks with G = 4 hold 8 x vectors and 16 table
+ * columns; capped at 64 registers (4 blocks of 256 per SM) they spill 150-230 bytes, so they
+ * get 80 (3 blocks: measured faster than 4 blocks with spills). G = 2 and adjacent pairs fit
+ * in 64 registers. */
+template <int G>
+constexpr int flat_min_blocks() { return G == 4 ? 3 : 4; }
+
+template <int DT, int TDT, bool IL, int G>
+__global__ void __launch_bounds__(256, flat_min_blocks<G>()) rotary_flat_kernel(const RotArgs a) {
     constexpr bool WIDE = DT == ROPEKIT_FLOAT32 || TDT == ROPEKIT_FLOAT32;
     typedef typename std::conditional<WIDE, double, float>::type W;
     typedef typename Elt<DT>::raw raw;
@@ -397,30 +480,36 @@ __global__ void __launch_bounds__(256, flat_min_blocks<DT, TDT, IL>()) rotary_fl
         tok = i / per_tok, b = tok / a.S, s = tok - b * a.S, r = (int)(i - tok * per_tok);
     }
     if (tok >= a.T) return;
-    const int grp = (int)fdiv((unsigned)r, a.d_items), u = r - grp * a.items;
-    const int n0 = grp * RK_G;
-    const raw *xp = reinterpret_cast<const raw *>(a.x) + b * a.xs[0] + s * a.xs[1] + n0 * a.xs[2];
-    raw *yp = reinterpret_cast<raw *>(a.y) + b * a.ys[0] + s * a.ys[1] + n0 * a.ys[2];
-    if (u >= a.rot_items) { /* channels [R, H): copied bit for bit */
-        const long long c0 = a.R + (long long)(u - a.rot_items) * V;
-        uint4 v[RK_G];
+    const int hints = a.hints;
+    if (r >= a.rot_total) { /* channels [R, H): copied bit for bit */
+        r -= a.rot_total;
+        const int grp = (int)fdiv((unsigned)r, a.d_copy_items), u = r - grp * a.copy_items;
+        const int n0 = grp * G;
+        const long long c0 = a.R + (long long)u * V;
+        const raw *xp = reinterpret_cast<const raw *>(a.x) + b * a.xs[0] + s * a.xs[1] + n0 * a.xs[2] + c0;
+        raw *yp = reinterpret_cast<raw *>(a.y) + b * a.ys[0] + s * a.ys[1] + n0 * a.ys[2] + c0;
+        uint4 v[G];
 #pragma unroll
-        for (int g = 0; g < RK_G; ++g)
-            if (n0 + g < a.N) v[g] = *reinterpret_cast<const uint4 *>(xp + g * a.xs[2] + c0);
+        for (int g = 0; g < G; ++g)
+            if (n0 + g < a.N) v[g] = ld_x(xp + g * a.xs[2], hints);
 #pragma unroll
-        for (int g = 0; g < RK_G; ++g)
-            if (n0 + g < a.N) *reinterpret_cast<uint4 *>(yp + g * a.ys[2] + c0) = v[g];
+        for (int g = 0; g < G; ++g)
+            if (n0 + g < a.N) st_y(yp + g * a.ys[2], v[g], hints);
         return;
     }
+    const int grp = (int)fdiv((unsigned)r, a.d_rot_items), u = r - grp * a.rot_items;
+    const int n0 = grp * G;
+    const raw *xp = reinterpret_cast<const raw *>(a.x) + b * a.xs[0] + s * a.xs[1] + n0 * a.xs[2];
+    raw *yp = reinterpret_cast<raw *>(a.y) + b * a.ys[0] + s * a.ys[1] + n0 * a.ys[2];
     /* x loads first: they do not depend on the ids */
     const int k0 = u * NC;
-    uint4 va[RK_G], vb[RK_G];
+    uint4 va[G], vb[G];
 #pragma unroll
-    for (int g = 0; g < RK_G; ++g)
+    for (int g = 0; g < G; ++g)
         if (n0 + g < a.N) {
             const raw *q = xp + g * a.xs[2];
-            va[g] = *reinterpret_cast<const uint4 *>(q + (IL ? 2 * k0 : k0));
-            if (!IL) vb[g] = *reinterpret_cast<const uint4 *>(q + k0 + a.h);
+            va[g] = ld_x(q + (IL ? 2 * k0 : k0), hints);
+            if (!IL) vb[g] = ld_x(q + k0 + a.h, hints);
         }
     /* out-of-range ids: counted by one thread per token */
     if (a.err && grp == 0 && u == 0 && a.rows != RK_ROWS_TABLE_3D) {
@@ -438,72 +527,117 @@ __global__ void __launch_bounds__(256, flat_min_blocks<DT, TDT, IL>()) rotary_fl
     /* the chunk's columns */
     float cf[NC], sf[NC];
     unsigned good = 0;
+    bool whole = true;            /* one table row for every column of the chunk */
+    long long co = 0, so = 0;     /* its offsets */
     if (a.rows == RK_ROWS_MROPE) {
-        long long r0 = 0, r1 = 0, r2 = 0, v3;
-        const bool o0 = (a.stream_mask & 1) && token_row(a, b, s, 0, &r0, &v3);
-        const bool o1 = (a.stream_mask & 2) && token_row(a, b, s, 1, &r1, &v3);
-        const bool o2 = (a.stream_mask & 4) && token_row(a, b, s, 2, &r2, &v3);
+        int sts[NC];
 #pragma unroll
         for (int j = 0; j < NC; ++j) {
-            const int st = mrope_stream(a, k0 + j);
-            const bool ok = st == 0 ? o0 : st == 1 ? o1 : o2;
-            const long long row = st == 0 ? r0 : st == 1 ? r1 : r2;
-            cf[j] = 1.0f, sf[j] = 0.0f;
-            if (!ok) continue;
-            good |= 1u << j;
-            cf[j] = Elt<TDT>::ld(__ldg(reinterpret_cast<const typename Elt<TDT>::raw *>(a.cos) + row * a.cos_rs + (k0 + j) * a.cos_cs));
-            sf[j] = Elt<TDT>::ld(__ldg(reinterpret_cast<const typename Elt<TDT>::raw *>(a.sin) + row * a.sin_rs + (k0 + j) * a.sin_cs));
+            sts[j] = mrope_stream(a, k0 + j);
+            whole = whole && sts[j] == sts[0];
         }
-    } else {
-        long long co, so;
-        bool ok = true;
-        if (a.rows == RK_ROWS_TABLE_3D) {
-            co = b * a.cos_bs + s * a.cos_ss + k0 * a.cos_cs;
-            so = b * a.sin_bs + s * a.sin_ss + k0 * a.sin_cs;
-        } else {
+        if (whole) { /* sectioned layouts: chunks rarely straddle a section */
             long long row, value;
-            ok = token_row(a, b, s, 0, &row, &value);
-            co = row * a.cos_rs + k0 * a.cos_cs;
-            so = row * a.sin_rs + k0 * a.sin_cs;
+            if (token_row(a, b, s, sts[0], &row, &value)) {
+                good = (1u << NC) - 1u;
+                co = row * a.cos_rs + k0 * a.cos_cs, so = row * a.sin_rs + k0 * a.sin_cs;
+            }
+        } else { /* columns from several streams: one lookup per stream, one load per column */
+            long long rw[3] = {0, 0, 0}, v3;
+            bool ok[3] = {false, false, false};
+#pragma unroll
+            for (int st = 0; st < 3; ++st)
+                ok[st] = ((a.stream_mask >> st) & 1) && token_row(a, b, s, st, &rw[st], &v3);
+#pragma unroll
+            for (int j = 0; j < NC; ++j) {
+                const int st = sts[j];
+                const long long row = st == 0 ? rw[0] : st == 1 ? rw[1] : rw[2];
+                cf[j] = 1.0f, sf[j] = 0.0f;
+                if (!(st == 0 ? ok[0] : st == 1 ? ok[1] : ok[2])) continue;
+                good |= 1u << j;
+                cf[j] = Elt<TDT>::ld(__ldg(reinterpret_cast<const typename Elt<TDT>::raw *>(a.cos) + row * a.cos_rs + (k0 + j) * a.cos_cs));
+                sf[j] = Elt<TDT>::ld(__ldg(reinterpret_cast<const typename Elt<TDT>::raw *>(a.sin) + row * a.sin_rs + (k0 + j) * a.sin_cs));
+            }
         }
-        if (ok) {
+    } else if (a.rows == RK_ROWS_TABLE_3D) {
+        good = (1u << NC) - 1u;
+        co = b * a.cos_bs + s * a.cos_ss + k0 * a.cos_cs;
+        so = b * a.sin_bs + s * a.sin_ss + k0 * a.sin_cs;
+    } else {
+        long long row, value;
+        if (token_row(a, b, s, 0, &row, &value)) {
             good = (1u << NC) - 1u;
+            co = row * a.cos_rs + k0 * a.cos_cs, so = row * a.sin_rs + k0 * a.sin_cs;
+        }
+    }
+    if (whole) {
+        if (good) {
             load_cols<TDT, NC>(a.cos, co, a.cos_cs, a.tab_vec, cf);
             load_cols<TDT, NC>(a.sin, so, a.sin_cs, a.tab_vec, sf);
+        } else {
+#pragma unroll
+            for (int j = 0; j < NC; ++j) cf[j] = 1.0f, sf[j] = 0.0f;
         }
     }
-    W cw[NC], sw[NC];
 #pragma unroll
     for (int j = 0; j < NC; ++j) {
-        float c = cf[j], sn = sf[j];
         if (a.apply_scale) {
-            c = round_to<TDT>(__fmul_rn(c, a.scale));
-            sn = round_to<TDT>(__fmul_rn(sn, a.scale));
+            cf[j] = round_to<TDT>(__fmul_rn(cf[j], a.scale));
+            sf[j] = round_to<TDT>(__fmul_rn(sf[j], a.scale));
         }
-        cw[j] = (W)c;
-        sw[j] = (W)(a.inverse ? -sn : sn);
+        if (a.inverse) sf[j] = -sf[j];
     }
+    if constexpr (sizeof(raw) == 4) { /* float32 x: a vector holds V floats */
 #pragma unroll
-    for (int g = 0; g < RK_G; ++g) {
-        if (n0 + g >= a.N) continue;
-        union { uint4 u; raw e[V]; } A, Bv;
-        A.u = va[g];
-        if (!IL) Bv.u = vb[g];
+        for (int j = 0; j < NC; ++j) {
+            if (!((good >> j) & 1)) continue; /* bad id: the pair is copied */
+            const W c = cf[j], sn = sf[j];
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                unsigned &w0 = word(va[g], IL ? 2 * j : j), &w1 = IL ? word(va[g], 2 * j + 1) : word(vb[g], j);
+                float y0, y1;
+                rotate<WIDE>(__uint_as_float(w0), __uint_as_float(w1), c, sn, &y0, &y1);
+                w0 = __float_as_uint(y0), w1 = __float_as_uint(y1);
+            }
+        }
+    } else if constexpr (IL) { /* 16-bit adjacent pairs: word j holds pair j */
 #pragma unroll
         for (int j = 0; j < NC; ++j) {
             if (!((good >> j) & 1)) continue;
-            float y0, y1;
-            if (IL) {
-                rotate<WIDE>(Elt<DT>::ld(A.e[2 * j]), Elt<DT>::ld(A.e[2 * j + 1]), cw[j], sw[j], &y0, &y1);
-                A.e[2 * j] = Elt<DT>::st(y0), A.e[2 * j + 1] = Elt<DT>::st(y1);
-            } else {
-                rotate<WIDE>(Elt<DT>::ld(A.e[j]), Elt<DT>::ld(Bv.e[j]), cw[j], sw[j], &y0, &y1);
-                A.e[j] = Elt<DT>::st(y0), Bv.e[j] = Elt<DT>::st(y1);
+            const W c = cf[j], sn = sf[j];
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                unsigned &w = word(va[g], j);
+                float y0, y1;
+                rotate<WIDE>(lo_of<DT>(w), hi_of<DT>(w), c, sn, &y0, &y1);
+                w = pack2<DT>(y0, y1);
             }
         }
+    } else { /* 16-bit half-split: word q of va/vb holds columns 2q and 2q+1 */
+#pragma unroll
+        for (int q = 0; q < NC / 2; ++q) {
+            const unsigned gm = (good >> (2 * q)) & 3u;
+            if (!gm) continue;
+            const W c0 = cf[2 * q], s0 = sf[2 * q], c1 = cf[2 * q + 1], s1 = sf[2 * q + 1];
+            /* halves whose column had a bad id keep x's bits */
+            const unsigned keep = (gm & 1u ? 0u : 0xffffu) | (gm & 2u ? 0u : 0xffff0000u);
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                unsigned &wa = word(va[g], q), &wb = word(vb[g], q);
+                float ya0, yb0, ya1, yb1;
+                rotate<WIDE>(lo_of<DT>(wa), lo_of<DT>(wb), c0, s0, &ya0, &yb0);
+                rotate<WIDE>(hi_of<DT>(wa), hi_of<DT>(wb), c1, s1, &ya1, &yb1);
+                const unsigned na = pack2<DT>(ya0, ya1), nb = pack2<DT>(yb0, yb1);
+                wa = (na & ~keep) | (wa & keep), wb = (nb & ~keep) | (wb & keep);
+            }
+        }
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        if (n0 + g >= a.N) continue;
         raw *q = yp + g * a.ys[2];
-        *reinterpret_cast<uint4 *>(q + (IL ? 2 * k0 : k0)) = A.u;
-        if (!IL) *reinterpret_cast<uint4 *>(q + k0 + a.h) = Bv.u;
+        st_y(q + (IL ? 2 * k0 : k0), va[g], hints);
+        if (!IL) st_y(q + k0 + a.h, vb[g], hints);
     }
 }
 
@@ -522,23 +656,33 @@ struct QkArgs {
     float eps;
     int rowstride; /* floats per staged row */
     int vec_q_in, vec_q_out, vec_kv_in, vec_kv_out;
+    long long T, rows; /* tokens B*S; rows T*(nh+1): every token's kv row, then the query rows */
+    int small;         /* rows < 2^31: 32-bit fast division */
+    int hints;         /* cache hints on the rows (RK_HINT_*) */
+    FastDiv d_nh, d_S; /* by nh and by S */
 };
 
-__device__ float e4m3_round(float v) { /* as rk_e4m3_round */
+/* As rk_e4m3_round, for |v| <= 448 (the clamp before every call): round to nearest even on the
+ * grid of 3 stored significand bits, quantum 2^q with q = e - 4 (frexpf's e) and q >= -9. The
+ * rounding is one float addition of 2^(q+23), whose ulp is 2^q (exact for |v| < 2^(q+5)), and
+ * its exact subtraction: a handful of instructions where frexpf/ldexpf/rintf cost dozens. */
+__device__ __forceinline__ float e4m3_round(float v) {
     if (isnan(v) || v == 0.0f) return v;
-    float av = fabsf(v);
-    int e;
-    (void)frexpf(av, &e);
-    int q = e - 4;
+    const float av = fabsf(v);
+    int q = (int)(__float_as_uint(av) >> 23) - 130; /* frexpf's e - 4 (subnormals: clamped) */
     if (q < -9) q = -9;
-    float r = ldexpf(rintf(ldexpf(av, -q)), q);
+    const float big = __uint_as_float((unsigned)(q + 150) << 23); /* 2^(q+23) */
+    const float r = __fsub_rn(__fadd_rn(av, big), big);
     return v < 0 ? -r : r;
 }
 
-__device__ float fp8_block_scale(float amax) {
+/* 2^ceil(logf(ratio) / ln 2) as the contract computes it (CUDA's logf: within 1 ulp of the
+ * CPU's). The power of two is built from its exponent; n stays in [-99, 120] for finite amax. */
+__device__ __forceinline__ float fp8_block_scale(float amax) {
     if (!(amax > 0.0f)) return 1.0f;
-    float ratio = fmaxf(__fdiv_rn(amax, 448.0f), 1e-30f);
-    return ldexpf(1.0f, (int)ceilf(__fdiv_rn(logf(ratio), 0.69314718f)));
+    const float ratio = fmaxf(__fdiv_rn(amax, 448.0f), 1e-30f);
+    const float n = ceilf(__fdiv_rn(logf(ratio), 0.69314718f));
+    return n <= 127.0f ? __uint_as_float((unsigned)((int)n + 127) << 23) : __int_as_float(0x7f800000);
 }
 
 /* Shared-memory row passes: a half-warp's lanes own float4 chunks (lane*4 + 64*i) when the row
@@ -547,67 +691,120 @@ __device__ float fp8_block_scale(float amax) {
 template <typename F>
 __device__ __forceinline__ void row_pass(float *buf, int n, int lane, F f) {
     if (n % 4 == 0) {
+#pragma unroll 1
         for (int c = lane * 4; c < n; c += 64) {
             float4 v = *reinterpret_cast<float4 *>(buf + c);
             v.x = f(c, v.x), v.y = f(c + 1, v.y), v.z = f(c + 2, v.z), v.w = f(c + 3, v.w);
             *reinterpret_cast<float4 *>(buf + c) = v;
         }
     } else {
+#pragma unroll 1
         for (int c = lane; c < n; c += 16) buf[c] = f(c, buf[c]);
     }
 }
 
+/* The row as floats in buf. Vector rows: each lane issues up to 4 16-byte loads (a whole
+ * 512-channel 16-bit row) before the first conversion, so they are in flight together. */
 template <int DT, int V>
 __device__ __forceinline__ void stage_row(const typename Elt<DT>::raw *p, long long st, int vec,
-                                          int n, float *buf, int lane) {
+                                          int n, float *buf, int lane, int hints) {
     typedef typename Elt<DT>::raw raw;
     if (vec) { /* n % V == 0, 16-byte aligned */
-        for (int c = lane * V; c < n; c += 16 * V) {
-            raw r[V];
-            load_raw<DT, V>(p + c, 1, r);
+        constexpr int U = 4;
+        for (int c0 = lane * V; c0 < n; c0 += 16 * V * U) {
+            uint4 r[U];
 #pragma unroll
-            for (int i = 0; i < V; i += 4)
-                *reinterpret_cast<float4 *>(buf + c + i) =
-                    make_float4(Elt<DT>::ld(r[i]), Elt<DT>::ld(r[i + 1]), Elt<DT>::ld(r[i + 2]), Elt<DT>::ld(r[i + 3]));
+            for (int k = 0; k < U; ++k)
+                if (c0 + k * 16 * V < n) r[k] = ld_x(p + c0 + k * 16 * V, hints);
+#pragma unroll
+            for (int k = 0; k < U; ++k) {
+                const int c = c0 + k * 16 * V;
+                if (c >= n) break;
+                const unsigned w[4] = {r[k].x, r[k].y, r[k].z, r[k].w};
+                if constexpr (V == 4) {
+                    *reinterpret_cast<float4 *>(buf + c) = make_float4(
+                        __uint_as_float(w[0]), __uint_as_float(w[1]), __uint_as_float(w[2]), __uint_as_float(w[3]));
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 4; i += 2)
+                        *reinterpret_cast<float4 *>(buf + c + 2 * i) =
+                            make_float4(lo_of<DT>(w[i]), hi_of<DT>(w[i]), lo_of<DT>(w[i + 1]), hi_of<DT>(w[i + 1]));
+                }
+            }
         }
-    } else {
+    } else { /* uncommon layouts: kept rolled, so that they do not set the register count */
+#pragma unroll 1
         for (int c = lane; c < n; c += 16) buf[c] = Elt<DT>::ld(p[c * st]);
     }
 }
 
-/* Stores a row from buf through norm(c, v), the value of channel c before the store's rounding
- * (for rope channels already rounded to T); the tail is rotated here (partner from the parity
- * of t, products in double). */
+/* Rotates the tail of the row in buf, channels [nope, hd), in place: pair (t, t+1), t even,
+ * x = norm(c, buf[c]) (the rounded values of the contract), products in double:
+ *   y[t] = x[t]*cos[t] - x[t+1]*sin[t],  y[t+1] = x[t+1]*cos[t+1] + x[t]*sin[t+1].
+ * One lane per pair. */
+template <typename N>
+__device__ __forceinline__ void rope_pass(float *buf, const QkArgs &a, const float *cs,
+                                          const float *sn, int lane, N norm) {
+#pragma unroll 1
+    for (int t = 2 * lane; t < a.rd; t += 32) {
+        const int c = a.nope + t;
+        const double x0 = norm(c, buf[c]), x1 = norm(c + 1, buf[c + 1]);
+        const double c0 = __ldg(cs + t * a.cos_s[2]), s0 = __ldg(sn + t * a.sin_s[2]);
+        const double c1 = __ldg(cs + (t + 1) * a.cos_s[2]), s1 = __ldg(sn + (t + 1) * a.sin_s[2]);
+        buf[c] = (float)(x0 * c0 - x1 * s0);
+        buf[c + 1] = (float)(x1 * c1 + x0 * s1);
+    }
+}
+
+/* Stores the row: channel c < nope as norm(c, buf[c]) rounded to T, the others (already
+ * final: rope_pass) rounded to T. fast: no value can be NaN (the caller proved it), so 16-bit
+ * chunks of leading channels are rounded two at a time with no NaN test. */
 template <int DT, int V, typename N>
 __device__ __forceinline__ void write_row(typename Elt<DT>::raw *p, long long st, int vec,
-                                          const QkArgs &a, const float *buf, const float *cs,
-                                          const float *sn, int lane, N norm) {
+                                          const QkArgs &a, const float *buf, int lane, bool fast,
+                                          N norm) {
     typedef typename Elt<DT>::raw raw;
-    auto value = [&](int c) -> float {
-        if (c < a.nope) return norm(c, buf[c]);
-        int t = c - a.nope, t0 = t & ~1, c0 = a.nope + t0;
-        double x0 = norm(c0, buf[c0]), x1 = norm(c0 + 1, buf[c0 + 1]);
-        if (t == t0) return (float)(x0 * (double)__ldg(cs + t0 * a.cos_s[2]) - x1 * (double)__ldg(sn + t0 * a.sin_s[2]));
-        return (float)(x1 * (double)__ldg(cs + t * a.cos_s[2]) + x0 * (double)__ldg(sn + t * a.sin_s[2]));
-    };
+    const int nope = a.nope;
     if (vec) { /* hd % V == 0, 16-byte aligned */
+#pragma unroll 2
         for (int c = lane * V; c < a.hd; c += 16 * V) {
-            raw r[V];
-            if (c + V <= a.nope) {
+            uint4 o;
+            unsigned *ow = &o.x;
+            if (c + V <= nope) {
 #pragma unroll
                 for (int i = 0; i < V; i += 4) {
-                    float4 v = *reinterpret_cast<const float4 *>(buf + c + i);
-                    r[i] = Elt<DT>::st(norm(c + i, v.x)), r[i + 1] = Elt<DT>::st(norm(c + i + 1, v.y));
-                    r[i + 2] = Elt<DT>::st(norm(c + i + 2, v.z)), r[i + 3] = Elt<DT>::st(norm(c + i + 3, v.w));
+                    const float4 v = *reinterpret_cast<const float4 *>(buf + c + i);
+                    const float y0 = norm(c + i, v.x), y1 = norm(c + i + 1, v.y);
+                    const float y2 = norm(c + i + 2, v.z), y3 = norm(c + i + 3, v.w);
+                    if constexpr (V == 4) {
+                        o = make_uint4(__float_as_uint(y0), __float_as_uint(y1), __float_as_uint(y2), __float_as_uint(y3));
+                    } else if (fast) {
+                        if constexpr (DT == ROPEKIT_FLOAT16) {
+                            __half2 h0 = __floats2half2_rn(y0, y1), h1 = __floats2half2_rn(y2, y3);
+                            ow[i / 2] = *reinterpret_cast<unsigned *>(&h0), ow[i / 2 + 1] = *reinterpret_cast<unsigned *>(&h1);
+                        } else {
+                            __nv_bfloat162 h0 = __floats2bfloat162_rn(y0, y1), h1 = __floats2bfloat162_rn(y2, y3);
+                            ow[i / 2] = *reinterpret_cast<unsigned *>(&h0), ow[i / 2 + 1] = *reinterpret_cast<unsigned *>(&h1);
+                        }
+                    } else {
+                        ow[i / 2] = Elt<DT>::st(y0) | (unsigned)Elt<DT>::st(y1) << 16;
+                        ow[i / 2 + 1] = Elt<DT>::st(y2) | (unsigned)Elt<DT>::st(y3) << 16;
+                    }
                 }
             } else {
+                raw r[V];
 #pragma unroll
-                for (int i = 0; i < V; ++i) r[i] = Elt<DT>::st(value(c + i));
+                for (int i = 0; i < V; ++i) {
+                    const float v = buf[c + i];
+                    r[i] = Elt<DT>::st(c + i < nope ? norm(c + i, v) : v);
+                }
+                memcpy(&o, r, 16);
             }
-            store_raw<DT, V>(p + c, 1, r);
+            st_y(p + c, o, a.hints);
         }
     } else {
-        for (int c = lane; c < a.hd; c += 16) p[c * st] = Elt<DT>::st(value(c));
+#pragma unroll 1
+        for (int c = lane; c < a.hd; c += 16) p[c * st] = Elt<DT>::st(c < nope ? norm(c, buf[c]) : buf[c]);
     }
 }
 
@@ -615,7 +812,7 @@ __device__ __forceinline__ void write_row(typename Elt<DT>::raw *p, long long st
  * (A float-sum variant was measured no faster on an H200: the exact order costs nothing.) */
 __device__ __forceinline__ float half_warp_ss(const float *buf, int n, int lane, unsigned mask) {
     double acc = 0.0;
-#pragma unroll 4
+#pragma unroll 8
     for (int c = lane; c < n; c += 16) {
         double v = buf[c];
         acc = fma(v, v, acc); /* v*v is exact: same as lane[j] += v*v */
@@ -624,37 +821,65 @@ __device__ __forceinline__ float half_warp_ss(const float *buf, int n, int lane,
     return (float)acc;
 }
 
+/* One half-warp per row, a block per 16 consecutive rows of one flat list: the T kv rows
+ * first, then the T*nh query rows (token-major). Every block is full, and the kv rows, whose
+ * weight and fp8 passes make them several times slower than a query row, share blocks with
+ * each other only (no block holds 15 finished query rows while one kv row runs) and start
+ * first, so that their latency hides under the query blocks. (The first version gave each
+ * token its own blocks of 16 rows: the kv row had a block of its own, 15 half-warps idle.)
+ * The row is staged in shared memory as float: the sum of squares needs the CPU's lane order
+ * (lane j: channels j, j+16, ...), the stores 16-byte vectors. (Tried and slower: a grid of
+ * resident blocks whose half-warps walk many rows with the next row's loads issued before the
+ * current row's arithmetic, 65% vs 78% of copy for float16: 64 registers, 4 blocks per SM.) */
 template <int DT>
 __global__ void __launch_bounds__(256, 5) qknorm_kernel(const QkArgs a) {
     typedef typename Elt<DT>::raw raw;
     constexpr int V = 16 / sizeof(raw);
     extern __shared__ __align__(16) unsigned char smem[];
-    const long long t = blockIdx.x, b = t / a.S, s = t - b * a.S;
     const int hw = threadIdx.x >> 4, nhw = blockDim.x >> 4, lane = threadIdx.x & 15;
     const unsigned mask = 0xffffu << (threadIdx.x & 16);
     float *buf = reinterpret_cast<float *>(smem) + (size_t)hw * a.rowstride;
-    const float *cs = a.rd ? a.cos + b * a.cos_s[0] + s * a.cos_s[1] : nullptr;
-    const float *sn = a.rd ? a.sin + b * a.sin_s[0] + s * a.sin_s[1] : nullptr;
     const float hdf = (float)a.hd;
     const int nope = a.nope;
-    /* rows 0..nh-1 are query heads, row nh the kv row; blockIdx.y picks nhw of them */
-    for (int row = blockIdx.y * nhw + hw; row <= a.nh; row += nhw * gridDim.y) {
+    for (long long gr = (long long)blockIdx.x * nhw + hw; gr < a.rows; gr += (long long)gridDim.x * nhw) {
+        long long t, b, s;
+        int row;
+        if (gr < a.T) { /* the kv rows first */
+            t = gr, row = a.nh;
+        } else if (a.small) {
+            const unsigned q = (unsigned)(gr - a.T), t32 = fdiv(q, a.d_nh);
+            t = t32, row = (int)(q - t32 * (unsigned)a.nh);
+        } else {
+            t = (gr - a.T) / a.nh, row = (int)(gr - a.T - t * a.nh);
+        }
+        if (a.small) {
+            const unsigned b32 = fdiv((unsigned)t, a.d_S);
+            b = b32, s = (unsigned)t - b32 * a.d_S.d;
+        } else {
+            b = t / a.S, s = t - b * a.S;
+        }
+        const float *cs = a.rd ? a.cos + b * a.cos_s[0] + s * a.cos_s[1] : nullptr;
+        const float *sn = a.rd ? a.sin + b * a.sin_s[0] + s * a.sin_s[1] : nullptr;
         if (row < a.nh) { /* a query head */
             const raw *x = reinterpret_cast<const raw *>(a.q) + b * a.qs[0] + s * a.qs[1] + row * a.qs[2];
             raw *y = reinterpret_cast<raw *>(a.q_out) + b * a.qos[0] + s * a.qos[1] + row * a.qos[2];
-            stage_row<DT, V>(x, a.qs[3], a.vec_q_in, a.hd, buf, lane);
+            stage_row<DT, V>(x, a.qs[3], a.vec_q_in, a.hd, buf, lane, a.hints);
             __syncwarp(mask);
             const float ss = half_warp_ss(buf, a.hd, lane, mask);
             const float r = round_to<DT>(__fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, hdf), a.eps))));
-            /* nope: x*r (rounded when stored); rope: Rt(x*r) */
-            write_row<DT, V>(y, a.qos[3], a.vec_q_out, a, buf, cs, sn, lane, [&](int c, float v) {
-                float w = __fmul_rn(v, r);
-                return c < nope ? w : round_to<DT>(w);
-            });
+            /* finite ss means finite x, so with a finite r no x*r is NaN */
+            const bool fast = isfinite(ss) && isfinite(r);
+            /* rope: Rt(x*r), rotated; nope: x*r (rounded when stored) */
+            if (a.rd) {
+                rope_pass(buf, a, cs, sn, lane, [&](int, float v) { return round_to<DT>(__fmul_rn(v, r)); });
+                __syncwarp(mask);
+            }
+            write_row<DT, V>(y, a.qos[3], a.vec_q_out, a, buf, lane, fast,
+                             [&](int, float v) { return __fmul_rn(v, r); });
         } else { /* the kv row */
             const raw *x = reinterpret_cast<const raw *>(a.kv) + b * a.kvs[0] + s * a.kvs[1];
             raw *y = reinterpret_cast<raw *>(a.kv_out) + b * a.kvos[0] + s * a.kvos[1];
-            stage_row<DT, V>(x, a.kvs[2], a.vec_kv_in, a.hd, buf, lane);
+            stage_row<DT, V>(x, a.kvs[2], a.vec_kv_in, a.hd, buf, lane, a.hints);
             __syncwarp(mask);
             const float ss = half_warp_ss(buf, a.hd, lane, mask);
             const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, hdf), a.eps)));
@@ -664,20 +889,29 @@ __global__ void __launch_bounds__(256, 5) qknorm_kernel(const QkArgs a) {
             });
             __syncwarp(mask);
             if (a.fp8) {
+#pragma unroll 1
                 for (int c0 = 0; c0 < nope; c0 += 64) {
                     float amax = 0.0f;
                     for (int i = lane; i < 64; i += 16) amax = fmaxf(amax, fabsf(buf[c0 + i]));
                     for (int m = 8; m >= 1; m >>= 1)
                         amax = fmaxf(amax, __shfl_xor_sync(mask, amax, m, 16));
                     const float scale = fp8_block_scale(amax);
+                    /* x / scale == x * (1 / scale): scale is a power of two whose reciprocal
+                     * is a normal float (or 0 for an infinite scale), so both are the correctly
+                     * rounded quotient */
+                    const float inv = __frcp_rn(scale);
                     for (int i = lane; i < 64; i += 16) {
-                        float q = fminf(fmaxf(__fdiv_rn(buf[c0 + i], scale), -448.0f), 448.0f);
+                        float q = fminf(fmaxf(__fmul_rn(buf[c0 + i], inv), -448.0f), 448.0f);
                         buf[c0 + i] = __fmul_rn(e4m3_round(q), scale);
                     }
                 }
                 __syncwarp(mask);
             }
-            write_row<DT, V>(y, a.kvos[2], a.vec_kv_out, a, buf, cs, sn, lane, [](int, float v) { return v; });
+            if (a.rd) {
+                rope_pass(buf, a, cs, sn, lane, [](int, float v) { return v; });
+                __syncwarp(mask);
+            }
+            write_row<DT, V>(y, a.kvos[2], a.vec_kv_out, a, buf, lane, false, [](int, float v) { return v; });
         }
         __syncwarp(mask);
     }
@@ -814,31 +1048,46 @@ ropekit_status launch_rotary_t(const RotArgs &a, unsigned blocks, size_t shm, cu
     return launched("rotary kernel launch");
 }
 
-int flat_heads_per_thread(int dt) {
-    static int env = -1;
-    if (env < 0) {
-        const char *e = getenv("ROPEKIT_CUDA_HEADS_PER_THREAD");
-        env = e && (e[0] == '2' || e[0] == '4') && e[1] == 0 ? e[0] - '0' : 0;
-    }
-    if (env) return env;
-    (void)dt;
-    return 4;
+/* Benchmark knobs, read once (bench/cuda/run_device.sh variants compares them; not for
+ * users): ROPEKIT_CUDA_HEADS_PER_THREAD=2|4 (flat kernel G, default 4),
+ * ROPEKIT_CUDA_HINTS=<RK_HINT_* bits> (cache hints on x and y in the flat and QKNorm kernels,
+ * default 5: x L1::no_allocate, y .cs), ROPEKIT_CUDA_BLOCK=64|128|256 (flat kernel block
+ * size, default 128). */
+int env_int(const char *name, int lo, int hi, int dflt) {
+    const char *e = getenv(name);
+    if (!e || !*e) return dflt;
+    char *end = nullptr;
+    const long v = strtol(e, &end, 10);
+    return *end == 0 && v >= lo && v <= hi ? (int)v : dflt;
+}
+int flat_heads_per_thread() {
+    static const int g = env_int("ROPEKIT_CUDA_HEADS_PER_THREAD", 2, 4, 4) == 2 ? 2 : 4;
+    return g;
+}
+int flat_hints() {
+    static const int h = env_int("ROPEKIT_CUDA_HINTS", 0, 7, 5);
+    return h;
+}
+int flat_block() {
+    static const int bs = env_int("ROPEKIT_CUDA_BLOCK", 64, 256, 128);
+    return bs == 64 || bs == 128 ? bs : 256;
 }
 
 template <int DT, int TDT>
 ropekit_status launch_rotary_flat(const RotArgs &a, long long threads_total, int G, cudaStream_t st) {
     /* blocks of 256, or smaller ones when that is needed to give every SM two blocks */
-    long long bs = 256;
+    long long bs = flat_block();
     const long long sms = sm_count();
     while (bs > 64 && (threads_total + bs - 1) / bs < 2 * sms) bs /= 2;
     const long long blocks = (threads_total + bs - 1) / bs;
     if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
+    const dim3 grid((unsigned)blocks), block((unsigned)bs);
     if (G == 2) {
-        if (a.interleaved) rotary_flat_kernel<DT, TDT, true, 2><<<(unsigned)blocks, (unsigned)bs, 0, st>>>(a);
-        else rotary_flat_kernel<DT, TDT, false, 2><<<(unsigned)blocks, (unsigned)bs, 0, st>>>(a);
+        if (a.interleaved) rotary_flat_kernel<DT, TDT, true, 2><<<grid, block, 0, st>>>(a);
+        else rotary_flat_kernel<DT, TDT, false, 2><<<grid, block, 0, st>>>(a);
     } else {
-        if (a.interleaved) rotary_flat_kernel<DT, TDT, true, 4><<<(unsigned)blocks, (unsigned)bs, 0, st>>>(a);
-        else rotary_flat_kernel<DT, TDT, false, 4><<<(unsigned)blocks, (unsigned)bs, 0, st>>>(a);
+        if (a.interleaved) rotary_flat_kernel<DT, TDT, true, 4><<<grid, block, 0, st>>>(a);
+        else rotary_flat_kernel<DT, TDT, false, 4><<<grid, block, 0, st>>>(a);
     }
     return launched("rotary kernel launch");
 }
@@ -908,14 +1157,19 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
     cudaStream_t st = (cudaStream_t)stream;
     const size_t shm = shm_of(tpb);
     /* flat kernel: 16-byte chunks, G = 4 heads per thread (ROPEKIT_CUDA_HEADS_PER_THREAD=2|4,
-     * for benchmarks; 2 and 8 were measured slower on an H200, and so was a variant looping over
-     * head groups with the next group's loads in flight) */
-    const int G = flat_heads_per_thread(dt);
+     * for benchmarks; 2 and 8 were measured slower on an H200, and so were a variant looping
+     * over head groups with the next group's loads in flight, and copy threads of 8 heads for
+     * [R, H) (Phi float16 78% vs 83% of copy)) */
+    const int G = flat_heads_per_thread();
     a.ngroups = (int)((p->N + G - 1) / G);
+    a.rot_total = a.ngroups * a.rot_items;
+    a.copy_items = a.items - a.rot_items;
+    a.hints = flat_hints();
     const long long flat_total = a.T * a.ngroups * (long long)a.items;
     a.small = flat_total < (1ll << 31) - 1024 && a.S < (1ll << 31);
     a.d_per_tok = make_div((long long)a.ngroups * a.items);
-    a.d_items = make_div(a.items);
+    a.d_rot_items = make_div(a.rot_items > 0 ? a.rot_items : 1);
+    a.d_copy_items = make_div(a.copy_items > 0 ? a.copy_items : 1);
     a.d_S = make_div(a.S < (1ll << 31) ? a.S : 1);
     {
         const long long tes = (long long)ropekit_dtype_size(p->table_dtype), per = 16 / tes;
@@ -942,17 +1196,16 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
 /* ---- qknorm / regroup launch -------------------------------------------------------------- */
 
 template <int DT>
-ropekit_status launch_qknorm_t(const QkArgs &a, long long blocks, int threads, size_t shm,
-                               cudaStream_t st) {
+ropekit_status launch_qknorm_t(const QkArgs &a, int threads, size_t shm, cudaStream_t st) {
     if (shm > 48 * 1024) {
         cudaError_t e = cudaFuncSetAttribute(qknorm_kernel<DT>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm);
         if (e != cudaSuccess) return cuda_fail(e, "qknorm shared memory");
     }
-    const long long rows = a.nh + 1, per = threads / 16;
-    long long gy = (rows + per - 1) / per;
-    if (gy > 65535) gy = 65535;
-    qknorm_kernel<DT><<<dim3((unsigned)blocks, (unsigned)gy), threads, shm, st>>>(a);
+    const long long per = threads / 16;
+    long long blocks = (a.rows + per - 1) / per;
+    if (blocks > (1ll << 30)) blocks = 1ll << 30; /* the kernel loops over the rest */
+    qknorm_kernel<DT><<<(unsigned)blocks, threads, shm, st>>>(a);
     return launched("qknorm kernel launch");
 }
 
@@ -988,13 +1241,19 @@ ropekit_status run_qknorm(const rk_qknorm_plan *p, void *stream) {
     if (row_bytes * nhw > (size_t)max_optin)
         return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "head_dim = %lld too large for the CUDA kernel",
                        (long long)p->head_dim);
-    const long long blocks = p->B * p->S;
-    if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
+    const long long tokens = p->B * p->S;
+    if (tokens > LLONG_MAX / ((long long)p->num_heads + 1))
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many rows for one launch");
+    a.T = tokens, a.rows = tokens * (p->num_heads + 1);
+    a.hints = flat_hints();
+    a.small = a.rows < (1ll << 31) - 1024;
+    a.d_nh = make_div(p->num_heads);
+    a.d_S = make_div(p->S < (1ll << 31) ? p->S : 1);
     cudaStream_t st = (cudaStream_t)stream;
     const size_t shm = row_bytes * nhw;
-    if (p->dtype == ROPEKIT_FLOAT32) return launch_qknorm_t<ROPEKIT_FLOAT32>(a, blocks, nhw * 16, shm, st);
-    if (p->dtype == ROPEKIT_FLOAT16) return launch_qknorm_t<ROPEKIT_FLOAT16>(a, blocks, nhw * 16, shm, st);
-    return launch_qknorm_t<ROPEKIT_BFLOAT16>(a, blocks, nhw * 16, shm, st);
+    if (p->dtype == ROPEKIT_FLOAT32) return launch_qknorm_t<ROPEKIT_FLOAT32>(a, nhw * 16, shm, st);
+    if (p->dtype == ROPEKIT_FLOAT16) return launch_qknorm_t<ROPEKIT_FLOAT16>(a, nhw * 16, shm, st);
+    return launch_qknorm_t<ROPEKIT_BFLOAT16>(a, nhw * 16, shm, st);
 }
 
 template <int DT, int V>

@@ -111,11 +111,42 @@ static opstat *stat_for(const char *op, ropekit_dtype dt) {
     return s;
 }
 
+/* Special values (g_special): a few NaNs, infinities, zeros of both signs, values near the
+ * type's overflow and subnormals are written over the random inputs, so that the kernels'
+ * fast paths (paired 16-bit rounding, QKNorm's finite-row path) meet every case of the
+ * rounding rules. NaN results are compared as NaN: their sign and payload are not specified
+ * (ropekit.h section 5), and the CPU's and the GPU's arithmetic make different ones. */
+static int g_special = 0;
+
+static int is_nan_at(ropekit_dtype dt, const void *p, size_t i) {
+    if (dt == ROPEKIT_FLOAT32) {
+        uint32_t v;
+        memcpy(&v, (const char *)p + 4 * i, 4);
+        return (v & 0x7fffffffu) > 0x7f800000u;
+    }
+    uint16_t v;
+    memcpy(&v, (const char *)p + 2 * i, 2);
+    return dt == ROPEKIT_FLOAT16 ? (v & 0x7fffu) > 0x7c00u : (v & 0x7fffu) > 0x7f80u;
+}
+
+/* Huge values only in x: a product of two huge values overflows, and whether an fma is formed
+ * (either product may be the fused one) then decides between inf and a finite result. */
+static void sprinkle(buf *b, ropekit_dtype dt, int one_in, int huge) {
+    const float big = dt == ROPEKIT_FLOAT16 ? 65000.0f : 3.0e38f;
+    const float tiny = dt == ROPEKIT_FLOAT16 ? 3.0e-7f : 2.0e-40f;
+    const float sp[8] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, tiny, big, -big};
+    size_t n = b->bytes / ropekit_dtype_size(dt);
+    for (size_t i = 0; i < n; ++i)
+        if (rnd() % (uint64_t)one_in == 0) rk_store(b->h, dt, (int64_t)i, sp[rnd() % (huge ? 8 : 6)]);
+    up(b);
+}
+
 /* Compares n elements; returns the number that differ, updates the per-op stats. */
 static int64_t compare(const char *op, ropekit_dtype dt, const void *want, const void *got,
                        size_t n, int64_t *max_ulp_out) {
     int64_t diff = 0, mu = 0;
     for (size_t i = 0; i < n; ++i) {
+        if (g_special && is_nan_at(dt, want, i) && is_nan_at(dt, got, i)) continue;
         int64_t a = ordered(dt, want, i), b = ordered(dt, got, i);
         int64_t d = a > b ? a - b : b - a;
         if (d) ++diff;
@@ -223,6 +254,7 @@ static void run_rotary_case(const rcase *c, ropekit_cuda_error_state *err) {
     }
     buf xb = buf_new(xelems * es), yb = buf_new(xelems * es);
     fill(&xb, c->T, -4, 4);
+    if (g_special) sprinkle(&xb, c->T, 50, 1);
     void *x0 = malloc(xb.bytes); /* the input, kept for the in-place run */
     memcpy(x0, xb.h, xb.bytes);
     poison(&yb);
@@ -237,6 +269,7 @@ static void run_rotary_case(const rcase *c, ropekit_cuda_error_state *err) {
     buf cb = buf_new(telems * tes), sb = buf_new(telems * tes);
     fill(&cb, c->TT, -1, 1);
     fill(&sb, c->TT, -1, 1);
+    if (g_special) sprinkle(&cb, c->TT, 400, 0), sprinkle(&sb, c->TT, 400, 0);
     ropekit_tensor ct = view(cb.h, c->TT, trank, tshape, NULL), st = view(sb.h, c->TT, trank, tshape, NULL);
     if (trank == 2) ct.strides[0] = st.strides[0] = h + c->tpad;
     /* ids */
@@ -490,6 +523,7 @@ static void qknorm_case(ropekit_dtype T, int64_t B, int64_t S, int64_t nh, int64
     buf cb = buf_new((size_t)(B * S * (rd ? rd : 1)) * 4), sb = buf_new(cb.bytes);
     fill(&qb, T, -3, 3);
     fill(&kb, T, -3, 3);
+    if (g_special) sprinkle(&qb, T, 3000, 1), sprinkle(&kb, T, 3000, 1);
     fill(&wb, ROPEKIT_FLOAT32, 0.5, 1.5);
     float *cf = (float *)cb.h, *sf = (float *)sb.h;
     for (int64_t i = 0; i < B * S * rd; i += 2) { /* pre-interleaved, as models give them */
@@ -610,6 +644,27 @@ int main(void) {
         regroup_case(T, 5, 3, 10, 4, 3, 5, "3x10 rope 4 strided (scalar) groups 3");
         regroup_case(T, 6, 8, 512, 64, 8, 8, "8x512 rope 64 padded rows groups 8");
     }
+    /* special values through the fast paths: rotary with 16-bit and float32 tables (the
+     * same-type tables round in float, where inf - inf can appear), QKNorm with fp8 */
+    g_special = 1;
+    for (int di = 0; di < 3; ++di)
+        for (int f32t = 0; f32t < 2; ++f32t) {
+            ropekit_dtype T = dts[di], TT = f32t ? ROPEKIT_FLOAT32 : T;
+            if (T == ROPEKIT_FLOAT32 && f32t) continue;
+            for (int il = 0; il < 2; ++il) {
+                rcase c;
+                memset(&c, 0, sizeof c);
+                c.T = T, c.TT = TT, c.interleaved = il, c.inner = 1, c.scale = 1.0f;
+                c.op = OP_ONNX, c.B = 2, c.S = 33, c.N = 8, c.H = 128, c.P = 300, c.rank = 3;
+                c.name = "special values (NaN, inf, huge, tiny)";
+                run_rotary_case(&c, err);
+            }
+        }
+    for (int di = 0; di < 3; ++di) {
+        qknorm_case(dts[di], 2, 3, 16, 512, 64, 1, 0, 0, "special values 512/64 fp8");
+        qknorm_case(dts[di], 2, 3, 16, 512, 64, 0, 0, 0, "special values 512/64");
+    }
+    g_special = 0;
     ropekit_cuda_error_state_destroy(err);
 
     printf("\nsummary: max ulp difference GPU vs CPU per op and dtype (elements compared)\n");
