@@ -8,8 +8,9 @@
  *   - Tensors are ropekit_webgpu_tensor: a WGPUBuffer (usage Storage, plus CopySrc/CopyDst for
  *     the read/write helpers), a byte offset, and the usual shape and element strides. Strides
  *     must be >= 0. In place = the same buffer, offset, shape and strides for input and output.
- *     Other overlaps within one buffer are refused (WebGPU cannot bind a writable range that
- *     overlaps another binding).
+ *     A buffer that a call writes may not be bound a second time in that call (WebGPU's usage
+ *     rule, applied by wgpu to the whole buffer): such calls are refused with
+ *     ROPEKIT_ERROR_ALIASING, even when the two views do not overlap.
  *   - position_ids stay in HOST memory (an ordinary ropekit_tensor, int64): they are checked on
  *     the host exactly as on the CPU (an out-of-range id is ROPEKIT_ERROR_POSITION_OUT_OF_RANGE
  *     and nothing is dispatched), narrowed to u32 and uploaded with the call. WGSL has no 64-bit
@@ -19,22 +20,26 @@
  *     is idle; ropekit_webgpu_read() waits for everything submitted before it.
  *   - Validation is the CPU library's own (same plan builders, same messages). WebGPU limits add
  *     a few rules, each refused with ROPEKIT_ERROR_UNSUPPORTED and a message: every bound range
- *     must fit maxStorageBufferBindingSize, strides and element counts must fit in 32 bits, and
- *     16-bit data stored as packed u32 (bfloat16 always; float16 without shader-f16) needs a
- *     unit last stride, even other strides, an even element offset and, for the half-split
- *     layout, an even R/2 (so that one invocation owns whole 32-bit words).
+ *     must fit maxStorageBufferBindingSize, and strides and element counts must fit in 32 bits.
+ *     16-bit data stored as packed u32 (bfloat16 always; float16 without shader-f16) is fastest
+ *     with a unit last stride, even other strides, an even element offset and, for the
+ *     half-split layout, an even R/2 (one invocation then owns whole 32-bit words); any other
+ *     layout works too, its output written 16 bits at a time with atomics (variants f16a, bf16a).
  *
  * Variants (chosen per call; ropekit_webgpu_last_variant() names the one used):
  *   rows       ids2d (2D table + position_ids), offset (ms offset form), table3d, mrope
  *   storage    f32; f16 (native, needs the shader-f16 feature); f16p (f16 packed in u32,
- *              unpacked with bit arithmetic); bf16p (always packed). Tables: f32 or x's type.
+ *              unpacked with bit arithmetic); bf16p (always packed); f16a/bf16a for the written
+ *              tensor of a packed layout that does not pair into words. Tables: f32 or x's type.
  *   arithmetic wide64: products in f64 (needs the shader-f64 feature: Vulkan on most GPUs and on
  *              lavapipe) — the CPU's arithmetic, bit-identical; narrow: 16-bit x and 16-bit
- *              tables, products exact in f32 — bit-identical; wide32: no shader-f64, the wide
- *              products are kept exactly as two f32 each and summed with error-free
- *              transformations — within 1 ulp of the CPU, not bit-identical (measured: see
- *              bench/results-webgpu.md). QKNormRotaryEmbedding needs shader-f64 (its sums of
- *              squares are in double); without it the call is ROPEKIT_ERROR_UNSUPPORTED.
+ *              tables, products exact in f32 — bit-identical; wide32: no shader-f64, the
+ *              products of float32 data are rounded (or fused by the compiler) in f32 — not
+ *              bit-identical: tests/webgpu measured at most 0.93 float32 epsilons of the output's
+ *              largest magnitude on the shared cases (error-free transformations would not
+ *              survive the shader compilers' algebraic rewrites). QKNormRotaryEmbedding needs
+ *              shader-f64 (its sums of squares are in double); without it the call is
+ *              ROPEKIT_ERROR_UNSUPPORTED.
  *   layout     in place or out of place
  *   grid       1-D dispatch, spread over 2-D or 3-D when the workgroup count exceeds
  *              maxComputeWorkgroupsPerDimension.
@@ -45,7 +50,10 @@
  *
  * Implementation: wgpu-native (the library and webgpu.h/wgpu.h shipped in the PyPI `wgpu` wheel,
  * pinned in tests/requirements.txt; the build uses that wheel's headers). Tested on Mesa lavapipe
- * (Vulkan on the CPU) and Mesa llvmpipe through OpenGL ES, and on NVIDIA through Vulkan.
+ * (Vulkan on the CPU) and Mesa llvmpipe through OpenGL ES; not yet on a GPU (see
+ * bench/results-webgpu.md).
+ *
+ * Debugging: ROPEKIT_WEBGPU_DUMP=1 prints the WGSL of a variant whose pipeline fails to build.
  *
  * Thread safety: one context per thread, or serialise calls on a context.
  */

@@ -23,6 +23,17 @@
 ropekit_status rk_fail(ropekit_status status, const char *fmt, ...) RK_PRINTF(2, 3);
 void rk_clear_error(void);
 
+/* A growing NUL-terminated string; start from {0}. On allocation failure `oom` is set and later
+ * appends do nothing: check it once at the end. The caller frees p. */
+typedef struct rk_buf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} rk_buf;
+void rk_buf_putn(rk_buf *b, const char *s, size_t n);
+void rk_buf_puts(rk_buf *b, const char *s);
+void rk_buf_printf(rk_buf *b, const char *fmt, ...) RK_PRINTF(2, 3);
+
 #define RK_TRY(expr)                                                                           \
     do {                                                                                       \
         ropekit_status rk_s_ = (expr);                                                         \

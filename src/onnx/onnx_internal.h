@@ -198,16 +198,7 @@ void rk_node_free(Onnx__NodeProto *n);
 
 /* ---- text output (src/onnx/text.c) ------------------------------------------------------------
  */
-/* A growing NUL-terminated string; start from {0}. On allocation failure `oom` is set and later
- * appends do nothing: check it once at the end. The caller frees p. */
-typedef struct rk_buf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} rk_buf;
-void rk_buf_putn(rk_buf *b, const char *s, size_t n);
-void rk_buf_puts(rk_buf *b, const char *s);
-void rk_buf_printf(rk_buf *b, const char *fmt, ...) RK_PRINTF(2, 3);
+/* (rk_buf, the growing string, is in src/core/internal.h) */
 /* s for people: printable ASCII and valid UTF-8 as is, other bytes as \xNN, '\\' doubled. */
 void rk_buf_text_str(rk_buf *b, const char *s);
 /* s as a JSON string literal (quotes included), valid UTF-8 (invalid bytes become U+FFFD). */

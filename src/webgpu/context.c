@@ -356,19 +356,28 @@ static void on_map(WGPUMapAsyncStatus status, WGPUStringView msg, void *u1, void
     r->done = 1;
 }
 
+/* [offset, offset + bytes) inside the buffer, widened to whole 4-byte words [lo, hi) (copies and
+ * queue writes work in words). */
+static ropekit_status word_range(WGPUBuffer buffer, uint64_t offset, uint64_t bytes,
+                                 const char *what, uint64_t *lo, uint64_t *hi) {
+    uint64_t size = wgpuBufferGetSize(buffer);
+    if (offset > size || bytes > size - offset)
+        return rk_fail(ROPEKIT_ERROR_SHAPE, "%s of [%llu, %llu) is outside the buffer's %llu bytes",
+                       what, (unsigned long long)offset, (unsigned long long)(offset + bytes),
+                       (unsigned long long)size);
+    *lo = offset & ~(uint64_t)3;
+    *hi = (offset + bytes + 3) & ~(uint64_t)3;
+    if (*hi > size) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "the buffer's size is not a multiple of 4");
+    return ROPEKIT_OK;
+}
+
 ropekit_status ropekit_webgpu_read(ropekit_webgpu *ctx, WGPUBuffer buffer, uint64_t offset,
                                    void *dst, uint64_t bytes) {
     rk_clear_error();
     if (!ctx || !buffer || (!dst && bytes)) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "NULL argument");
     if (bytes == 0) return ROPEKIT_OK;
-    uint64_t size = wgpuBufferGetSize(buffer);
-    if (offset > size || bytes > size - offset)
-        return rk_fail(ROPEKIT_ERROR_SHAPE, "read of [%llu, %llu) is outside the buffer's %llu bytes",
-                       (unsigned long long)offset, (unsigned long long)(offset + bytes),
-                       (unsigned long long)size);
-    uint64_t lo = offset & ~(uint64_t)3, hi = (offset + bytes + 3) & ~(uint64_t)3;
-    if (hi > size)
-        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "the buffer's size is not a multiple of 4");
+    uint64_t lo = 0, hi = 0;
+    RK_TRY(word_range(buffer, offset, bytes, "read", &lo, &hi));
     push_scope(ctx);
     WGPUBuffer staging = new_buffer(ctx, hi - lo, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst);
     WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
@@ -401,14 +410,8 @@ ropekit_status ropekit_webgpu_write(ropekit_webgpu *ctx, WGPUBuffer buffer, uint
     rk_clear_error();
     if (!ctx || !buffer || (!src && bytes)) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "NULL argument");
     if (bytes == 0) return ROPEKIT_OK;
-    uint64_t size = wgpuBufferGetSize(buffer);
-    if (offset > size || bytes > size - offset)
-        return rk_fail(ROPEKIT_ERROR_SHAPE, "write of [%llu, %llu) is outside the buffer's %llu bytes",
-                       (unsigned long long)offset, (unsigned long long)(offset + bytes),
-                       (unsigned long long)size);
-    uint64_t lo = offset & ~(uint64_t)3, hi = (offset + bytes + 3) & ~(uint64_t)3;
-    if (hi > size)
-        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "the buffer's size is not a multiple of 4");
+    uint64_t lo = 0, hi = 0;
+    RK_TRY(word_range(buffer, offset, bytes, "write", &lo, &hi));
     const void *data = src;
     unsigned char *tmp = NULL;
     if (lo != offset || hi != offset + bytes) { /* partial words: keep the bytes around them */
@@ -433,23 +436,21 @@ ropekit_status ropekit_webgpu_write(ropekit_webgpu *ctx, WGPUBuffer buffer, uint
 ropekit_webgpu_tensor ropekit_webgpu_tensor_contiguous(WGPUBuffer buffer, uint64_t offset,
                                                        ropekit_dtype dtype, int32_t rank,
                                                        const int64_t *shape) {
+    /* the core's builder computes the strides (and leaves a bad rank for validation to report) */
+    ropekit_tensor h = ropekit_tensor_contiguous(NULL, dtype, rank, shape);
     ropekit_webgpu_tensor t;
     memset(&t, 0, sizeof t);
     t.buffer = buffer;
     t.offset = offset;
     t.dtype = dtype;
     t.rank = rank;
-    int64_t st = 1;
-    for (int i = (rank > ROPEKIT_MAX_RANK ? ROPEKIT_MAX_RANK : rank) - 1; i >= 0; --i) {
-        t.shape[i] = shape ? shape[i] : 0;
-        t.strides[i] = st;
-        st *= t.shape[i] > 0 ? t.shape[i] : 1;
-    }
+    memcpy(t.shape, h.shape, sizeof t.shape);
+    memcpy(t.strides, h.strides, sizeof t.strides);
     return t;
 }
 
 /* Stand-in addresses for validation; offsets must stay below 2^44. */
-#define RK_WG_FAKE_SHIFT 44 /* buffer slots at 2^62 + (slot << 48): above any host address */
+#define RK_WG_MAX_OFFSET_BITS 44 /* buffer slots at 2^62 + (slot << 48): above any host address */
 
 ropekit_status rk_wg_host_view(rk_wg_addr_map *map, const ropekit_webgpu_tensor *t,
                                const char *name, ropekit_tensor *out) {
@@ -466,7 +467,7 @@ ropekit_status rk_wg_host_view(rk_wg_addr_map *map, const ropekit_webgpu_tensor 
     if (es && t->offset % es)
         return rk_fail(ROPEKIT_ERROR_SHAPE, "%s: byte offset %llu is not a multiple of the element "
                        "size %zu", name, (unsigned long long)t->offset, es);
-    if (t->offset >= ((uint64_t)1 << RK_WG_FAKE_SHIFT))
+    if (t->offset >= ((uint64_t)1 << RK_WG_MAX_OFFSET_BITS))
         return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s: byte offset %llu is too large", name,
                        (unsigned long long)t->offset);
     int slot = -1;

@@ -22,20 +22,14 @@ static ropekit_status check_u32(const char *what, int64_t v) {
     return ROPEKIT_OK;
 }
 
-/* Packed 16-bit storage: one invocation owns whole u32 words. */
-static ropekit_status check_packed(const char *name, const int64_t *strides, int n_outer,
-                                   int64_t inner_stride, uint64_t base) {
-    if (inner_stride != 1)
-        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s: packed 16-bit WebGPU storage needs a unit "
-                       "channel stride (got %lld)", name, (long long)inner_stride);
+/* Does a packed 16-bit view pair its elements into u32 words (unit channel stride, even outer
+ * strides, even element offset)? Then one invocation can own whole words; otherwise the written
+ * tensor uses the atomic accessors. */
+static int pairs_into_words(const int64_t *strides, int n_outer, int64_t inner_stride, uint64_t base) {
+    if (inner_stride != 1 || base % 2) return 0;
     for (int i = 0; i < n_outer; ++i)
-        if (strides[i] % 2)
-            return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s: packed 16-bit WebGPU storage needs even "
-                           "strides (stride %d is %lld)", name, i, (long long)strides[i]);
-    if (base % 2)
-        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s: packed 16-bit WebGPU storage needs an even "
-                       "element offset", name);
-    return ROPEKIT_OK;
+        if (strides[i] % 2) return 0;
+    return 1;
 }
 
 static int is_packed(rk_wg_kind k) { return k == RK_WG_F16P || k == RK_WG_BF16P; }
@@ -56,11 +50,11 @@ static ropekit_status check_writable_ranges(const rk_wg_binding *b, int n, unsig
     return ROPEKIT_OK;
 }
 
-static void prelude(rk_sbuf *sb, int f16, uint32_t wg, uint32_t sw, const char *arith) {
-    if (f16) rk_sb_add(sb, "enable f16;\n");
-    rk_sb_printf(sb, "const WG: u32 = %uu;\nconst SW: u32 = %uu;\n", wg, sw);
-    rk_sb_add(sb, rk_wgsl_file("common.wgsl"));
-    rk_sb_add(sb, rk_wgsl_file(arith));
+static void prelude(rk_buf *sb, int f16, uint32_t wg, uint32_t sw, const char *arith) {
+    if (f16) rk_buf_puts(sb, "enable f16;\n");
+    rk_buf_printf(sb, "const WG: u32 = %uu;\nconst SW: u32 = %uu;\n", wg, sw);
+    rk_wgsl_add_file(sb, "common.wgsl");
+    rk_wgsl_add_file(sb, arith);
 }
 
 static const char *arith_file(rk_wg_arith a) {
@@ -101,10 +95,8 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     rk_wg_kind yk = xk;
     if (is_packed(xk)) {
         int paired = (p->interleaved || h % 2 == 0) && (p->H - p->R) % 2 == 0;
-        rk_clear_error();
-        paired = paired && check_packed("x", p->xs, 3, p->xs[3], x0) == ROPEKIT_OK &&
-                 check_packed("y", p->ys, 3, p->ys[3], y0) == ROPEKIT_OK;
-        rk_clear_error();
+        paired = paired && pairs_into_words(p->xs, 3, p->xs[3], x0) &&
+                 pairs_into_words(p->ys, 3, p->ys[3], y0);
         if (!paired) yk = atomic_of(xk);
     }
     const uint32_t sw = is_packed(yk) ? 2 : 1;
@@ -172,21 +164,21 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
              inplace ? "inplace" : "outofplace", ctx->wg);
     WGPUComputePipeline pipe;
     {
-        rk_sbuf s = {0};
+        rk_buf s = {0};
         prelude(&s, xk == RK_WG_F16 || tk == RK_WG_F16, ctx->wg, sw, arith_file(ar));
-        rk_sb_printf(&s, "const ROWS: u32 = %uu;\n", rows_mode);
+        rk_buf_printf(&s, "const ROWS: u32 = %uu;\n", rows_mode);
         if (inplace) {
-            rk_sb_unused(&s, 1, 0);
-            rk_sb_tensor(&s, 2, "y", yk, 0, 1);
-            rk_sb_alias_loads(&s, "x", "y", yk);
+            rk_wgsl_unused(&s, 1, 0);
+            rk_wgsl_tensor(&s, 2, "y", yk, 0, 1);
+            rk_wgsl_alias_loads(&s, "x", "y", yk);
         } else {
-            rk_sb_tensor(&s, 1, "x", xk, 1, 0);
-            rk_sb_tensor(&s, 2, "y", yk, 0, 1);
+            rk_wgsl_tensor(&s, 1, "x", xk, 1, 0);
+            rk_wgsl_tensor(&s, 2, "y", yk, 0, 1);
         }
-        rk_sb_tensor(&s, 3, "c", tk, 1, 0);
-        rk_sb_tensor(&s, 4, "s", tk, 1, 0);
-        rk_sb_add(&s, "@group(0) @binding(5) var<storage, read> ids: array<u32>;\n");
-        rk_sb_add(&s, rk_wgsl_file("rotary.wgsl"));
+        rk_wgsl_tensor(&s, 3, "c", tk, 1, 0);
+        rk_wgsl_tensor(&s, 4, "s", tk, 1, 0);
+        rk_buf_puts(&s, "@group(0) @binding(5) var<storage, read> ids: array<u32>;\n");
+        rk_wgsl_add_file(&s, "rotary.wgsl");
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
                                   : rk_wg_pipeline(ctx, RK_LAYOUT_ROTARY, key, s.p, &pipe);
         free(s.p);
@@ -306,11 +298,10 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
     const rk_wg_kind k = rk_wg_kind_of(ctx, p.dtype);
     rk_wg_kind ok_ = k; /* kind of the two outputs: atomics for unpaired packed layouts */
     if (is_packed(k)) {
-        int paired = p.nope % 2 == 0 && check_packed("query", p.qs, 3, p.qs[3], q0) == ROPEKIT_OK &&
-                     check_packed("query_out", p.qos, 3, p.qos[3], qo0) == ROPEKIT_OK &&
-                     check_packed("kv", p.kvs, 2, p.kvs[2], kv0) == ROPEKIT_OK &&
-                     check_packed("kv_out", p.kvos, 2, p.kvos[2], kvo0) == ROPEKIT_OK;
-        rk_clear_error();
+        int paired = p.nope % 2 == 0 && pairs_into_words(p.qs, 3, p.qs[3], q0) &&
+                     pairs_into_words(p.qos, 3, p.qos[3], qo0) &&
+                     pairs_into_words(p.kvs, 2, p.kvs[2], kv0) &&
+                     pairs_into_words(p.kvos, 2, p.kvos[2], kvo0);
         if (!paired) ok_ = atomic_of(k);
     }
     const uint32_t sw = is_packed(ok_) ? 2 : 1;
@@ -343,29 +334,29 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
              q_inplace ? "inplace" : "outofplace", kv_inplace ? "inplace" : "outofplace");
     WGPUComputePipeline pipe;
     {
-        rk_sbuf s = {0};
+        rk_buf s = {0};
         prelude(&s, k == RK_WG_F16, 64, sw, "arith_wide64.wgsl");
-        rk_sb_add(&s, rk_wgsl_file("round64.wgsl"));
+        rk_wgsl_add_file(&s, "round64.wgsl");
         if (q_inplace) {
-            rk_sb_unused(&s, 1, 0);
-            rk_sb_tensor(&s, 6, "qo", ok_, 0, 1);
-            rk_sb_alias_loads(&s, "q", "qo", ok_);
+            rk_wgsl_unused(&s, 1, 0);
+            rk_wgsl_tensor(&s, 6, "qo", ok_, 0, 1);
+            rk_wgsl_alias_loads(&s, "q", "qo", ok_);
         } else {
-            rk_sb_tensor(&s, 1, "q", k, 1, 0);
-            rk_sb_tensor(&s, 6, "qo", ok_, 0, 1);
+            rk_wgsl_tensor(&s, 1, "q", k, 1, 0);
+            rk_wgsl_tensor(&s, 6, "qo", ok_, 0, 1);
         }
         if (kv_inplace) {
-            rk_sb_unused(&s, 2, 0);
-            rk_sb_tensor(&s, 7, "kvo", ok_, 0, 1);
-            rk_sb_alias_loads(&s, "kv", "kvo", ok_);
+            rk_wgsl_unused(&s, 2, 0);
+            rk_wgsl_tensor(&s, 7, "kvo", ok_, 0, 1);
+            rk_wgsl_alias_loads(&s, "kv", "kvo", ok_);
         } else {
-            rk_sb_tensor(&s, 2, "kv", k, 1, 0);
-            rk_sb_tensor(&s, 7, "kvo", ok_, 0, 1);
+            rk_wgsl_tensor(&s, 2, "kv", k, 1, 0);
+            rk_wgsl_tensor(&s, 7, "kvo", ok_, 0, 1);
         }
-        rk_sb_tensor(&s, 3, "w", RK_WG_F32, 1, 0);
-        rk_sb_tensor(&s, 4, "c", RK_WG_F32, 1, 0);
-        rk_sb_tensor(&s, 5, "s", RK_WG_F32, 1, 0);
-        rk_sb_add(&s, rk_wgsl_file("qknorm.wgsl"));
+        rk_wgsl_tensor(&s, 3, "w", RK_WG_F32, 1, 0);
+        rk_wgsl_tensor(&s, 4, "c", RK_WG_F32, 1, 0);
+        rk_wgsl_tensor(&s, 5, "s", RK_WG_F32, 1, 0);
+        rk_wgsl_add_file(&s, "qknorm.wgsl");
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
                                   : rk_wg_pipeline(ctx, RK_LAYOUT_QKNORM, key, s.p, &pipe);
         free(s.p);
@@ -420,9 +411,8 @@ ropekit_status ropekit_webgpu_inverse_rotary_regroup(ropekit_webgpu *ctx,
     uint32_t ue = pairs_ok ? 2 : 1;
     if (is_packed(k)) {
         int64_t xs2[1] = {p.xs[0]}, os2[2] = {p.os[0], p.os[1]};
-        int paired = pairs_ok && check_packed("input", xs2, 1, p.xs[1], x0) == ROPEKIT_OK &&
-                     check_packed("out", os2, 2, p.os[2], o0) == ROPEKIT_OK;
-        rk_clear_error();
+        int paired = pairs_ok && pairs_into_words(xs2, 1, p.xs[1], x0) &&
+                     pairs_into_words(os2, 2, p.os[2], o0);
         if (!paired) {
             ok_ = atomic_of(k);
             ue = 1;
@@ -451,14 +441,14 @@ ropekit_status ropekit_webgpu_inverse_rotary_regroup(ropekit_webgpu *ctx,
              ctx->wg);
     WGPUComputePipeline pipe;
     {
-        rk_sbuf s = {0};
+        rk_buf s = {0};
         prelude(&s, k == RK_WG_F16, ctx->wg, is_packed(ok_) ? 2 : 1, arith_file(ar));
-        rk_sb_printf(&s, "const UE: u32 = %uu;\n", ue);
-        rk_sb_tensor(&s, 1, "x", k, 1, 0);
-        rk_sb_tensor(&s, 2, "o", ok_, 0, 1);
-        rk_sb_tensor(&s, 3, "c", RK_WG_F32, 1, 0);
-        rk_sb_tensor(&s, 4, "s", RK_WG_F32, 1, 0);
-        rk_sb_add(&s, rk_wgsl_file("regroup.wgsl"));
+        rk_buf_printf(&s, "const UE: u32 = %uu;\n", ue);
+        rk_wgsl_tensor(&s, 1, "x", k, 1, 0);
+        rk_wgsl_tensor(&s, 2, "o", ok_, 0, 1);
+        rk_wgsl_tensor(&s, 3, "c", RK_WG_F32, 1, 0);
+        rk_wgsl_tensor(&s, 4, "s", RK_WG_F32, 1, 0);
+        rk_wgsl_add_file(&s, "regroup.wgsl");
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
                                   : rk_wg_pipeline(ctx, RK_LAYOUT_REGROUP, key, s.p, &pipe);
         free(s.p);

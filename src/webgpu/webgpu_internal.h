@@ -95,20 +95,13 @@ ropekit_status rk_wg_upload_ids(ropekit_webgpu *ctx, const uint32_t *ids, size_t
 /* Embedded .wgsl files (generated at build time from src/webgpu/shaders and ops). */
 const char *rk_wgsl_file(const char *name);
 
-typedef struct rk_sbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} rk_sbuf;
-void rk_sb_add(rk_sbuf *b, const char *s);
-void rk_sb_printf(rk_sbuf *b, const char *fmt, ...) RK_PRINTF(2, 3);
-/* Append a file with $N -> name and $B -> var substituted. */
-void rk_sb_template(rk_sbuf *b, const char *file, const char *name, const char *var);
-/* Binding declaration plus accessors of a tensor. */
-void rk_sb_tensor(rk_sbuf *b, int binding, const char *name, rk_wg_kind kind, int load, int store);
-/* Accessors of `name` that read the buffer variable of another tensor (in place). */
-void rk_sb_alias_loads(rk_sbuf *b, const char *name, const char *var_of, rk_wg_kind kind);
+/* Append an embedded file (a missing one sets b->oom). */
+void rk_wgsl_add_file(rk_buf *b, const char *file);
+/* Binding declaration plus accessors (load and/or store templates) of a tensor. */
+void rk_wgsl_tensor(rk_buf *b, int binding, const char *name, rk_wg_kind kind, int load, int store);
+/* Load accessors of `name` that read the buffer variable of another tensor (in place). */
+void rk_wgsl_alias_loads(rk_buf *b, const char *name, const char *var_of, rk_wg_kind kind);
 /* A placeholder declaration for a binding the variant does not read. */
-void rk_sb_unused(rk_sbuf *b, int binding, int writable);
+void rk_wgsl_unused(rk_buf *b, int binding, int writable);
 
 #endif

@@ -10,28 +10,15 @@
  *
  * Backend: ROPEKIT_WEBGPU_BACKEND=vulkan|gl|any (default any); ROPEKIT_CASES_DIR overrides the
  * case folder compiled in. No adapter: exit 77 (skipped),
- * unless ROPEKIT_WEBGPU_REQUIRE=1 (CI), then it fails. Prints "N passed, N failed". */
+ * unless ROPEKIT_WEBGPU_REQUIRE=1 (CI), then it fails. Prints "N passed, N failed, N skipped" (tests/check.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cases.h"
+#include "check.h"
 #include "ropekit_webgpu.h"
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (cond) {                                                                            \
-            ++passed;                                                                          \
-        } else {                                                                               \
-            ++failed;                                                                          \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                        \
-            printf(__VA_ARGS__);                                                               \
-            printf("\n");                                                                      \
-        }                                                                                      \
-    } while (0)
 
 static float to_f32(const void *p, ropekit_dtype dt, size_t i) {
     if (dt == ROPEKIT_FLOAT32) return ((const float *)p)[i];
@@ -368,8 +355,8 @@ int main(void) {
         const char *dir = getenv("ROPEKIT_CASES_DIR"); /* a copy elsewhere (GPU machine) */
         snprintf(path, sizeof path, "%s/%s.bin", dir ? dir : ROPEKIT_CASES_DIR, names[i]);
         if (rk_cases_load(path, &files[i], err, sizeof err) != 0) {
-            printf("FAIL loading %s: %s\n0 passed, 1 failed\n", path, err);
-            return 1;
+            CHECK(0, "loading %s: %s", path, err);
+            return REPORT();
         }
     }
     ropekit_set_cpu_variant("ref");
@@ -380,8 +367,8 @@ int main(void) {
         const char *req = getenv("ROPEKIT_WEBGPU_REQUIRE");
         printf("no WebGPU adapter: %s\n", ropekit_webgpu_last_error());
         if (req && strcmp(req, "1") == 0) {
-            printf("0 passed, 1 failed (ROPEKIT_WEBGPU_REQUIRE=1)\n");
-            return 1;
+            CHECK(0, "an adapter is required (ROPEKIT_WEBGPU_REQUIRE=1)");
+            return REPORT();
         }
         printf("skipped\n");
         return 77;
@@ -396,6 +383,5 @@ int main(void) {
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; ++i) run_config(&cfgs[i], files, 5);
     run_errors(backend);
     for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return REPORT();
 }

@@ -1,4 +1,0 @@
-// load_bf16p.wgsl — read accessors of a bfloat16 tensor $N packed two per u32 in array<u32> $B.
-fn raw_$N(e: u32) -> u32 { return ($B[e >> 1u] >> ((e & 1u) * 16u)) & 0xffffu; }
-fn ld_$N(e: u32) -> f32 { return bf16_bits_to_f32(raw_$N(e)); }
-fn rt_$N(v: f32) -> f32 { return bf16_bits_to_f32(f32_to_bf16_bits(v)); }

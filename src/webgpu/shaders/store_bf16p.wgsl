@@ -1,5 +1,0 @@
-// store_bf16p.wgsl — write accessors of a packed bfloat16 tensor $N: elements e (even) and e+1.
-fn st2raw_$N(e: u32, step: u32, r0: u32, r1: u32) { $B[e >> 1u] = r0 | (r1 << 16u); }
-fn st2_$N(e: u32, step: u32, v0: f32, v1: f32) {
-    st2raw_$N(e, step, f32_to_bf16_bits(v0), f32_to_bf16_bits(v1));
-}
