@@ -49,9 +49,11 @@
  *   FLT_MIN may be flushed to zero by an adapter (WGSL allows it); the CPU keeps them.
  *
  * Implementation: wgpu-native (the library and webgpu.h/wgpu.h shipped in the PyPI `wgpu` wheel,
- * pinned in tests/requirements.txt; the build uses that wheel's headers). Tested on Mesa lavapipe
- * (Vulkan on the CPU) and Mesa llvmpipe through OpenGL ES; not yet on a GPU (see
- * bench/results-webgpu.md).
+ * pinned in tests/requirements.txt; the build uses that wheel's headers). Tested (every shared
+ * case, bit-identical where stated above) on an NVIDIA H200 through NVIDIA's Vulkan driver, on
+ * Mesa lavapipe (Vulkan on the CPU) and on Mesa llvmpipe through OpenGL ES
+ * (bench/results-webgpu.md). NVIDIA's OpenGL driver does not work: wgpu's GL backend cannot
+ * build compute pipelines there, and ropekit_webgpu_create refuses that adapter.
  *
  * Debugging: ROPEKIT_WEBGPU_DUMP=1 prints the WGSL of a variant whose pipeline fails to build.
  *
@@ -87,7 +89,10 @@ typedef struct ropekit_webgpu_options {
 } ropekit_webgpu_options;
 
 /** Create a context with its own instance, adapter and device (options may be NULL). The device
- *  asks for the adapter's limits and for shader-f16 / shader-f64 where present. */
+ *  asks for the adapter's limits and for shader-f16 / shader-f64 where present. Both create
+ *  functions build one small compute pipeline first: an adapter that cannot (too few storage
+ *  buffers, no compute shaders through wgpu-native's backend) is ROPEKIT_ERROR_UNSUPPORTED with
+ *  the backend's reason. */
 ROPEKIT_API ropekit_status ropekit_webgpu_create(const ropekit_webgpu_options *options,
                                                  ropekit_webgpu **ctx);
 /** Wrap an existing device (its features and limits decide the variants). The context adds a

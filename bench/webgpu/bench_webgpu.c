@@ -1,5 +1,6 @@
-/* bench_webgpu: the WebGPU operators on one adapter against a buffer copy on the same adapter
- * (copyBufferToBuffer of the activation bytes) and against the CPU backend on the same shape.
+/* bench_webgpu: the WebGPU operators on one adapter against two copies of the activation bytes
+ * on the same adapter (copyBufferToBuffer, and a WGSL compute shader that copies 16 bytes per
+ * invocation) and against the CPU backend on the same shape.
  *
  * Times are wall clock around `reps` submissions followed by one wait (the queue drains between
  * batches), median of 7 batches; bytes moved = x read + y written + table rows read once per
@@ -52,6 +53,64 @@ static void fill(void *p, ropekit_dtype dt, size_t n) {
     }
 }
 
+/* A plain copy kernel: one vec4<u32> per invocation, grid-stride over 65535 workgroups at most. */
+static const char copy_wgsl[] =
+    "@group(0) @binding(0) var<storage, read> src: array<vec4<u32>>;\n"
+    "@group(0) @binding(1) var<storage, read_write> dst: array<vec4<u32>>;\n"
+    "@compute @workgroup_size(256) fn main(@builtin(global_invocation_id) g: vec3<u32>,\n"
+    "                                     @builtin(num_workgroups) n: vec3<u32>) {\n"
+    "    for (var i = g.x; i < arrayLength(&dst); i += n.x * 256u) { dst[i] = src[i]; }\n"
+    "}\n";
+
+typedef struct shader_copy {
+    WGPUComputePipeline pipeline;
+    WGPUBindGroup group;
+    uint32_t groups;
+} shader_copy;
+
+static shader_copy shader_copy_make(WGPUDevice dev, WGPUBuffer src, WGPUBuffer dst, uint64_t bytes) {
+    shader_copy c = {NULL, NULL, 0};
+    WGPUShaderSourceWGSL w;
+    memset(&w, 0, sizeof w);
+    w.chain.sType = WGPUSType_ShaderSourceWGSL;
+    w.code = (WGPUStringView){copy_wgsl, WGPU_STRLEN};
+    WGPUShaderModuleDescriptor md = {&w.chain, {"copy", WGPU_STRLEN}};
+    WGPUShaderModule mod = wgpuDeviceCreateShaderModule(dev, &md);
+    WGPUComputePipelineDescriptor pd;
+    memset(&pd, 0, sizeof pd);
+    pd.compute.module = mod;
+    pd.compute.entryPoint = (WGPUStringView){"main", WGPU_STRLEN};
+    c.pipeline = wgpuDeviceCreateComputePipeline(dev, &pd);
+    wgpuShaderModuleRelease(mod);
+    WGPUBindGroupLayout bgl = wgpuComputePipelineGetBindGroupLayout(c.pipeline, 0);
+    WGPUBindGroupEntry e[2];
+    memset(e, 0, sizeof e);
+    e[0].binding = 0, e[0].buffer = src, e[0].size = bytes;
+    e[1].binding = 1, e[1].buffer = dst, e[1].size = bytes;
+    WGPUBindGroupDescriptor bd = {NULL, {"copy", WGPU_STRLEN}, bgl, 2, e};
+    c.group = wgpuDeviceCreateBindGroup(dev, &bd);
+    wgpuBindGroupLayoutRelease(bgl);
+    uint64_t groups = (bytes / 16 + 255) / 256;
+    c.groups = groups < 65535 ? (uint32_t)groups : 65535;
+    return c;
+}
+
+static void shader_copy_submit(WGPUDevice dev, const shader_copy *c) {
+    WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(dev, NULL);
+    WGPUComputePassEncoder pass = wgpuCommandEncoderBeginComputePass(enc, NULL);
+    wgpuComputePassEncoderSetPipeline(pass, c->pipeline);
+    wgpuComputePassEncoderSetBindGroup(pass, 0, c->group, 0, NULL);
+    wgpuComputePassEncoderDispatchWorkgroups(pass, c->groups, 1, 1);
+    wgpuComputePassEncoderEnd(pass);
+    wgpuComputePassEncoderRelease(pass);
+    WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
+    WGPUQueue q = wgpuDeviceGetQueue(dev);
+    wgpuQueueSubmit(q, 1, &cmd);
+    wgpuQueueRelease(q);
+    wgpuCommandBufferRelease(cmd);
+    wgpuCommandEncoderRelease(enc);
+}
+
 int main(int argc, char **argv) {
     ropekit_webgpu_options opt = {ROPEKIT_WEBGPU_BACKEND_ANY, 0, 0, 0, 0};
     int small = 0, reps = 20;
@@ -78,8 +137,8 @@ int main(int argc, char **argv) {
         {"Phi-2 partial R=32 of 80, S=4096/div, 32 heads", 1, 4096 / sdiv, 32, 80, 32, 8192, ROPEKIT_FLOAT16, ROPEKIT_FLOAT16},
         {"decode B=64, 32 heads x128", 64, 1, 32, 128, 128, 131072 / sdiv, ROPEKIT_FLOAT32, ROPEKIT_FLOAT32},
     };
-    printf("\n| shape | x | tables | variant | WebGPU ms | GB/s | copy ms | vs copy | CPU ms | vs CPU |\n");
-    printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+    printf("\n| shape | x | tables | variant | WebGPU ms | GB/s | buffer copy ms | shader copy ms | vs faster copy | CPU ms | vs CPU |\n");
+    printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; ++k) {
         const shape *sh = &shapes[k];
         size_t xe = ropekit_dtype_size(sh->x), te = ropekit_dtype_size(sh->t);
@@ -104,7 +163,9 @@ int main(int argc, char **argv) {
         ropekit_webgpu_tensor gs = ropekit_webgpu_tensor_contiguous(bs, 0, sh->t, 2, ts);
         ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
         ropekit_rotary_embedding_attrs at = {0, sh->R, sh->Nq, 0};
-        double t_op[7], t_cp[7], t_cpu[7];
+        const uint64_t copy_bytes = (nx * xe) & ~(size_t)15; /* whole vec4s */
+        shader_copy sc = shader_copy_make(ropekit_webgpu_device(ctx), bx, by, copy_bytes);
+        double t_op[7], t_cp[7], t_sc[7], t_cpu[7];
         int bad = 0;
         for (int b = 0; b < 8 && !bad; ++b) { /* batch 0 warms up (pipeline compile) */
             double t0 = now();
@@ -124,6 +185,10 @@ int main(int argc, char **argv) {
             }
             ropekit_webgpu_wait(ctx);
             double t2 = now();
+            for (int r = 0; r < reps; ++r) shader_copy_submit(ropekit_webgpu_device(ctx), &sc);
+            ropekit_webgpu_wait(ctx);
+            const double shader_copy_s = (now() - t2) * (double)(nx * xe) / (double)copy_bytes;
+            t2 = now();
             ropekit_tensor cx = ropekit_tensor_contiguous(hx, sh->x, 3, xs);
             ropekit_tensor cy = ropekit_tensor_contiguous(hy, sh->x, 3, xs);
             ropekit_tensor cc = ropekit_tensor_contiguous(hc, sh->t, 2, ts);
@@ -133,6 +198,7 @@ int main(int argc, char **argv) {
             if (b > 0) {
                 t_op[b - 1] = (t1 - t0) / reps;
                 t_cp[b - 1] = (t2 - t1) / reps;
+                t_sc[b - 1] = shader_copy_s / reps;
                 t_cpu[b - 1] = t3 - t2;
             }
         }
@@ -142,16 +208,19 @@ int main(int argc, char **argv) {
         } else {
             qsort(t_op, 7, sizeof(double), cmp_d);
             qsort(t_cp, 7, sizeof(double), cmp_d);
+            qsort(t_sc, 7, sizeof(double), cmp_d);
             qsort(t_cpu, 7, sizeof(double), cmp_d);
             double bytes = 2.0 * (double)(nx * xe) + (double)ntok * (double)(sh->R * te) + (double)ntok * 8;
-            double op = t_op[3], cp = t_cp[3], cpu = t_cpu[3];
+            double op = t_op[3], cp = t_cp[3], scp = t_sc[3], cpu = t_cpu[3];
             /* copy bandwidth counts read + write of the activation bytes, like the op */
-            double ratio = (bytes / op) / (2.0 * (double)(nx * xe) / cp);
-            printf("| %s | %s | %s | %s | %.3f | %.1f | %.3f | %.2f | %.3f | %.2fx |\n", sh->name,
-                   ropekit_dtype_name(sh->x), ropekit_dtype_name(sh->t),
-                   ropekit_webgpu_last_variant(ctx), op * 1e3, bytes / op / 1e9, cp * 1e3, ratio,
-                   cpu * 1e3, cpu / op);
+            double best = cp < scp ? cp : scp;
+            double ratio = (bytes / op) / (2.0 * (double)(nx * xe) / best);
+            printf("| %s | %s | %s | %s | %.3f | %.1f | %.3f | %.3f | %.2f | %.3f | %.2fx |\n",
+                   sh->name, ropekit_dtype_name(sh->x), ropekit_dtype_name(sh->t),
+                   ropekit_webgpu_last_variant(ctx), op * 1e3, bytes / op / 1e9, cp * 1e3,
+                   scp * 1e3, ratio, cpu * 1e3, cpu / op);
         }
+        wgpuBindGroupRelease(sc.group), wgpuComputePipelineRelease(sc.pipeline);
         wgpuBufferRelease(bx), wgpuBufferRelease(by), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
         free(hx), free(hy), free(hc), free(hs), free(pos);
     }

@@ -154,6 +154,25 @@ static WGPUBuffer new_buffer(ropekit_webgpu *ctx, uint64_t bytes, WGPUBufferUsag
     return wgpuDeviceCreateBuffer(ctx->device, &d);
 }
 
+/* Some adapters are listed with compute limits but cannot build a compute pipeline through
+ * wgpu-native: on NVIDIA's OpenGL driver wgpu's GL backend picks a GLSL version without compute
+ * shaders or storage buffers (wgpu issues 4751 and 8616). Build one small pipeline of the kind
+ * every operator uses, so such a context is refused here, once, with the backend's reason. */
+static ropekit_status probe_compute(ropekit_webgpu *ctx) {
+    static const char probe[] =
+        "@group(0) @binding(2) var<storage, read_write> out_: array<u32>;\n"
+        "@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) {\n"
+        "    if (g.x < arrayLength(&out_)) { out_[g.x] = g.x; }\n"
+        "}\n";
+    WGPUComputePipeline p;
+    if (rk_wg_pipeline(ctx, RK_LAYOUT_REGROUP, "probe", probe, &p) == ROPEKIT_OK) return ROPEKIT_OK;
+    char why[512];
+    snprintf(why, sizeof why, "%s", ropekit_last_error());
+    return rk_fail(ROPEKIT_ERROR_UNSUPPORTED,
+                   "adapter %s cannot build compute pipelines through wgpu-native: %s",
+                   ctx->adapter_name, why);
+}
+
 /* Read features and limits of ctx->device and create the shared objects. */
 static ropekit_status finish_context(ropekit_webgpu *ctx, const ropekit_webgpu_options *opt) {
     WGPULimits lim;
@@ -188,7 +207,7 @@ static ropekit_status finish_context(ropekit_webgpu *ctx, const ropekit_webgpu_o
     ctx->dummy = new_buffer(ctx, 16, WGPUBufferUsage_Storage | WGPUBufferUsage_CopyDst);
     if (!ctx->uniform || !ctx->dummy) return rk_fail(ROPEKIT_ERROR_DEVICE, "buffer creation failed");
     ctx->queue = wgpuDeviceGetQueue(ctx->device);
-    return ROPEKIT_OK;
+    return probe_compute(ctx);
 }
 
 ropekit_status ropekit_webgpu_create(const ropekit_webgpu_options *opt, ropekit_webgpu **out) {
