@@ -1,6 +1,7 @@
 """PyTorch peers for bench/results-cuda.md: Hugging Face style RoPE (rotate_half), bf16, q and k,
 cos/sin gathered per token from a 131072-row table (as the ropekit benchmark reads its table),
-timed with CUDA events (median), eager and torch.compile. Decode shapes are also timed inside a
+timed with CUDA events (median; prefill rows with the stream held while the call is enqueued, so
+GPU time alone, as in bench_cuda), eager and torch.compile. Decode shapes are also timed inside a
 CUDA graph (torch.cuda.CUDAGraph) so the comparison with bench_cuda's graph figures is fair.
 FlashInfer is not installed on the benchmark machine, so it is not measured."""
 import os
@@ -24,13 +25,18 @@ def hf_rope(q, k, cos_t, sin_t, pos):
     return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
 
-def median_us(f, reps=50, warm=5):
+def median_us(f, reps=50, warm=5, queued=False):
+    """queued: hold the stream (torch.cuda._sleep, ~0.5 ms of GPU spinning) while f is
+    enqueued, so the time is the GPU's alone, as bench_cuda times its prefill rows; otherwise
+    the host's dispatch latency is inside the interval (decode rows)."""
     for _ in range(warm):
         f()
     torch.cuda.synchronize()
     ts = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if queued:
+            torch.cuda._sleep(1_000_000)
         a.record()
         f()
         b.record()
@@ -64,7 +70,7 @@ def main():
     compiled = torch.compile(hf_rope, dynamic=False)
     shapes = [
         ("Llama-3-8B prefill B=1 S=8192 32+8 x128", 1, 8192, 32, 8, True),
-        ("Llama-3-8B prefill B=1 S=4096 32+8 x128", 1, 4096, 32, 8, False),
+        ("Llama-3-8B prefill B=1 S=4096 32+8 x128", 1, 4096, 32, 8, True),
         ("Qwen3-0.6B prefill B=4 S=2048 16+8 x128", 4, 2048, 16, 8, True),
         ("decode B=1 S=1 32+8 x128", 1, 1, 32, 8, True),
         ("decode B=64 S=1 32+8 x128", 64, 1, 32, 8, False),
@@ -77,10 +83,11 @@ def main():
         k = torch.randn(B, NK, S, D, device=dev, dtype=torch.bfloat16)
         pos = torch.randint(0, ROWS, (B, S), device=dev)
         mb = (2 * (q.numel() + k.numel()) * 2 + B * S * (2 * D * 2 + 8)) / 1e6
-        e = median_us(lambda: hf_rope(q, k, cos_t, sin_t, pos))
+        queued = S > 1  # prefill: GPU time alone, like bench_cuda's prefill rows
+        e = median_us(lambda: hf_rope(q, k, cos_t, sin_t, pos), queued=queued)
         c = float("nan")
         if do_compile:
-            c = median_us(lambda: compiled(q, k, cos_t, sin_t, pos))
+            c = median_us(lambda: compiled(q, k, cos_t, sin_t, pos), queued=queued)
         eg = cg = float("nan")
         if S == 1:
             eg = graph_us(lambda: hf_rope(q, k, cos_t, sin_t, pos))

@@ -45,13 +45,15 @@ for g in 2; do  # the flat rotary kernel with 2 heads per thread (default 4)
     echo "bench g$g rc=$?"; grep -E "^\|" "$OUT/bench_g$g.log" | tail -25
   fi
 done
-if want prof; then  # hardware counters for one launch of three kernels (Firecracker: ncu works)
-  for f in "QKNorm DS-V4 2048 tok 128x512 rope64 fp8 bfloat16" "Llama-3-8B prefill B=1 S=8192 32+8 x128 bfloat16/float32" "Regroup DS-V4 2048 tok 128x512 rope64 g8 bfloat16"; do
-    timeout 150 ncu --clock-control none -s 3 -c 1 -k regex:'qknorm|rotary|regroup' --section SpeedOfLight \
-      --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis ./build-cuda/bench_cuda "$f" >>"$OUT/ncu.log" 2>&1
-    echo "ncu rc=$?"
+if want prof; then  # Nsight Compute, full section set, one launch per row (RK_PROF_ROWS: ';'-separated)
+  IFS=';' read -ra rows <<<"${RK_PROF_ROWS:-QKNorm DS-V4 2048 tok 128x512 rope64 fp8 bfloat16;Llama-3-8B prefill B=1 S=8192 32+8 x128 bfloat16/float32}"
+  for f in "${rows[@]}"; do
+    echo "==== row: $f" >>"$OUT/ncu.log"
+    timeout 200 ncu --clock-control none -s 3 -c 1 -k regex:'qknorm|rotary|regroup' --set full \
+      ./build-cuda/bench_cuda "$f" >>"$OUT/ncu.log" 2>&1
+    echo "ncu rc=$? ($f)"
   done
-  grep -E "qknorm|rotary|regroup|Memory Throughput|DRAM Throughput|Duration|Achieved Occupancy|Stall|Registers" "$OUT/ncu.log" | head -60
+  grep -E "^==== row|qknorm|rotary|regroup|Memory Throughput|DRAM Throughput|Duration|Achieved Occupancy|Registers Per|Issue Slots Busy|L1/TEX Hit|L2 Hit" "$OUT/ncu.log" | head -120
 fi
 cat "$OUT/bench.log" 2>/dev/null | tail -62
 tail -12 "$OUT/torch.log" 2>/dev/null

@@ -406,6 +406,18 @@ template <int DT> __device__ __forceinline__ unsigned pack2(float lo, float hi) 
     }
 }
 
+/* Two finite-or-infinite (never NaN) floats rounded to a word of 16-bit values by one paired
+ * conversion (round to nearest even, as Elt::st on such values). */
+template <int DT> __device__ __forceinline__ unsigned pack2_finite(float lo, float hi) {
+    if constexpr (DT == ROPEKIT_FLOAT16) {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<unsigned *>(&h);
+    } else {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<unsigned *>(&h);
+    }
+}
+
 enum { RK_HINT_X_NOALLOC = 1, RK_HINT_X_STREAM = 2, RK_HINT_Y_STREAM = 4 };
 
 /* 16-byte accesses of x and y, always single vector instructions: written as plain uint4
@@ -433,6 +445,23 @@ __device__ __forceinline__ void st_y(void *p, uint4 v, int hints) {
     else
         asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};"
                      :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+/* 8-byte versions (QKNorm's 16-bit rows: see stage_row). */
+__device__ __forceinline__ uint2 ld_x8(const void *p, int hints) {
+    uint2 v;
+    if (hints & RK_HINT_X_NOALLOC)
+        asm("ld.global.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    else if (hints & RK_HINT_X_STREAM)
+        asm("ld.global.cs.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    else
+        asm("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ void st_y8(void *p, uint2 v, int hints) {
+    if (hints & RK_HINT_Y_STREAM)
+        asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" :: "l"(p), "r"(v.x), "r"(v.y) : "memory");
+    else
+        asm volatile("st.global.v2.u32 [%0], {%1, %2};" :: "l"(p), "r"(v.x), "r"(v.y) : "memory");
 }
 __device__ __forceinline__ unsigned &word(uint4 &v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
@@ -705,10 +734,33 @@ __device__ __forceinline__ void row_pass(float *buf, int n, int lane, F f) {
 
 /* The row as floats in buf. Vector rows: each lane issues up to 4 16-byte loads (a whole
  * 512-channel 16-bit row) before the first conversion, so they are in flight together. */
-template <int DT, int V>
+template <int DT, int V, bool W8>
 __device__ __forceinline__ void stage_row(const typename Elt<DT>::raw *p, long long st, int vec,
                                           int n, float *buf, int lane, int hints) {
     typedef typename Elt<DT>::raw raw;
+    if constexpr (W8) {
+        if (vec) { /* 16-bit, n % 8 == 0, 16-byte aligned: 8-byte pieces (4 channels) */
+            /* A 16-byte piece is 8 channels, 32 bytes as floats: lanes' float4 stores 32 bytes
+             * apart hit every bank twice (ncu on an H200: 53% of the shared store wavefronts
+             * were conflicts). With 4 channels per piece, each float4 store lands next to the
+             * neighbour lane's. The 8 loads of a 512-channel row are issued together. */
+            constexpr int U = 8;
+            for (int c0 = lane * 4; c0 < n; c0 += 64 * U) {
+                uint2 r[U];
+#pragma unroll
+                for (int k = 0; k < U; ++k)
+                    if (c0 + k * 64 < n) r[k] = ld_x8(p + c0 + k * 64, hints);
+#pragma unroll
+                for (int k = 0; k < U; ++k) {
+                    const int c = c0 + k * 64;
+                    if (c >= n) break;
+                    *reinterpret_cast<float4 *>(buf + c) =
+                        make_float4(lo_of<DT>(r[k].x), hi_of<DT>(r[k].x), lo_of<DT>(r[k].y), hi_of<DT>(r[k].y));
+                }
+            }
+            return;
+        }
+    }
     if (vec) { /* n % V == 0, 16-byte aligned */
         constexpr int U = 4;
         for (int c0 = lane * V; c0 < n; c0 += 16 * V * U) {
@@ -748,23 +800,54 @@ __device__ __forceinline__ void rope_pass(float *buf, const QkArgs &a, const flo
 #pragma unroll 1
     for (int t = 2 * lane; t < a.rd; t += 32) {
         const int c = a.nope + t;
-        const double x0 = norm(c, buf[c]), x1 = norm(c + 1, buf[c + 1]);
+        float2 v;
+        if (a.nope % 2 == 0) v = *reinterpret_cast<const float2 *>(buf + c); /* no bank conflict */
+        else v = make_float2(buf[c], buf[c + 1]);
+        const double x0 = norm(c, v.x), x1 = norm(c + 1, v.y);
         const double c0 = __ldg(cs + t * a.cos_s[2]), s0 = __ldg(sn + t * a.sin_s[2]);
         const double c1 = __ldg(cs + (t + 1) * a.cos_s[2]), s1 = __ldg(sn + (t + 1) * a.sin_s[2]);
-        buf[c] = (float)(x0 * c0 - x1 * s0);
-        buf[c + 1] = (float)(x1 * c1 + x0 * s1);
+        v = make_float2((float)(x0 * c0 - x1 * s0), (float)(x1 * c1 + x0 * s1));
+        if (a.nope % 2 == 0) *reinterpret_cast<float2 *>(buf + c) = v;
+        else buf[c] = v.x, buf[c + 1] = v.y;
     }
 }
 
 /* Stores the row: channel c < nope as norm(c, buf[c]) rounded to T, the others (already
  * final: rope_pass) rounded to T. fast: no value can be NaN (the caller proved it), so 16-bit
  * chunks of leading channels are rounded two at a time with no NaN test. */
-template <int DT, int V, typename N>
+template <int DT, int V, bool W8, typename N>
 __device__ __forceinline__ void write_row(typename Elt<DT>::raw *p, long long st, int vec,
                                           const QkArgs &a, const float *buf, int lane, bool fast,
                                           N norm) {
     typedef typename Elt<DT>::raw raw;
     const int nope = a.nope;
+    if constexpr (W8) {
+        if (vec) { /* 16-bit, 8-byte pieces: float4 reads of buf free of bank conflicts */
+#pragma unroll 4
+            for (int c = lane * 4; c < a.hd; c += 64) {
+                const float4 v = *reinterpret_cast<const float4 *>(buf + c);
+                uint2 o;
+                if (c + 4 <= nope) {
+                    const float y0 = norm(c, v.x), y1 = norm(c + 1, v.y);
+                    const float y2 = norm(c + 2, v.z), y3 = norm(c + 3, v.w);
+                    if (fast) {
+                        o.x = pack2_finite<DT>(y0, y1), o.y = pack2_finite<DT>(y2, y3);
+                    } else {
+                        o.x = Elt<DT>::st(y0) | (unsigned)Elt<DT>::st(y1) << 16;
+                        o.y = Elt<DT>::st(y2) | (unsigned)Elt<DT>::st(y3) << 16;
+                    }
+                } else {
+                    const float f[4] = {v.x, v.y, v.z, v.w};
+                    raw r[4];
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) r[i] = Elt<DT>::st(c + i < nope ? norm(c + i, f[i]) : f[i]);
+                    o.x = r[0] | (unsigned)r[1] << 16, o.y = r[2] | (unsigned)r[3] << 16;
+                }
+                st_y8(p + c, o, a.hints);
+            }
+            return;
+        }
+    }
     if (vec) { /* hd % V == 0, 16-byte aligned */
 #pragma unroll 2
         for (int c = lane * V; c < a.hd; c += 16 * V) {
@@ -779,13 +862,7 @@ __device__ __forceinline__ void write_row(typename Elt<DT>::raw *p, long long st
                     if constexpr (V == 4) {
                         o = make_uint4(__float_as_uint(y0), __float_as_uint(y1), __float_as_uint(y2), __float_as_uint(y3));
                     } else if (fast) {
-                        if constexpr (DT == ROPEKIT_FLOAT16) {
-                            __half2 h0 = __floats2half2_rn(y0, y1), h1 = __floats2half2_rn(y2, y3);
-                            ow[i / 2] = *reinterpret_cast<unsigned *>(&h0), ow[i / 2 + 1] = *reinterpret_cast<unsigned *>(&h1);
-                        } else {
-                            __nv_bfloat162 h0 = __floats2bfloat162_rn(y0, y1), h1 = __floats2bfloat162_rn(y2, y3);
-                            ow[i / 2] = *reinterpret_cast<unsigned *>(&h0), ow[i / 2 + 1] = *reinterpret_cast<unsigned *>(&h1);
-                        }
+                        ow[i / 2] = pack2_finite<DT>(y0, y1), ow[i / 2 + 1] = pack2_finite<DT>(y2, y3);
                     } else {
                         ow[i / 2] = Elt<DT>::st(y0) | (unsigned)Elt<DT>::st(y1) << 16;
                         ow[i / 2 + 1] = Elt<DT>::st(y2) | (unsigned)Elt<DT>::st(y3) << 16;
@@ -828,10 +905,11 @@ __device__ __forceinline__ float half_warp_ss(const float *buf, int n, int lane,
  * first, so that their latency hides under the query blocks. (The first version gave each
  * token its own blocks of 16 rows: the kv row had a block of its own, 15 half-warps idle.)
  * The row is staged in shared memory as float: the sum of squares needs the CPU's lane order
- * (lane j: channels j, j+16, ...), the stores 16-byte vectors. (Tried and slower: a grid of
+ * (lane j: channels j, j+16, ...), the stores vectors (16 bytes; 8 for bfloat16 rows, whose float4
+ * staging is then free of bank conflicts: qknorm_piece). (Tried and slower: a grid of
  * resident blocks whose half-warps walk many rows with the next row's loads issued before the
  * current row's arithmetic, 65% vs 78% of copy for float16: 64 registers, 4 blocks per SM.) */
-template <int DT>
+template <int DT, bool W8>
 __global__ void __launch_bounds__(256, 5) qknorm_kernel(const QkArgs a) {
     typedef typename Elt<DT>::raw raw;
     constexpr int V = 16 / sizeof(raw);
@@ -863,7 +941,7 @@ __global__ void __launch_bounds__(256, 5) qknorm_kernel(const QkArgs a) {
         if (row < a.nh) { /* a query head */
             const raw *x = reinterpret_cast<const raw *>(a.q) + b * a.qs[0] + s * a.qs[1] + row * a.qs[2];
             raw *y = reinterpret_cast<raw *>(a.q_out) + b * a.qos[0] + s * a.qos[1] + row * a.qos[2];
-            stage_row<DT, V>(x, a.qs[3], a.vec_q_in, a.hd, buf, lane, a.hints);
+            stage_row<DT, V, W8>(x, a.qs[3], a.vec_q_in, a.hd, buf, lane, a.hints);
             __syncwarp(mask);
             const float ss = half_warp_ss(buf, a.hd, lane, mask);
             const float r = round_to<DT>(__fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, hdf), a.eps))));
@@ -874,12 +952,12 @@ __global__ void __launch_bounds__(256, 5) qknorm_kernel(const QkArgs a) {
                 rope_pass(buf, a, cs, sn, lane, [&](int, float v) { return round_to<DT>(__fmul_rn(v, r)); });
                 __syncwarp(mask);
             }
-            write_row<DT, V>(y, a.qos[3], a.vec_q_out, a, buf, lane, fast,
+            write_row<DT, V, W8>(y, a.qos[3], a.vec_q_out, a, buf, lane, fast,
                              [&](int, float v) { return __fmul_rn(v, r); });
         } else { /* the kv row */
             const raw *x = reinterpret_cast<const raw *>(a.kv) + b * a.kvs[0] + s * a.kvs[1];
             raw *y = reinterpret_cast<raw *>(a.kv_out) + b * a.kvos[0] + s * a.kvos[1];
-            stage_row<DT, V>(x, a.kvs[2], a.vec_kv_in, a.hd, buf, lane, a.hints);
+            stage_row<DT, V, W8>(x, a.kvs[2], a.vec_kv_in, a.hd, buf, lane, a.hints);
             __syncwarp(mask);
             const float ss = half_warp_ss(buf, a.hd, lane, mask);
             const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, hdf), a.eps)));
@@ -911,7 +989,7 @@ __global__ void __launch_bounds__(256, 5) qknorm_kernel(const QkArgs a) {
                 rope_pass(buf, a, cs, sn, lane, [](int, float v) { return v; });
                 __syncwarp(mask);
             }
-            write_row<DT, V>(y, a.kvos[2], a.vec_kv_out, a, buf, lane, false, [](int, float v) { return v; });
+            write_row<DT, V, W8>(y, a.kvos[2], a.vec_kv_out, a, buf, lane, false, [](int, float v) { return v; });
         }
         __syncwarp(mask);
     }
@@ -1052,7 +1130,8 @@ ropekit_status launch_rotary_t(const RotArgs &a, unsigned blocks, size_t shm, cu
  * users): ROPEKIT_CUDA_HEADS_PER_THREAD=2|4 (flat kernel G, default 4),
  * ROPEKIT_CUDA_HINTS=<RK_HINT_* bits> (cache hints on x and y in the flat and QKNorm kernels,
  * default 5: x L1::no_allocate, y .cs), ROPEKIT_CUDA_BLOCK=64|128|256 (flat kernel block
- * size, default 128). */
+ * size, default 128),
+ * ROPEKIT_CUDA_QKNORM_PIECE=8|16 (qknorm_piece). */
 int env_int(const char *name, int lo, int hi, int dflt) {
     const char *e = getenv(name);
     if (!e || !*e) return dflt;
@@ -1195,18 +1274,26 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
 
 /* ---- qknorm / regroup launch -------------------------------------------------------------- */
 
-template <int DT>
+template <int DT, bool W8>
 ropekit_status launch_qknorm_t(const QkArgs &a, int threads, size_t shm, cudaStream_t st) {
     if (shm > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(qknorm_kernel<DT>,
+        cudaError_t e = cudaFuncSetAttribute(qknorm_kernel<DT, W8>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm);
         if (e != cudaSuccess) return cuda_fail(e, "qknorm shared memory");
     }
     const long long per = threads / 16;
     long long blocks = (a.rows + per - 1) / per;
     if (blocks > (1ll << 30)) blocks = 1ll << 30; /* the kernel loops over the rest */
-    qknorm_kernel<DT><<<(unsigned)blocks, threads, shm, st>>>(a);
+    qknorm_kernel<DT, W8><<<(unsigned)blocks, threads, shm, st>>>(a);
     return launched("qknorm kernel launch");
+}
+/* Bytes per global access of a 16-bit QKNorm row: bfloat16 8 (conflict-free staging: 76% of
+ * copy vs 73% with 16), float16 16 (78.5% vs 76%: its conversions cost more than the bank
+ * conflicts; H200, same calls). ROPEKIT_CUDA_QKNORM_PIECE=8|16 forces one (timing knob). */
+int qknorm_piece(ropekit_dtype dt) {
+    static const int forced = env_int("ROPEKIT_CUDA_QKNORM_PIECE", 8, 16, 0);
+    if (forced == 8 || forced == 16) return forced;
+    return dt == ROPEKIT_BFLOAT16 ? 8 : 16;
 }
 
 ropekit_status run_qknorm(const rk_qknorm_plan *p, void *stream) {
@@ -1251,9 +1338,13 @@ ropekit_status run_qknorm(const rk_qknorm_plan *p, void *stream) {
     a.d_S = make_div(p->S < (1ll << 31) ? p->S : 1);
     cudaStream_t st = (cudaStream_t)stream;
     const size_t shm = row_bytes * nhw;
-    if (p->dtype == ROPEKIT_FLOAT32) return launch_qknorm_t<ROPEKIT_FLOAT32>(a, nhw * 16, shm, st);
-    if (p->dtype == ROPEKIT_FLOAT16) return launch_qknorm_t<ROPEKIT_FLOAT16>(a, nhw * 16, shm, st);
-    return launch_qknorm_t<ROPEKIT_BFLOAT16>(a, nhw * 16, shm, st);
+    if (p->dtype == ROPEKIT_FLOAT32) return launch_qknorm_t<ROPEKIT_FLOAT32, false>(a, nhw * 16, shm, st);
+    const bool w8 = qknorm_piece(p->dtype) == 8;
+    if (p->dtype == ROPEKIT_FLOAT16)
+        return w8 ? launch_qknorm_t<ROPEKIT_FLOAT16, true>(a, nhw * 16, shm, st)
+                  : launch_qknorm_t<ROPEKIT_FLOAT16, false>(a, nhw * 16, shm, st);
+    return w8 ? launch_qknorm_t<ROPEKIT_BFLOAT16, true>(a, nhw * 16, shm, st)
+              : launch_qknorm_t<ROPEKIT_BFLOAT16, false>(a, nhw * 16, shm, st);
 }
 
 template <int DT, int V>
