@@ -67,6 +67,10 @@ static const char *arith_name(rk_wg_arith a) {
 
 /* ---- rotary: RotaryEmbedding (both), MRotaryEmbedding ----------------------------------------- */
 
+/* Heads per invocation (rotary.wgsl: HG): they share the index arithmetic and the cos/sin
+ * loads, and their loads are in flight together. */
+#define RK_WG_ROTARY_HG 4
+
 typedef struct rotary_args {
     const ropekit_webgpu_tensor *x, *cos, *sin, *y;
     ropekit_tensor hx, hc, hs, hy; /* stand-in views the plan was built from */
@@ -106,7 +110,8 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     const int64_t units_rot = p->interleaved ? h : h / sw;
     const int64_t units = units_rot + (inplace ? 0 : (p->H - p->R) / sw);
     if (units == 0) return ROPEKIT_OK; /* in place with nothing to rotate cannot happen (R > 0) */
-    int64_t total = p->B * p->S * p->N; /* fits: validated sizes */
+    const int64_t ng = (p->N + RK_WG_ROTARY_HG - 1) / RK_WG_ROTARY_HG; /* head groups */
+    int64_t total = p->B * p->S * ng; /* fits: validated sizes */
     if (total > (int64_t)UINT32_MAX / units)
         return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%lld invocations exceed the 32-bit index of the "
                        "WebGPU kernels", (long long)total * units);
@@ -156,6 +161,7 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
         prm[i] = (uint32_t)vals[i];
     }
     memcpy(&prm[32], &p->scale, 4);
+    prm[33] = (uint32_t)ng;
 
     static const char *rows_names[] = {"ids2d", "offset", "table3d", "mrope"};
     char key[160];
@@ -166,7 +172,7 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     {
         rk_buf s = {0};
         prelude(&s, xk == RK_WG_F16 || tk == RK_WG_F16, ctx->wg, sw, arith_file(ar));
-        rk_buf_printf(&s, "const ROWS: u32 = %uu;\n", rows_mode);
+        rk_buf_printf(&s, "const ROWS: u32 = %uu;\nconst HG: u32 = %du;\n", rows_mode, RK_WG_ROTARY_HG);
         if (inplace) {
             rk_wgsl_unused(&s, 1, 0);
             rk_wgsl_tensor(&s, 2, "y", yk, 0, 1);

@@ -7,8 +7,11 @@
 // ld_x/raw_x, st2_y/st2raw_y (x and y may be the same buffer: in place), ld_c/ld_s/rt_c (tables),
 // the ids array and dot2 (the arithmetic mode: narrow, wide64 or wide32).
 //
-// One invocation = one "unit" of one (token, head): the rotation of SW pairs, or (out of place
-// only) the copy of SW channels of [R, H). Its index is rebuilt from a 1-D/2-D/3-D grid.
+// One invocation = one "unit" of one (token, group of HG heads): the rotation of SW pairs, or
+// (out of place only) the copy of SW channels of [R, H), for each head of the group. The group
+// shares the index arithmetic, the id and the cos/sin loads, and its x loads are all issued
+// before the first store (one head per invocation ran at 0.3-0.5 of a shader copy on an H200).
+// Its index is rebuilt from a 1-D/2-D/3-D grid.
 
 struct Params {
     x_base: u32, y_base: u32, c_base: u32, s_base: u32, // element offsets in the bound ranges
@@ -19,7 +22,7 @@ struct Params {
     c_rs: u32, c_cs: u32, s_rs: u32, s_cs: u32,          // 2D tables: row and column strides
     c_bs: u32, c_ss: u32, s_bs: u32, s_ss: u32,          // 3D tables: batch and sequence strides
     offset: u32, sec0: u32, sec1: u32, mlayout: u32,     // offset form; MRoPE sections and layout
-    scale: f32, pad0: u32, pad1: u32, pad2: u32,
+    scale: f32, NG: u32, pad1: u32, pad2: u32,           // NG: head groups, ceil(N / HG)
 }
 
 @group(0) @binding(0) var<uniform> P: Params;
@@ -81,40 +84,75 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (g >= P.total) { return; }
     let u = g % P.units;
     let th = g / P.units;
-    let n = th % P.N;
-    let tok = th / P.N;
+    let n0 = (th % P.NG) * HG;
+    let tok = th / P.NG;
     let s = tok % P.S;
     let b = tok / P.S;
-    let xo = P.x_base + b * P.xs.x + s * P.xs.y + n * P.xs.z;
-    let yo = P.y_base + b * P.ys.x + s * P.ys.y + n * P.ys.z;
+    let nh = min(HG, P.N - n0); // heads in this group
+    let xo = P.x_base + b * P.xs.x + s * P.xs.y + n0 * P.xs.z;
+    let yo = P.y_base + b * P.ys.x + s * P.ys.y + n0 * P.ys.z;
     let xc = P.xs.w;
     let yc = P.ys.w;
+    let xn = P.xs.z;
+    let yn = P.ys.z;
     if (u >= P.units_rot) { // channels [R, H) are copied bit for bit (out of place only)
         let ch = P.R + (u - P.units_rot) * SW;
-        if (SW == 2u) {
-            st2raw_y(yo + ch * yc, yc, raw_x(xo + ch * xc), raw_x(xo + (ch + 1u) * xc));
-        } else { // one channel: st2 writes e and e + step, here the same element twice
-            let r = raw_x(xo + ch * xc);
-            st2raw_y(yo + ch * yc, 0u, r, r);
+        var r0: array<u32, HG>;
+        var r1: array<u32, HG>;
+        for (var j = 0u; j < HG; j = j + 1u) {
+            if (j < nh) {
+                r0[j] = raw_x(xo + j * xn + ch * xc);
+                if (SW == 2u) { r1[j] = raw_x(xo + j * xn + (ch + 1u) * xc); }
+            }
+        }
+        for (var j = 0u; j < HG; j = j + 1u) {
+            if (j < nh) {
+                if (SW == 2u) {
+                    st2raw_y(yo + j * yn + ch * yc, yc, r0[j], r1[j]);
+                } else { // one channel: st2 writes e and e + step, here the same element twice
+                    st2raw_y(yo + j * yn + ch * yc, 0u, r0[j], r0[j]);
+                }
+            }
         }
         return;
     }
     let h = P.R / 2u;
-    if ((P.flags & 1u) != 0u) { // interleaved: pair (2k, 2k+1), one pair per invocation
-        let k = u;
-        let r = rotate(ld_x(xo + 2u * k * xc), ld_x(xo + (2u * k + 1u) * xc), cos_sin(b, s, k));
-        st2_y(yo + 2u * k * yc, yc, r.x, r.y);
-        return;
+    // the unit's pairs: interleaved (2k, 2k+1), one pair; half-split (k, k + h), SW pairs
+    let il = (P.flags & 1u) != 0u;
+    let k0 = select(u * SW, u, il);
+    let ia = select(k0, 2u * k0, il) * xc;       // x offsets of the first pair's two elements
+    let ib = select(k0 + h, 2u * k0 + 1u, il) * xc;
+    let cs0 = cos_sin(b, s, k0);
+    var cs1 = cs0;
+    if (SW == 2u && !il) { cs1 = cos_sin(b, s, k0 + 1u); }
+    var a0: array<f32, HG>;
+    var b0: array<f32, HG>;
+    var a1: array<f32, HG>;
+    var b1: array<f32, HG>;
+    for (var j = 0u; j < HG; j = j + 1u) {
+        if (j < nh) {
+            let e = xo + j * xn;
+            a0[j] = ld_x(e + ia);
+            b0[j] = ld_x(e + ib);
+            if (SW == 2u && !il) {
+                a1[j] = ld_x(e + ia + xc);
+                b1[j] = ld_x(e + ib + xc);
+            }
+        }
     }
-    // half-split: pairs (k, k + h) for k in [u*SW, u*SW + SW)
-    let k0 = u * SW;
-    let r0 = rotate(ld_x(xo + k0 * xc), ld_x(xo + (k0 + h) * xc), cos_sin(b, s, k0));
-    if (SW == 2u) {
-        let k1 = k0 + 1u;
-        let r1 = rotate(ld_x(xo + k1 * xc), ld_x(xo + (k1 + h) * xc), cos_sin(b, s, k1));
-        st2_y(yo + k0 * yc, yc, r0.x, r1.x);
-        st2_y(yo + (k0 + h) * yc, yc, r0.y, r1.y);
-    } else {
-        st2_y(yo + k0 * yc, h * yc, r0.x, r0.y);
+    for (var j = 0u; j < HG; j = j + 1u) {
+        if (j < nh) {
+            let e = yo + j * yn;
+            let r0 = rotate(a0[j], b0[j], cs0);
+            if (il) {
+                st2_y(e + 2u * k0 * yc, yc, r0.x, r0.y);
+            } else if (SW == 2u) {
+                let r1 = rotate(a1[j], b1[j], cs1);
+                st2_y(e + k0 * yc, yc, r0.x, r1.x);
+                st2_y(e + (k0 + h) * yc, yc, r0.y, r1.y);
+            } else {
+                st2_y(e + k0 * yc, h * yc, r0.x, r0.y);
+            }
+        }
     }
 }
