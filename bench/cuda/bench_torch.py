@@ -3,7 +3,8 @@ cos/sin gathered per token from a 131072-row table (as the ropekit benchmark rea
 timed with CUDA events (median; prefill rows with the stream held while the call is enqueued, so
 GPU time alone, as in bench_cuda), eager and torch.compile. Decode shapes are also timed inside a
 CUDA graph (torch.cuda.CUDAGraph) so the comparison with bench_cuda's graph figures is fair.
-FlashInfer is not installed on the benchmark machine, so it is not measured."""
+FlashInfer is not installed on the benchmark machine, so it is not measured.
+Usage: bench_torch.py [substring of a shape name]"""
 import os
 import statistics
 import sys
@@ -78,7 +79,10 @@ def main():
     ]
     print("\n| shape (bf16, HF rotate_half) | eager us | torch.compile us | eager graph us | compile graph us | MB moved | compile TB/s |")
     print("|---|---:|---:|---:|---:|---:|---:|")
+    only = sys.argv[1] if len(sys.argv) > 1 else None  # run only the shapes whose name has it
     for name, B, S, NQ, NK, do_compile in shapes:
+        if only and only not in name:
+            continue
         q = torch.randn(B, NQ, S, D, device=dev, dtype=torch.bfloat16)
         k = torch.randn(B, NK, S, D, device=dev, dtype=torch.bfloat16)
         pos = torch.randint(0, ROWS, (B, S), device=dev)
