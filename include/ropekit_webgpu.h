@@ -40,6 +40,10 @@
  *              survive the shader compilers' algebraic rewrites). QKNormRotaryEmbedding needs
  *              shader-f64 (its sums of squares are in double); without it the call is
  *              ROPEKIT_ERROR_UNSUPPORTED.
+ *   kernel     vec16: x and y with unit channel stride and every offset, stride, R/2 (R when
+ *              interleaved) and H - R a multiple of the elements in 16 bytes — whole 16-byte
+ *              vectors per access (rotary_vec.wgsl); otherwise one element per access, four
+ *              heads per invocation (rotary.wgsl). Same results either way.
  *   layout     in place or out of place
  *   grid       1-D dispatch, spread over 2-D or 3-D when the workgroup count exceeds
  *              maxComputeWorkgroupsPerDimension.

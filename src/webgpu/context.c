@@ -547,7 +547,7 @@ rk_wg_kind rk_wg_kind_of(const ropekit_webgpu *ctx, ropekit_dtype dt) {
 }
 
 const char *rk_wg_kind_name(rk_wg_kind k) {
-    static const char *names[] = {"f32", "f16", "f16p", "bf16p", "f16a", "bf16a"};
+    static const char *names[] = {"f32", "f16", "f16p", "bf16p", "f16a", "bf16a", "v4"};
     return names[k];
 }
 

@@ -34,12 +34,13 @@ static void add_template(rk_buf *b, const char *file, const char *name, const ch
 }
 
 static const char *elem_type(rk_wg_kind k) {
-    return k == RK_WG_F32 ? "f32" : k == RK_WG_F16 ? "f16" : k >= RK_WG_F16A ? "atomic<u32>" : "u32";
+    return k == RK_WG_F32 ? "f32" : k == RK_WG_F16 ? "f16" : k == RK_WG_V4 ? "vec4<u32>"
+           : k >= RK_WG_F16A ? "atomic<u32>" : "u32";
 }
 
 /* Template stem ("load_<stem>.wgsl", "store_<stem>.wgsl") and 16-bit format of a kind. */
 static const char *template_stem(rk_wg_kind k) {
-    static const char *stems[] = {"f32", "f16", "packed", "packed", "atomic", "atomic"};
+    static const char *stems[] = {"f32", "f16", "packed", "packed", "atomic", "atomic", "v4"};
     return stems[k];
 }
 static const char *format_of(rk_wg_kind k) {

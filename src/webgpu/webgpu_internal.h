@@ -14,7 +14,8 @@ typedef enum rk_wg_kind {
     RK_WG_F16P = 2,  /* float16 packed two per u32 */
     RK_WG_BF16P = 3, /* bfloat16 packed two per u32 */
     RK_WG_F16A = 4,  /* float16 packed, written tensor of an unpaired layout: array<atomic<u32>> */
-    RK_WG_BF16A = 5  /* bfloat16 likewise */
+    RK_WG_BF16A = 5, /* bfloat16 likewise */
+    RK_WG_V4 = 6     /* any type, contiguous 16-byte vectors: array<vec4<u32>> (rotary_vec.wgsl) */
 } rk_wg_kind;
 
 typedef enum rk_wg_arith { RK_ARITH_NARROW = 0, RK_ARITH_WIDE64 = 1, RK_ARITH_WIDE32 = 2 } rk_wg_arith;

@@ -11,6 +11,7 @@
  * Backend: ROPEKIT_WEBGPU_BACKEND=vulkan|gl|any (default any); ROPEKIT_CASES_DIR overrides the
  * case folder compiled in. No adapter: exit 77 (skipped),
  * unless ROPEKIT_WEBGPU_REQUIRE=1 (CI), then it fails. Prints "N passed, N failed, N skipped" (tests/check.h). */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,7 +203,7 @@ static void run_config(const config *cfg, const rk_case_file *files, int nfiles)
            ropekit_webgpu_adapter_name(ctx), ropekit_webgpu_has_f16(ctx) ? "on" : "off",
            ropekit_webgpu_has_f64(ctx) ? "on" : "off");
     const int has_f64 = ropekit_webgpu_has_f64(ctx);
-    int runs = 0, refused = 0, grids[4] = {0};
+    int runs = 0, refused = 0, grids[4] = {0}, vec_runs = 0, elem_runs = 0;
     uint64_t inexact = 0;
     double worst_rel = 0;
     for (int f = 0; f < nfiles; ++f)
@@ -228,6 +229,7 @@ static void run_config(const config *cfg, const rk_case_file *files, int nfiles)
                       ropekit_webgpu_last_error());
                 if (st != ROPEKIT_OK) continue;
                 ++runs;
+                if (rotary_op(c->op)) ++*(strstr(variant, " vec16 ") ? &vec_runs : &elem_runs);
                 const char *g = strstr(variant, "grid");
                 if (g && g[4] >= '1' && g[4] <= '3') grids[g[4] - '0']++;
                 CHECK((strstr(variant, "inplace") != NULL) == in_place || !rotary_op(c->op),
@@ -238,10 +240,12 @@ static void run_config(const config *cfg, const rk_case_file *files, int nfiles)
             rk_case_free_outputs(c, gpu);
         }
     printf("[%s] %d runs compared with the CPU reference (%d refused as expected); grids 1d/2d/3d: "
-           "%d/%d/%d; elements not bit-identical (wide32 only): %llu, worst %.2f eps of the output's "
-           "largest magnitude\n",
-           cfg->name, runs, refused, grids[1], grids[2], grids[3], (unsigned long long)inexact,
-           worst_rel);
+           "%d/%d/%d; rotary kernels vector/element: %d/%d; elements not bit-identical (wide32 "
+           "only): %llu, worst %.2f eps of the output's largest magnitude\n",
+           cfg->name, runs, refused, grids[1], grids[2], grids[3], vec_runs, elem_runs,
+           (unsigned long long)inexact, worst_rel);
+    CHECK(vec_runs > 0 && elem_runs > 0, "[%s] both rotary kernels ran (vector %d, element %d)",
+          cfg->name, vec_runs, elem_runs);
     if (cfg->opt.max_workgroups_per_dim)
         CHECK(grids[2] > 0 && grids[3] > 0, "[%s] the capped grid reached 2-D %d and 3-D %d times",
               cfg->name, grids[2], grids[3]);
@@ -345,6 +349,86 @@ static void run_errors(ropekit_webgpu_backend backend) {
     ropekit_webgpu_destroy(ctx);
 }
 
+/* The vector kernel (rotary_vec.wgsl) on layouts the shared cases reach rarely: five heads
+ * (a group of four and a group of one), partial rotary (copied channels), interleaved and
+ * half-split, in place and out of place, each dtype with float32 tables: bit for bit against
+ * the CPU reference (with shader-f64; wide32 bounds without), and the variant must be the
+ * vector one. */
+static void run_vector_layouts(ropekit_webgpu_backend backend) {
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = NULL;
+    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
+        CHECK(0, "context: %s", ropekit_webgpu_last_error());
+        return;
+    }
+    enum { B = 2, S = 3, N = 5, H = 48, R = 32, P = 16 };
+    static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    float cs[P * R / 2], sn[P * R / 2];
+    uint32_t seed = 12345u;
+    for (int i = 0; i < P * R / 2; ++i) {
+        seed = seed * 1664525u + 1013904223u;
+        cs[i] = (float)(seed >> 8) / 16777216.0f * 2.0f - 1.0f;
+        seed = seed * 1664525u + 1013904223u;
+        sn[i] = (float)(seed >> 8) / 16777216.0f * 2.0f - 1.0f;
+    }
+    int64_t pos[B * S];
+    for (int i = 0; i < B * S; ++i) pos[i] = (i * 7 + 3) % P;
+    int64_t xs[3] = {B, S, N * H}, ts[2] = {P, R / 2}, ps[2] = {B, S};
+    for (int d = 0; d < 3; ++d)
+        for (int il = 0; il <= 1; ++il)
+            for (int in_place = 0; in_place <= 1; ++in_place) {
+                const size_t n = (size_t)B * S * N * H, es = ropekit_dtype_size(dts[d]);
+                unsigned char *x = malloc(n * es), *yr = malloc(n * es), *yg = malloc(n * es);
+                for (size_t i = 0; i < n; ++i) {
+                    seed = seed * 1664525u + 1013904223u;
+                    const float v = (float)(seed >> 8) / 16777216.0f * 8.0f - 4.0f;
+                    uint32_t u;
+                    memcpy(&u, &v, 4);
+                    if (dts[d] == ROPEKIT_FLOAT32) memcpy(x + 4 * i, &v, 4);
+                    else if (dts[d] == ROPEKIT_BFLOAT16) ((uint16_t *)x)[i] = (uint16_t)(u >> 16);
+                    else /* float16 from the float's sign, exponent in [-8, 2] and top mantissa bits */
+                        ((uint16_t *)x)[i] = (uint16_t)(((u >> 16) & 0x8000u) | ((7u + (seed & 7u)) << 10) | ((u >> 13) & 0x3ffu));
+                }
+                ropekit_tensor hx = ropekit_tensor_contiguous(x, dts[d], 3, xs);
+                ropekit_tensor hy = ropekit_tensor_contiguous(yr, dts[d], 3, xs);
+                ropekit_tensor hc = ropekit_tensor_contiguous(cs, ROPEKIT_FLOAT32, 2, ts);
+                ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, ts);
+                ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+                ropekit_rotary_embedding_attrs at = {il, R, N, 0};
+                CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
+                      ropekit_last_error());
+                WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
+                WGPUBuffer by = in_place ? bx : upload(ctx, &hy, 16);
+                ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc),
+                                      gs = gview(bs, &hs);
+                ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy);
+                CHECK(st == ROPEKIT_OK, "vector layout %s il=%d in_place=%d: %s", ropekit_dtype_name(dts[d]),
+                      il, in_place, ropekit_webgpu_last_error());
+                CHECK(strstr(ropekit_webgpu_last_variant(ctx), " vec16 ") != NULL, "variant '%s'",
+                      ropekit_webgpu_last_variant(ctx));
+                if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, n * es) == ROPEKIT_OK) {
+                    /* exact with shader-f64; without it (wide32) float32 within 2 eps of the
+                     * largest magnitude, 16-bit within one ulp (a rounding flip) */
+                    const int exact = ropekit_webgpu_has_f64(ctx);
+                    float maxabs = 0;
+                    for (size_t i = 0; i < n; ++i) maxabs = fmaxf(maxabs, fabsf(to_f32(yr, dts[d], i)));
+                    size_t bad = 0;
+                    for (size_t i = 0; i < n; ++i) {
+                        if (exact) bad += memcmp(yr + i * es, yg + i * es, es) != 0;
+                        else if (dts[d] == ROPEKIT_FLOAT32)
+                            bad += fabsf(to_f32(yr, dts[d], i) - to_f32(yg, dts[d], i)) > 2 * FLT_EPSILON * maxabs;
+                        else bad += ulp_diff(yr, yg, dts[d], i) > 1;
+                    }
+                    CHECK(bad == 0, "vector layout %s il=%d in_place=%d: %zu elements differ from the CPU%s",
+                          ropekit_dtype_name(dts[d]), il, in_place, bad, exact ? "" : " beyond the wide32 bound");
+                }
+                wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
+                if (!in_place) wgpuBufferRelease(by);
+                free(x), free(yr), free(yg);
+            }
+    ropekit_webgpu_destroy(ctx);
+}
+
 int main(void) {
     static const char *names[] = {"rotary_embedding", "ms_rotary_embedding", "mrotary_embedding",
                                   "qknorm_rotary_embedding", "inverse_rotary_regroup"};
@@ -382,6 +466,7 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; ++i) run_config(&cfgs[i], files, 5);
     run_errors(backend);
+    run_vector_layouts(backend);
     for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);
     return REPORT();
 }

@@ -1,0 +1,79 @@
+// rotary_common.wgsl — RotaryEmbedding (ai.onnx and com.microsoft) and MRotaryEmbedding: the
+// parameters and table helpers shared by the two kernels (rotary.wgsl: any strides, one
+// element per access; rotary_vec.wgsl: contiguous heads, 16-byte vectors), as the CPU plan
+// (src/core/internal.h, rk_rotary_plan) describes all three operators.
+//
+// The host prepends the variant prelude (src/webgpu/kernels.c): constants WG (workgroup size),
+// SW (elements one store writes: 1, or 2 for 16-bit data packed in u32), ROWS (0: 2D table +
+// position ids, 1: offset + s, 2: 3D table, 3: MRoPE ids and sections), the accessors
+// ld_x/raw_x, st2_y/st2raw_y (x and y may be the same buffer: in place), ld_c/ld_s/rt_c (tables),
+// the ids array and dot2 (the arithmetic mode: narrow, wide64 or wide32).
+//
+// Both kernels: one invocation = one "unit" of one (token, group of HG heads) — SW pairs or a
+// 16-byte vector — for each head of the group. The group shares the index arithmetic, the id
+// and the cos/sin loads, and its x loads are all issued before the first store. Its index is
+// rebuilt from a 1-D/2-D/3-D grid.
+
+struct Params {
+    x_base: u32, y_base: u32, c_base: u32, s_base: u32, // element offsets in the bound ranges
+    xs: vec4<u32>,                                       // strides of (b, s, n, channel)
+    ys: vec4<u32>,
+    B: u32, S: u32, N: u32, R: u32,
+    units_rot: u32, units: u32, total: u32, flags: u32, // flags: 1 interleaved, 2 inverse, 4 scale
+    c_rs: u32, c_cs: u32, s_rs: u32, s_cs: u32,          // 2D tables: row and column strides
+    c_bs: u32, c_ss: u32, s_bs: u32, s_ss: u32,          // 3D tables: batch and sequence strides
+    offset: u32, sec0: u32, sec1: u32, mlayout: u32,     // offset form; MRoPE sections and layout
+    scale: f32, NG: u32, pad1: u32, pad2: u32,           // NG: head groups, ceil(N / HG)
+}
+
+@group(0) @binding(0) var<uniform> P: Params;
+
+// MRoPE: the id stream (0 T, 1 H, 2 W) of table column k (ropekit.h, MRotaryEmbedding).
+fn mrope_stream(k: u32) -> u32 {
+    if (P.mlayout == 0u) {
+        if (k < P.sec0) { return 0u; }
+        if (k < P.sec0 + P.sec1) { return 1u; }
+        return 2u;
+    }
+    let r = k % 3u;
+    let sec2 = P.R / 2u - P.sec0 - P.sec1;
+    if (r == 1u && k < 3u * P.sec1) { return 1u; }
+    if (r == 2u && k < 3u * sec2) { return 2u; }
+    return 0u;
+}
+
+// Table element offsets (cos, sin) of column k for token (b, s).
+fn table_index(b: u32, s: u32, k: u32) -> vec2<u32> {
+    if (ROWS == 2u) {
+        return vec2<u32>(P.c_base + b * P.c_bs + s * P.c_ss + k * P.c_cs,
+                         P.s_base + b * P.s_bs + s * P.s_ss + k * P.s_cs);
+    }
+    var row: u32;
+    if (ROWS == 1u) {
+        row = P.offset + s;
+    } else if (ROWS == 3u) {
+        row = ids[(mrope_stream(k) * P.B + b) * P.S + s];
+    } else {
+        row = ids[b * P.S + s];
+    }
+    return vec2<u32>(P.c_base + row * P.c_rs + k * P.c_cs, P.s_base + row * P.s_rs + k * P.s_cs);
+}
+
+// cos and sin of column k as the rotation uses them: scaled (and rounded back to the table type)
+// when scale != 1, sin negated for the inverse rotation.
+fn cos_sin(b: u32, s: u32, k: u32) -> vec2<f32> {
+    let i = table_index(b, s, k);
+    var c = ld_c(i.x);
+    var sn = ld_s(i.y);
+    if ((P.flags & 4u) != 0u) {
+        c = rt_c(c * P.scale);
+        sn = rt_c(sn * P.scale);
+    }
+    if ((P.flags & 2u) != 0u) { sn = -sn; }
+    return vec2<f32>(c, sn);
+}
+
+// y0 = c*a - s*b, y1 = s*a + c*b, rounded as the Arithmetic section of ropekit.h says.
+fn rotate(a: f32, b: f32, cs: vec2<f32>) -> vec2<f32> {
+    return vec2<f32>(dot2(cs.x, a, -cs.y, b), dot2(cs.y, a, cs.x, b));
+}

@@ -1,0 +1,129 @@
+// rotary_vec.wgsl — the contiguous kernel (after rotary_common.wgsl): x and y have unit channel
+// stride and every head, half-head and copied span starts on a 16-byte boundary, so they are
+// bound as array<vec4<u32>> and each access moves a whole 16-byte vector of VE elements (4
+// float32 or 8 16-bit values). The unit is one vector: half-split, the pairs (k, k + R/2) of
+// vector u and of vector u + R/(2 VE); interleaved, the VE/2 pairs inside vector u; (out of
+// place only) a vector of [R, H) copied. The prelude adds VE, EW (elements per 32-bit word),
+// elem_to_f32 / f32_to_elem (the element's bits <-> float, exact, integer rounding) and
+// ld4_x / st4_y (vector index). Written word by word, without loops over elements or arrays of
+// them: the first version (loops filling arrays of eight floats) ran slower than the element
+// kernel on NVIDIA's Vulkan driver.
+
+// The columns of one 32-bit word of a vector: EW elements (1 float32 or 2 16-bit values), cos
+// and sin of its columns k and k + 1 (the second unused for float32).
+fn word_cs(b: u32, s: u32, k: u32) -> vec4<f32> {
+    let c0 = cos_sin(b, s, k);
+    if (EW == 1u) { return vec4<f32>(c0, 0.0, 0.0); }
+    return vec4<f32>(c0, cos_sin(b, s, k + 1u));
+}
+
+fn lo_f(w: u32) -> f32 { return elem_to_f32(w & 0xffffu); }
+fn hi_f(w: u32) -> f32 { return elem_to_f32(w >> 16u); }
+
+// Half-split: words wa (columns k, k+1) and wb (their partners k + R/2) rotated with cs.
+fn rot_split(wa: u32, wb: u32, cs: vec4<f32>) -> vec2<u32> {
+    if (EW == 1u) {
+        let r = rotate(bitcast<f32>(wa), bitcast<f32>(wb), cs.xy);
+        return vec2<u32>(bitcast<u32>(r.x), bitcast<u32>(r.y));
+    }
+    let r0 = rotate(lo_f(wa), lo_f(wb), cs.xy);
+    let r1 = rotate(hi_f(wa), hi_f(wb), cs.zw);
+    return vec2<u32>(f32_to_elem(r0.x) | (f32_to_elem(r1.x) << 16u),
+                     f32_to_elem(r0.y) | (f32_to_elem(r1.y) << 16u));
+}
+
+// Interleaved, 16-bit: word w holds the pair (2k, 2k+1) of column k. (float32 pairs span two
+// words: rot_split on the two words.)
+fn rot_pair16(w: u32, cs: vec2<f32>) -> u32 {
+    let r = rotate(lo_f(w), hi_f(w), cs);
+    return f32_to_elem(r.x) | (f32_to_elem(r.y) << 16u);
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let g = linear_index(wid, nwg, lid);
+    if (g >= P.total) { return; }
+    let u = g % P.units;
+    let th = g / P.units;
+    let n0 = (th % P.NG) * HG;
+    let tok = th / P.NG;
+    let s = tok % P.S;
+    let b = tok / P.S;
+    let nh = min(HG, P.N - n0); // heads in this group
+    // vector indices (the host checked that every offset and stride is a multiple of VE)
+    let xo = (P.x_base + b * P.xs.x + s * P.xs.y + n0 * P.xs.z) / VE;
+    let yo = (P.y_base + b * P.ys.x + s * P.ys.y + n0 * P.ys.z) / VE;
+    let xn = P.xs.z / VE;
+    let yn = P.ys.z / VE;
+    if (u >= P.units_rot) { // channels [R, H) are copied bit for bit (out of place only)
+        let q = P.R / VE + (u - P.units_rot);
+        var r: array<vec4<u32>, HG>;
+        for (var j = 0u; j < HG; j = j + 1u) {
+            if (j < nh) { r[j] = ld4_x(xo + j * xn + q); }
+        }
+        for (var j = 0u; j < HG; j = j + 1u) {
+            if (j < nh) { st4_y(yo + j * yn + q, r[j]); }
+        }
+        return;
+    }
+    if ((P.flags & 1u) != 0u) { // interleaved: vector u holds VE/2 pairs (2k, 2k+1), k from k0
+        let k0 = u * (VE / 2u);
+        var a: array<vec4<u32>, HG>;
+        for (var j = 0u; j < HG; j = j + 1u) {
+            if (j < nh) { a[j] = ld4_x(xo + j * xn + u); }
+        }
+        if (EW == 1u) { // float32: pairs (x, y) and (z, w)
+            let c0 = cos_sin(b, s, k0);
+            let c1 = cos_sin(b, s, k0 + 1u);
+            for (var j = 0u; j < HG; j = j + 1u) {
+                if (j < nh) {
+                    let v = a[j];
+                    let p0 = rot_split(v.x, v.y, vec4<f32>(c0, 0.0, 0.0));
+                    let p1 = rot_split(v.z, v.w, vec4<f32>(c1, 0.0, 0.0));
+                    st4_y(yo + j * yn + u, vec4<u32>(p0.x, p0.y, p1.x, p1.y));
+                }
+            }
+        } else { // 16-bit: one pair per word
+            let c0 = cos_sin(b, s, k0);
+            let c1 = cos_sin(b, s, k0 + 1u);
+            let c2 = cos_sin(b, s, k0 + 2u);
+            let c3 = cos_sin(b, s, k0 + 3u);
+            for (var j = 0u; j < HG; j = j + 1u) {
+                if (j < nh) {
+                    let v = a[j];
+                    st4_y(yo + j * yn + u, vec4<u32>(rot_pair16(v.x, c0), rot_pair16(v.y, c1),
+                                                     rot_pair16(v.z, c2), rot_pair16(v.w, c3)));
+                }
+            }
+        }
+        return;
+    }
+    // half-split: vector u holds columns k0 .. k0 + VE - 1, vector u + hv their partners
+    let k0 = u * VE;
+    let hv = P.R / (2u * VE);
+    let cs0 = word_cs(b, s, k0);
+    let cs1 = word_cs(b, s, k0 + EW);
+    let cs2 = word_cs(b, s, k0 + 2u * EW);
+    let cs3 = word_cs(b, s, k0 + 3u * EW);
+    var a: array<vec4<u32>, HG>;
+    var c: array<vec4<u32>, HG>;
+    for (var j = 0u; j < HG; j = j + 1u) {
+        if (j < nh) {
+            a[j] = ld4_x(xo + j * xn + u);
+            c[j] = ld4_x(xo + j * xn + u + hv);
+        }
+    }
+    for (var j = 0u; j < HG; j = j + 1u) {
+        if (j < nh) {
+            let va = a[j];
+            let vc = c[j];
+            let w0 = rot_split(va.x, vc.x, cs0);
+            let w1 = rot_split(va.y, vc.y, cs1);
+            let w2 = rot_split(va.z, vc.z, cs2);
+            let w3 = rot_split(va.w, vc.w, cs3);
+            st4_y(yo + j * yn + u, vec4<u32>(w0.x, w1.x, w2.x, w3.x));
+            st4_y(yo + j * yn + u + hv, vec4<u32>(w0.y, w1.y, w2.y, w3.y));
+        }
+    }
+}
