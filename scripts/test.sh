@@ -42,12 +42,11 @@ if [ "$(uname -m)" = x86_64 ]; then
   done
 fi
 
-echo "== ASan/UBSan build + C tests"
-# (the WebGPU library is left out here: the Rust runtime and Mesa's drivers are not instrumented)
+echo "== ASan/UBSan build + C tests (WebGPU included: ropekit's code instrumented, wgpu-native and Mesa not)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DROPEKIT_SANITIZE=ON -DCMAKE_C_COMPILER=clang \
-  -DROPEKIT_WEBGPU=OFF >/dev/null
+  >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
-ctest --test-dir build-asan --output-on-failure
+ROPEKIT_WEBGPU_REQUIRE=1 XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" ctest --test-dir build-asan --output-on-failure
 
 # ---- fuzz smoke (owned by the ONNX layer): the libFuzzer harness on its corpus ------------
 # Deterministic (fixed seed and run count), so a CI result can be reproduced; long exploratory

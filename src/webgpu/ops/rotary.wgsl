@@ -7,13 +7,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
     let g = linear_index(wid, nwg, lid);
     if (g >= P.total) { return; }
-    let u = g % P.units;
-    let th = g / P.units;
-    let n0 = (th % P.NG) * HG;
-    let tok = th / P.NG;
-    let s = tok % P.S;
-    let b = tok / P.S;
-    let nh = min(HG, P.N - n0); // heads in this group
+    let w = unit_of(g);
+    let u = w.u;
+    let b = w.b;
+    let s = w.s;
+    let n0 = w.n0;
+    let nh = w.nh;
     let xo = P.x_base + b * P.xs.x + s * P.xs.y + n0 * P.xs.z;
     let yo = P.y_base + b * P.ys.x + s * P.ys.y + n0 * P.ys.z;
     let xc = P.xs.w;

@@ -77,3 +77,12 @@ fn cos_sin(b: u32, s: u32, k: u32) -> vec2<f32> {
 fn rotate(a: f32, b: f32, cs: vec2<f32>) -> vec2<f32> {
     return vec2<f32>(dot2(cs.x, a, -cs.y, b), dot2(cs.y, a, cs.x, b));
 }
+
+// The unit, token and head group of invocation g (g < P.total).
+struct Unit { u: u32, b: u32, s: u32, n0: u32, nh: u32 } // nh: heads in the group (<= HG)
+fn unit_of(g: u32) -> Unit {
+    let th = g / P.units;
+    let n0 = (th % P.NG) * HG;
+    let tok = th / P.NG;
+    return Unit(g % P.units, tok / P.S, tok % P.S, n0, min(HG, P.N - n0));
+}
