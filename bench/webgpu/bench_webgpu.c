@@ -3,9 +3,10 @@
  * invocation) and against the CPU backend on the same shape.
  *
  * Times are wall clock around `reps` submissions followed by one wait (the queue drains between
- * batches), median of 7 batches; bytes moved = x read + y written + table rows read once per
- * token; GB/s = bytes / time. The shapes are the CPU benchmark's (bench/bench_cpu.c), scaled
- * down with --small for software adapters.
+ * batches), median of 7 batches; bytes moved = activations read + written + the table rows (and
+ * ids, weights) read once per token; GB/s = bytes / time. The shapes are the bench cases of
+ * src/webgpu/ops/<op>/bench.json (the CPU and CUDA benchmarks' shapes), scaled down with --small
+ * for software adapters.
  * Usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -26,11 +27,6 @@ static int cmp_d(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-typedef struct shape {
-    const char *name;
-    int64_t B, S, Nq, H, R, P;
-    ropekit_dtype x, t;
-} shape;
 
 static uint16_t f2h(float f) { /* values in [-1, 1): normal float16, truncation is fine here */
     uint32_t u;
@@ -111,119 +107,262 @@ static void shader_copy_submit(WGPUDevice dev, const shader_copy *c) {
     wgpuCommandEncoderRelease(enc);
 }
 
+/* One benchmark row: the operator (op), the same bytes copied on the adapter both ways, and the
+ * CPU backend (cpu) on the same host data. act: activation bytes (what a copy moves once);
+ * bytes: what the operator moves in all. */
+typedef struct row {
+    const char *name;
+    ropekit_dtype x, t;
+    void (*op)(void *), (*cpu)(void *);
+    void *arg;
+    WGPUBuffer src, dst; /* activation-sized buffers for the copies */
+    size_t act;
+    double bytes;
+} row;
+
+static ropekit_webgpu *g_ctx;
+static int g_reps = 20, g_bad;
+
+static void run_row(const row *r) {
+    WGPUDevice dev = ropekit_webgpu_device(g_ctx);
+    const uint64_t copy_bytes = r->act & ~(size_t)15; /* whole vec4s */
+    shader_copy sc = shader_copy_make(dev, r->src, r->dst, copy_bytes);
+    double t_op[7], t_cp[7], t_sc[7], t_cpu[7];
+    g_bad = 0;
+    for (int b = 0; b < 8 && !g_bad; ++b) { /* batch 0 warms up (pipeline compile) */
+        double t0 = now();
+        for (int i = 0; i < g_reps; ++i) r->op(r->arg);
+        ropekit_webgpu_wait(g_ctx);
+        double t1 = now();
+        for (int i = 0; i < g_reps; ++i) { /* the copy: one command buffer per repetition too */
+            WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(dev, NULL);
+            wgpuCommandEncoderCopyBufferToBuffer(enc, r->src, 0, r->dst, 0, (r->act + 3) & ~(size_t)3);
+            WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
+            WGPUQueue q = wgpuDeviceGetQueue(dev);
+            wgpuQueueSubmit(q, 1, &cmd);
+            wgpuQueueRelease(q);
+            wgpuCommandBufferRelease(cmd);
+            wgpuCommandEncoderRelease(enc);
+        }
+        ropekit_webgpu_wait(g_ctx);
+        double t2 = now();
+        for (int i = 0; i < g_reps; ++i) shader_copy_submit(dev, &sc);
+        ropekit_webgpu_wait(g_ctx);
+        const double t3 = now();
+        r->cpu(r->arg);
+        const double t4 = now();
+        if (b > 0) {
+            t_op[b - 1] = (t1 - t0) / g_reps;
+            t_cp[b - 1] = (t2 - t1) / g_reps;
+            t_sc[b - 1] = (t3 - t2) / g_reps * (double)r->act / (double)copy_bytes;
+            t_cpu[b - 1] = t4 - t3;
+        }
+    }
+    if (g_bad) {
+        printf("| %s | %s | %s | error: %s |\n", r->name, ropekit_dtype_name(r->x),
+               r->t ? ropekit_dtype_name(r->t) : "-", ropekit_webgpu_last_error());
+    } else {
+        qsort(t_op, 7, sizeof(double), cmp_d);
+        qsort(t_cp, 7, sizeof(double), cmp_d);
+        qsort(t_sc, 7, sizeof(double), cmp_d);
+        qsort(t_cpu, 7, sizeof(double), cmp_d);
+        const double op = t_op[3], cp = t_cp[3], scp = t_sc[3], cpu = t_cpu[3];
+        /* copy bandwidth counts read + write of the activation bytes, like the op */
+        const double best = cp < scp ? cp : scp;
+        const double ratio = (r->bytes / op) / (2.0 * (double)r->act / best);
+        printf("| %s | %s | %s | %s | %.3f | %.1f | %.3f | %.3f | %.2f | %.3f | %.2fx |\n", r->name,
+               ropekit_dtype_name(r->x), r->t ? ropekit_dtype_name(r->t) : "-",
+               ropekit_webgpu_last_variant(g_ctx), op * 1e3, r->bytes / op / 1e9, cp * 1e3,
+               scp * 1e3, ratio, cpu * 1e3, cpu / op);
+    }
+    fflush(stdout);
+    wgpuBindGroupRelease(sc.group), wgpuComputePipelineRelease(sc.pipeline);
+}
+
+static WGPUBuffer gbuf(size_t bytes, const void *host) {
+    WGPUBuffer b = NULL;
+    if (ropekit_webgpu_buffer_create(g_ctx, bytes < 16 ? 16 : bytes, &b) != ROPEKIT_OK) {
+        fprintf(stderr, "buffer of %zu bytes: %s\n", bytes, ropekit_webgpu_last_error());
+        exit(1);
+    }
+    if (host) ropekit_webgpu_write(g_ctx, b, 0, host, bytes);
+    return b;
+}
+
+/* ---- RotaryEmbedding and MRotaryEmbedding (mrope: sections [16, 24, 24]) ---- */
+typedef struct rot {
+    int64_t B, S, N, H, R, P;
+    int mrope;
+    ropekit_webgpu_tensor gx, gy, gc, gs;
+    ropekit_tensor cx, cy, cc, cs, ids;
+} rot;
+static void rot_op(void *p) {
+    rot *a = p;
+    ropekit_status st;
+    if (a->mrope) {
+        ropekit_mrotary_embedding_attrs at = ROPEKIT_MROTARY_EMBEDDING_ATTRS_INIT;
+        at.mrope_section[0] = 16, at.mrope_section[1] = 24, at.mrope_section[2] = 24, at.num_heads = a->N;
+        st = ropekit_webgpu_mrotary_embedding(g_ctx, &a->gx, &a->ids, &a->gc, &a->gs, &at, &a->gy);
+    } else {
+        ropekit_rotary_embedding_attrs at = {0, a->R, a->N, 0};
+        st = ropekit_webgpu_rotary_embedding(g_ctx, &a->gx, &a->gc, &a->gs, &a->ids, &at, &a->gy);
+    }
+    if (st != ROPEKIT_OK) g_bad = 1;
+}
+static void rot_cpu(void *p) {
+    rot *a = p;
+    if (a->mrope) {
+        ropekit_mrotary_embedding_attrs at = ROPEKIT_MROTARY_EMBEDDING_ATTRS_INIT;
+        at.mrope_section[0] = 16, at.mrope_section[1] = 24, at.mrope_section[2] = 24, at.num_heads = a->N;
+        ropekit_mrotary_embedding(&a->cx, &a->ids, &a->cc, &a->cs, &at, &a->cy);
+    } else {
+        ropekit_rotary_embedding_attrs at = {0, a->R, a->N, 0};
+        ropekit_rotary_embedding(&a->cx, &a->cc, &a->cs, &a->ids, &at, &a->cy);
+    }
+}
+static void bench_rotary(const char *name, int64_t B, int64_t S, int64_t N, int64_t H, int64_t R,
+                         int64_t P, ropekit_dtype x, ropekit_dtype t, int mrope) {
+    const size_t xe = ropekit_dtype_size(x), te = ropekit_dtype_size(t);
+    const size_t nx = (size_t)(B * S * N * H), nt = (size_t)(P * R / 2), ntok = (size_t)(B * S);
+    const size_t nid = ntok * (mrope ? 3 : 1);
+    void *hx = malloc(nx * xe), *hy = malloc(nx * xe), *hc = malloc(nt * te), *hs = malloc(nt * te);
+    int64_t *pos = malloc(nid * sizeof *pos);
+    fill(hx, x, nx), fill(hc, t, nt), fill(hs, t, nt);
+    for (size_t i = 0; i < nid; ++i) pos[i] = (int64_t)((i * 7919u) % (size_t)P);
+    rot a = {B, S, N, H, R, P, mrope, {0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}};
+    int64_t xs[3] = {B, S, N * H}, ts[2] = {P, R / 2}, ps[3] = {3, B, S};
+    WGPUBuffer bx = gbuf(nx * xe, hx), by = gbuf(nx * xe, NULL), bc = gbuf(nt * te, hc), bs = gbuf(nt * te, hs);
+    a.gx = ropekit_webgpu_tensor_contiguous(bx, 0, x, 3, xs);
+    a.gy = ropekit_webgpu_tensor_contiguous(by, 0, x, 3, xs);
+    a.gc = ropekit_webgpu_tensor_contiguous(bc, 0, t, 2, ts);
+    a.gs = ropekit_webgpu_tensor_contiguous(bs, 0, t, 2, ts);
+    a.cx = ropekit_tensor_contiguous(hx, x, 3, xs), a.cy = ropekit_tensor_contiguous(hy, x, 3, xs);
+    a.cc = ropekit_tensor_contiguous(hc, t, 2, ts), a.cs = ropekit_tensor_contiguous(hs, t, 2, ts);
+    a.ids = mrope ? ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 3, ps)
+                  : ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps + 1);
+    const double bytes = 2.0 * (double)(nx * xe) + (double)ntok * (double)(R * te) + (double)nid * 8;
+    row r = {name, x, t, rot_op, rot_cpu, &a, bx, by, nx * xe, bytes};
+    run_row(&r);
+    wgpuBufferRelease(bx), wgpuBufferRelease(by), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
+    free(hx), free(hy), free(hc), free(hs), free(pos);
+}
+
+/* ---- QKNormRotaryEmbedding and InverseRotaryRegroup (DeepSeek-V4: 128 heads x 512, rope 64) ---- */
+enum { DS_NH = 128, DS_HD = 512, DS_RD = 64, DS_G = 8 };
+typedef struct ds {
+    int regroup;
+    ropekit_webgpu_tensor g[7];
+    ropekit_tensor c[7];
+} ds;
+static void ds_op(void *p) {
+    ds *a = p;
+    ropekit_status st;
+    if (a->regroup) {
+        ropekit_inverse_rotary_regroup_attrs at = {DS_NH, DS_HD, DS_RD, DS_G};
+        st = ropekit_webgpu_inverse_rotary_regroup(g_ctx, &a->g[0], &a->g[1], &a->g[2], &at, &a->g[3]);
+    } else {
+        ropekit_qknorm_rotary_embedding_attrs at = {DS_NH, DS_HD, DS_RD, 1e-6f, 1};
+        st = ropekit_webgpu_qknorm_rotary_embedding(g_ctx, &a->g[0], &a->g[1], &a->g[2], &a->g[3],
+                                                    &a->g[4], &at, &a->g[5], &a->g[6]);
+    }
+    if (st != ROPEKIT_OK) g_bad = 1;
+}
+static void ds_cpu(void *p) {
+    ds *a = p;
+    if (a->regroup) {
+        ropekit_inverse_rotary_regroup_attrs at = {DS_NH, DS_HD, DS_RD, DS_G};
+        ropekit_inverse_rotary_regroup(&a->c[0], &a->c[1], &a->c[2], &at, &a->c[3]);
+    } else {
+        ropekit_qknorm_rotary_embedding_attrs at = {DS_NH, DS_HD, DS_RD, 1e-6f, 1};
+        ropekit_qknorm_rotary_embedding(&a->c[0], &a->c[1], &a->c[2], &a->c[3], &a->c[4], &at,
+                                        &a->c[5], &a->c[6]);
+    }
+}
+/* tensors: shapes, dtypes and which hold input data */
+static void bench_ds(const char *name, int64_t T, ropekit_dtype x, int regroup) {
+    ds a;
+    memset(&a, 0, sizeof a);
+    a.regroup = regroup;
+    const int64_t F = (int64_t)DS_NH * DS_HD;
+    int n = regroup ? 4 : 7;
+    int64_t shapes[7][4], ranks[7];
+    ropekit_dtype dts[7];
+    int input[7];
+    if (regroup) { /* x (T, F), cos, sin (T, RD), out (G, T, F/G) */
+        int64_t s0[4] = {T, F}, s1[4] = {T, DS_RD}, s3[4] = {DS_G, T, F / DS_G};
+        memcpy(shapes[0], s0, sizeof s0), memcpy(shapes[1], s1, sizeof s1);
+        memcpy(shapes[2], s1, sizeof s1), memcpy(shapes[3], s3, sizeof s3);
+        ranks[0] = 2, ranks[1] = 2, ranks[2] = 2, ranks[3] = 3;
+        dts[0] = x, dts[1] = dts[2] = ROPEKIT_FLOAT32, dts[3] = x;
+        input[0] = input[1] = input[2] = 1, input[3] = 0;
+    } else { /* q (1, T, NH*HD), kv (1, T, HD), w (HD), cos, sin (1, T, RD), q_out (1, T, NH, HD), kv_out */
+        int64_t sq[4] = {1, T, F}, skv[4] = {1, T, DS_HD}, sw[4] = {DS_HD}, scs[4] = {1, T, DS_RD},
+                sqo[4] = {1, T, DS_NH, DS_HD};
+        memcpy(shapes[0], sq, sizeof sq), memcpy(shapes[1], skv, sizeof skv);
+        memcpy(shapes[2], sw, sizeof sw), memcpy(shapes[3], scs, sizeof scs);
+        memcpy(shapes[4], scs, sizeof scs), memcpy(shapes[5], sqo, sizeof sqo);
+        memcpy(shapes[6], skv, sizeof skv);
+        int64_t rk[7] = {3, 3, 1, 3, 3, 4, 3};
+        memcpy(ranks, rk, sizeof rk);
+        ropekit_dtype d[7] = {x, x, ROPEKIT_FLOAT32, ROPEKIT_FLOAT32, ROPEKIT_FLOAT32, x, x};
+        memcpy(dts, d, sizeof d);
+        int in[7] = {1, 1, 1, 1, 1, 0, 0};
+        memcpy(input, in, sizeof in);
+    }
+    void *host[7];
+    WGPUBuffer buf[7];
+    double bytes = 0;
+    for (int i = 0; i < n; ++i) {
+        size_t cnt = 1;
+        for (int k = 0; k < ranks[i]; ++k) cnt *= (size_t)shapes[i][k];
+        const size_t nb = cnt * ropekit_dtype_size(dts[i]);
+        host[i] = malloc(nb);
+        if (input[i]) fill(host[i], dts[i], cnt);
+        if (!regroup && i == 2) for (size_t k = 0; k < cnt; ++k) ((float *)host[i])[k] = 1.0f; /* weight */
+        buf[i] = gbuf(nb, input[i] ? host[i] : NULL);
+        a.g[i] = ropekit_webgpu_tensor_contiguous(buf[i], 0, dts[i], (int)ranks[i], shapes[i]);
+        a.c[i] = ropekit_tensor_contiguous(host[i], dts[i], (int)ranks[i], shapes[i]);
+        bytes += (double)nb;
+    }
+    /* the copies move the activations: x (regroup) or q (QKNorm, the kv row is 1/129 more) */
+    const size_t act = (size_t)(T * F) * ropekit_dtype_size(x);
+    row r = {name, x, (ropekit_dtype)0, ds_op, ds_cpu, &a, buf[0], regroup ? buf[3] : buf[5], act, bytes};
+    run_row(&r);
+    for (int i = 0; i < n; ++i) wgpuBufferRelease(buf[i]), free(host[i]);
+}
+
 int main(int argc, char **argv) {
     ropekit_webgpu_options opt = {ROPEKIT_WEBGPU_BACKEND_ANY, 0, 0, 0, 0};
-    int small = 0, reps = 20;
+    int small = 0;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
             ++i;
             opt.backend = !strcmp(argv[i], "gl") ? ROPEKIT_WEBGPU_BACKEND_GL : ROPEKIT_WEBGPU_BACKEND_VULKAN;
         } else if (!strcmp(argv[i], "--small")) small = 1;
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
     }
-    ropekit_webgpu *ctx;
-    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
+    if (ropekit_webgpu_create(&opt, &g_ctx) != ROPEKIT_OK) {
         fprintf(stderr, "no adapter: %s\n", ropekit_webgpu_last_error());
         return 1;
     }
     printf("adapter: %s (shader-f16 %s, shader-f64 %s), CPU variant %s\n",
-           ropekit_webgpu_adapter_name(ctx), ropekit_webgpu_has_f16(ctx) ? "on" : "off",
-           ropekit_webgpu_has_f64(ctx) ? "on" : "off", ropekit_cpu_variant());
-    const int64_t sdiv = small ? 16 : 1;
-    shape shapes[] = {
-        {"Llama-3-8B prefill S=8192/div, 32 heads x128", 1, 8192 / sdiv, 32, 128, 128, 131072 / sdiv, ROPEKIT_FLOAT32, ROPEKIT_FLOAT32},
-        {"same, float16 x and tables", 1, 8192 / sdiv, 32, 128, 128, 131072 / sdiv, ROPEKIT_FLOAT16, ROPEKIT_FLOAT16},
-        {"same, bfloat16 x, float32 tables", 1, 8192 / sdiv, 32, 128, 128, 131072 / sdiv, ROPEKIT_BFLOAT16, ROPEKIT_FLOAT32},
-        {"Phi-2 partial R=32 of 80, S=4096/div, 32 heads", 1, 4096 / sdiv, 32, 80, 32, 8192, ROPEKIT_FLOAT16, ROPEKIT_FLOAT16},
-        {"decode B=64, 32 heads x128", 64, 1, 32, 128, 128, 131072 / sdiv, ROPEKIT_FLOAT32, ROPEKIT_FLOAT32},
-    };
+           ropekit_webgpu_adapter_name(g_ctx), ropekit_webgpu_has_f16(g_ctx) ? "on" : "off",
+           ropekit_webgpu_has_f64(g_ctx) ? "on" : "off", ropekit_cpu_variant());
+    const int64_t d = small ? 16 : 1;
+    const ropekit_dtype F32 = ROPEKIT_FLOAT32, F16 = ROPEKIT_FLOAT16, BF = ROPEKIT_BFLOAT16;
     printf("\n| shape | x | tables | variant | WebGPU ms | GB/s | buffer copy ms | shader copy ms | vs faster copy | CPU ms | vs CPU |\n");
     printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
-    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; ++k) {
-        const shape *sh = &shapes[k];
-        size_t xe = ropekit_dtype_size(sh->x), te = ropekit_dtype_size(sh->t);
-        size_t nx = (size_t)(sh->B * sh->S * sh->Nq * sh->H), nt = (size_t)(sh->P * sh->R / 2);
-        size_t ntok = (size_t)(sh->B * sh->S);
-        void *hx = malloc(nx * xe), *hy = malloc(nx * xe), *hc = malloc(nt * te), *hs = malloc(nt * te);
-        int64_t *pos = malloc(ntok * sizeof *pos);
-        fill(hx, sh->x, nx), fill(hc, sh->t, nt), fill(hs, sh->t, nt);
-        for (size_t i = 0; i < ntok; ++i) pos[i] = (int64_t)((i * 7919u) % (size_t)sh->P);
-        WGPUBuffer bx, by, bc, bs;
-        ropekit_webgpu_buffer_create(ctx, nx * xe, &bx);
-        ropekit_webgpu_buffer_create(ctx, nx * xe, &by);
-        ropekit_webgpu_buffer_create(ctx, nt * te, &bc);
-        ropekit_webgpu_buffer_create(ctx, nt * te, &bs);
-        ropekit_webgpu_write(ctx, bx, 0, hx, nx * xe);
-        ropekit_webgpu_write(ctx, bc, 0, hc, nt * te);
-        ropekit_webgpu_write(ctx, bs, 0, hs, nt * te);
-        int64_t xs[3] = {sh->B, sh->S, sh->Nq * sh->H}, ts[2] = {sh->P, sh->R / 2}, ps[2] = {sh->B, sh->S};
-        ropekit_webgpu_tensor gx = ropekit_webgpu_tensor_contiguous(bx, 0, sh->x, 3, xs);
-        ropekit_webgpu_tensor gy = ropekit_webgpu_tensor_contiguous(by, 0, sh->x, 3, xs);
-        ropekit_webgpu_tensor gc = ropekit_webgpu_tensor_contiguous(bc, 0, sh->t, 2, ts);
-        ropekit_webgpu_tensor gs = ropekit_webgpu_tensor_contiguous(bs, 0, sh->t, 2, ts);
-        ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
-        ropekit_rotary_embedding_attrs at = {0, sh->R, sh->Nq, 0};
-        const uint64_t copy_bytes = (nx * xe) & ~(size_t)15; /* whole vec4s */
-        shader_copy sc = shader_copy_make(ropekit_webgpu_device(ctx), bx, by, copy_bytes);
-        double t_op[7], t_cp[7], t_sc[7], t_cpu[7];
-        int bad = 0;
-        for (int b = 0; b < 8 && !bad; ++b) { /* batch 0 warms up (pipeline compile) */
-            double t0 = now();
-            for (int r = 0; r < reps; ++r)
-                if (ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy) != ROPEKIT_OK) bad = 1;
-            ropekit_webgpu_wait(ctx);
-            double t1 = now();
-            for (int r = 0; r < reps; ++r) { /* the copy: one command buffer per repetition too */
-                WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ropekit_webgpu_device(ctx), NULL);
-                wgpuCommandEncoderCopyBufferToBuffer(enc, bx, 0, by, 0, (nx * xe + 3) & ~(size_t)3);
-                WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
-                WGPUQueue q = wgpuDeviceGetQueue(ropekit_webgpu_device(ctx));
-                wgpuQueueSubmit(q, 1, &cmd);
-                wgpuQueueRelease(q);
-                wgpuCommandBufferRelease(cmd);
-                wgpuCommandEncoderRelease(enc);
-            }
-            ropekit_webgpu_wait(ctx);
-            double t2 = now();
-            for (int r = 0; r < reps; ++r) shader_copy_submit(ropekit_webgpu_device(ctx), &sc);
-            ropekit_webgpu_wait(ctx);
-            const double shader_copy_s = (now() - t2) * (double)(nx * xe) / (double)copy_bytes;
-            t2 = now();
-            ropekit_tensor cx = ropekit_tensor_contiguous(hx, sh->x, 3, xs);
-            ropekit_tensor cy = ropekit_tensor_contiguous(hy, sh->x, 3, xs);
-            ropekit_tensor cc = ropekit_tensor_contiguous(hc, sh->t, 2, ts);
-            ropekit_tensor cs = ropekit_tensor_contiguous(hs, sh->t, 2, ts);
-            ropekit_rotary_embedding(&cx, &cc, &cs, &ids, &at, &cy);
-            double t3 = now();
-            if (b > 0) {
-                t_op[b - 1] = (t1 - t0) / reps;
-                t_cp[b - 1] = (t2 - t1) / reps;
-                t_sc[b - 1] = shader_copy_s / reps;
-                t_cpu[b - 1] = t3 - t2;
-            }
-        }
-        if (bad) {
-            printf("| %s | %s | %s | error: %s |\n", sh->name, ropekit_dtype_name(sh->x),
-                   ropekit_dtype_name(sh->t), ropekit_webgpu_last_error());
-        } else {
-            qsort(t_op, 7, sizeof(double), cmp_d);
-            qsort(t_cp, 7, sizeof(double), cmp_d);
-            qsort(t_sc, 7, sizeof(double), cmp_d);
-            qsort(t_cpu, 7, sizeof(double), cmp_d);
-            double bytes = 2.0 * (double)(nx * xe) + (double)ntok * (double)(sh->R * te) + (double)ntok * 8;
-            double op = t_op[3], cp = t_cp[3], scp = t_sc[3], cpu = t_cpu[3];
-            /* copy bandwidth counts read + write of the activation bytes, like the op */
-            double best = cp < scp ? cp : scp;
-            double ratio = (bytes / op) / (2.0 * (double)(nx * xe) / best);
-            printf("| %s | %s | %s | %s | %.3f | %.1f | %.3f | %.3f | %.2f | %.3f | %.2fx |\n",
-                   sh->name, ropekit_dtype_name(sh->x), ropekit_dtype_name(sh->t),
-                   ropekit_webgpu_last_variant(ctx), op * 1e3, bytes / op / 1e9, cp * 1e3,
-                   scp * 1e3, ratio, cpu * 1e3, cpu / op);
-        }
-        wgpuBindGroupRelease(sc.group), wgpuComputePipelineRelease(sc.pipeline);
-        wgpuBufferRelease(bx), wgpuBufferRelease(by), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
-        free(hx), free(hy), free(hc), free(hs), free(pos);
-    }
-    ropekit_webgpu_destroy(ctx);
+    bench_rotary("Llama-3-8B prefill S=8192/div, 32 heads x128", 1, 8192 / d, 32, 128, 128, 131072 / d, F32, F32, 0);
+    bench_rotary("same, float16 x and tables", 1, 8192 / d, 32, 128, 128, 131072 / d, F16, F16, 0);
+    bench_rotary("same, bfloat16 x, float32 tables", 1, 8192 / d, 32, 128, 128, 131072 / d, BF, F32, 0);
+    bench_rotary("Phi-2 partial R=32 of 80, S=4096/div, 32 heads", 1, 4096 / d, 32, 80, 32, 8192, F16, F16, 0);
+    bench_rotary("decode B=64, 32 heads x128", 64, 1, 32, 128, 128, 131072 / d, F32, F32, 0);
+    bench_rotary("MRoPE Qwen2.5-VL-7B S=8192/div, 32 heads x128, [16,24,24]", 1, 8192 / d, 32, 128, 128, 131072 / d, F32, F32, 1);
+    bench_rotary("same, bfloat16 x, float32 tables", 1, 8192 / d, 32, 128, 128, 131072 / d, BF, F32, 1);
+    bench_ds("QKNorm DeepSeek-V4 2048/div tokens, 128 heads x512, rope 64, fp8", 2048 / d, F32, 0);
+    bench_ds("same, bfloat16", 2048 / d, BF, 0);
+    bench_ds("InverseRotaryRegroup DeepSeek-V4 2048/div tokens, 8 groups", 2048 / d, F32, 1);
+    bench_ds("same, bfloat16", 2048 / d, BF, 1);
+    ropekit_webgpu_destroy(g_ctx);
     return 0;
 }
