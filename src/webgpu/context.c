@@ -332,6 +332,7 @@ void ropekit_webgpu_destroy(ropekit_webgpu *ctx) {
     if (ctx->device) wgpuDeviceRelease(ctx->device);
     if (ctx->adapter) wgpuAdapterRelease(ctx->adapter);
     if (ctx->instance) wgpuInstanceRelease(ctx->instance);
+    free(ctx->ids_host);
     free(ctx);
 }
 

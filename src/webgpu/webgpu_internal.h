@@ -49,6 +49,8 @@ struct ropekit_webgpu {
     WGPUBuffer dummy;    /* bound where a binding is unused (in place, no ids, no tables) */
     WGPUBuffer ids;      /* narrowed position ids of the current call */
     uint64_t ids_bytes;
+    uint32_t *ids_host;  /* host scratch for the narrowing, reused across calls */
+    size_t ids_host_count;
     rk_wg_cached_pipeline pipes[RK_WG_MAX_PIPELINES];
     int n_pipes;
     char last_variant[192];
