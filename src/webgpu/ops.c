@@ -22,13 +22,15 @@ static ropekit_status check_u32(const char *what, int64_t v) {
     return ROPEKIT_OK;
 }
 
-/* Does a packed 16-bit view pair its elements into u32 words (unit channel stride, even outer
- * strides, even element offset)? Then one invocation can own whole words; otherwise the written
- * tensor uses the atomic accessors. */
-static int pairs_into_words(const int64_t *strides, int n_outer, int64_t inner_stride, uint64_t base) {
-    if (inner_stride != 1 || base % 2) return 0;
+/* Does a view come in runs of m elements: unit channel stride, every outer stride and the
+ * element offset multiples of m? m = 2: a packed 16-bit view pairs its elements into u32 words
+ * (one invocation can own whole words; otherwise the written tensor uses the atomic
+ * accessors); m = the elements in 16 bytes: the vector rotary kernel can read it. */
+static int in_runs_of(int64_t m, const int64_t *strides, int n_outer, int64_t inner_stride,
+                      uint64_t base) {
+    if (inner_stride != 1 || base % (uint64_t)m) return 0;
     for (int i = 0; i < n_outer; ++i)
-        if (strides[i] % 2) return 0;
+        if (strides[i] % m) return 0;
     return 1;
 }
 
@@ -102,8 +104,7 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     rk_wg_kind yk = xk;
     if (is_packed(xk)) {
         int paired = (p->interleaved || h % 2 == 0) && (p->H - p->R) % 2 == 0;
-        paired = paired && pairs_into_words(p->xs, 3, p->xs[3], x0) &&
-                 pairs_into_words(p->ys, 3, p->ys[3], y0);
+        paired = paired && in_runs_of(2, p->xs, 3, p->xs[3], x0) && in_runs_of(2, p->ys, 3, p->ys[3], y0);
         if (!paired) yk = atomic_of(xk);
     }
     const uint32_t sw = is_packed(yk) ? 2 : 1;
@@ -113,9 +114,7 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     /* Contiguous heads whose halves (or pair runs) and copied span start on 16-byte boundaries:
      * the vector kernel (rotary_vec.wgsl), VE elements per access. */
     const int64_t ve = 16 / (int64_t)ropekit_dtype_size(p->dtype);
-    const int vec = p->xs[3] == 1 && p->ys[3] == 1 && x0 % ve == 0 && y0 % ve == 0 &&
-                    p->xs[0] % ve == 0 && p->xs[1] % ve == 0 && p->xs[2] % ve == 0 &&
-                    p->ys[0] % ve == 0 && p->ys[1] % ve == 0 && p->ys[2] % ve == 0 &&
+    const int vec = in_runs_of(ve, p->xs, 3, p->xs[3], x0) && in_runs_of(ve, p->ys, 3, p->ys[3], y0) &&
                     (p->interleaved ? p->R % ve == 0 : h % ve == 0) && (p->H - p->R) % ve == 0;
     const int64_t per_unit = vec ? ve : sw; /* elements of the rotated span per unit */
     const int64_t units_rot = vec ? (p->interleaved ? p->R : h) / per_unit
@@ -180,7 +179,6 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
 
     static const char *rows_names[] = {"ids2d", "offset", "table3d", "mrope"};
     char key[160];
-    if (vec) yk = xk; /* whole vectors: no atomics */
     snprintf(key, sizeof key, "rotary %s x=%s y=%s t=%s %s%s %s wg%u", rows_names[rows_mode],
              rk_wg_kind_name(xk), rk_wg_kind_name(yk), rk_wg_kind_name(tk), arith_name(ar),
              vec ? " vec16" : "", inplace ? "inplace" : "outofplace", ctx->wg);
@@ -333,10 +331,9 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
     const rk_wg_kind k = rk_wg_kind_of(ctx, p.dtype);
     rk_wg_kind ok_ = k; /* kind of the two outputs: atomics for unpaired packed layouts */
     if (is_packed(k)) {
-        int paired = p.nope % 2 == 0 && pairs_into_words(p.qs, 3, p.qs[3], q0) &&
-                     pairs_into_words(p.qos, 3, p.qos[3], qo0) &&
-                     pairs_into_words(p.kvs, 2, p.kvs[2], kv0) &&
-                     pairs_into_words(p.kvos, 2, p.kvos[2], kvo0);
+        int paired = p.nope % 2 == 0 && in_runs_of(2, p.qs, 3, p.qs[3], q0) &&
+                     in_runs_of(2, p.qos, 3, p.qos[3], qo0) && in_runs_of(2, p.kvs, 2, p.kvs[2], kv0) &&
+                     in_runs_of(2, p.kvos, 2, p.kvos[2], kvo0);
         if (!paired) ok_ = atomic_of(k);
     }
     const uint32_t sw = is_packed(ok_) ? 2 : 1;
@@ -446,8 +443,8 @@ ropekit_status ropekit_webgpu_inverse_rotary_regroup(ropekit_webgpu *ctx,
     uint32_t ue = pairs_ok ? 2 : 1;
     if (is_packed(k)) {
         int64_t xs2[1] = {p.xs[0]}, os2[2] = {p.os[0], p.os[1]};
-        int paired = pairs_ok && pairs_into_words(xs2, 1, p.xs[1], x0) &&
-                     pairs_into_words(os2, 2, p.os[2], o0);
+        int paired = pairs_ok && in_runs_of(2, xs2, 1, p.xs[1], x0) &&
+                     in_runs_of(2, os2, 2, p.os[2], o0);
         if (!paired) {
             ok_ = atomic_of(k);
             ue = 1;

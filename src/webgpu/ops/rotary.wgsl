@@ -8,29 +8,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let g = linear_index(wid, nwg, lid);
     if (g >= P.total) { return; }
     let w = unit_of(g);
-    let u = w.u;
-    let b = w.b;
-    let s = w.s;
-    let n0 = w.n0;
-    let nh = w.nh;
-    let xo = P.x_base + b * P.xs.x + s * P.xs.y + n0 * P.xs.z;
-    let yo = P.y_base + b * P.ys.x + s * P.ys.y + n0 * P.ys.z;
+    let xo = w.xo;
+    let yo = w.yo;
     let xc = P.xs.w;
     let yc = P.ys.w;
     let xn = P.xs.z;
     let yn = P.ys.z;
-    if (u >= P.units_rot) { // channels [R, H) are copied bit for bit (out of place only)
-        let ch = P.R + (u - P.units_rot) * SW;
+    if (w.u >= P.units_rot) { // channels [R, H) are copied bit for bit (out of place only)
+        let ch = P.R + (w.u - P.units_rot) * SW;
         var r0: array<u32, HG>;
         var r1: array<u32, HG>;
         for (var j = 0u; j < HG; j = j + 1u) {
-            if (j < nh) {
+            if (j < w.nh) {
                 r0[j] = raw_x(xo + j * xn + ch * xc);
                 if (SW == 2u) { r1[j] = raw_x(xo + j * xn + (ch + 1u) * xc); }
             }
         }
         for (var j = 0u; j < HG; j = j + 1u) {
-            if (j < nh) {
+            if (j < w.nh) {
                 if (SW == 2u) {
                     st2raw_y(yo + j * yn + ch * yc, yc, r0[j], r1[j]);
                 } else { // one channel: st2 writes e and e + step, here the same element twice
@@ -43,18 +38,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let h = P.R / 2u;
     // the unit's pairs: interleaved (2k, 2k+1), one pair; half-split (k, k + h), SW pairs
     let il = (P.flags & 1u) != 0u;
-    let k0 = select(u * SW, u, il);
+    let k0 = select(w.u * SW, w.u, il);
     let ia = select(k0, 2u * k0, il) * xc;       // x offsets of the first pair's two elements
     let ib = select(k0 + h, 2u * k0 + 1u, il) * xc;
-    let cs0 = cos_sin(b, s, k0);
+    let cs0 = cos_sin(w.b, w.s, k0);
     var cs1 = cs0;
-    if (SW == 2u && !il) { cs1 = cos_sin(b, s, k0 + 1u); }
+    if (SW == 2u && !il) { cs1 = cos_sin(w.b, w.s, k0 + 1u); }
     var a0: array<f32, HG>;
     var b0: array<f32, HG>;
     var a1: array<f32, HG>;
     var b1: array<f32, HG>;
     for (var j = 0u; j < HG; j = j + 1u) {
-        if (j < nh) {
+        if (j < w.nh) {
             let e = xo + j * xn;
             a0[j] = ld_x(e + ia);
             b0[j] = ld_x(e + ib);
@@ -65,7 +60,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     }
     for (var j = 0u; j < HG; j = j + 1u) {
-        if (j < nh) {
+        if (j < w.nh) {
             let e = yo + j * yn;
             let r0 = rotate(a0[j], b0[j], cs0);
             if (il) {

@@ -3,11 +3,12 @@
 // element per access; rotary_vec.wgsl: contiguous heads, 16-byte vectors), as the CPU plan
 // (src/core/internal.h, rk_rotary_plan) describes all three operators.
 //
-// The host prepends the variant prelude (src/webgpu/kernels.c): constants WG (workgroup size),
-// SW (elements one store writes: 1, or 2 for 16-bit data packed in u32), ROWS (0: 2D table +
-// position ids, 1: offset + s, 2: 3D table, 3: MRoPE ids and sections), the accessors
-// ld_x/raw_x, st2_y/st2raw_y (x and y may be the same buffer: in place), ld_c/ld_s/rt_c (tables),
-// the ids array and dot2 (the arithmetic mode: narrow, wide64 or wide32).
+// The host prepends the variant prelude (src/webgpu/ops.c, kernels.c): constants WG (workgroup
+// size), SW (elements one store writes: 1, or 2 for 16-bit data packed in u32), HG (heads per
+// invocation), ROWS (0: 2D table + position ids, 1: offset + s, 2: 3D table, 3: MRoPE ids and
+// sections), the x and y accessors (element kernel: ld_x/raw_x, st2_y/st2raw_y; vector kernel:
+// ld4_x, st4_y; x and y may be the same buffer: in place), ld_c/ld_s/rt_c (tables), the ids
+// array and dot2 (the arithmetic mode: narrow, wide64 or wide32).
 //
 // Both kernels: one invocation = one "unit" of one (token, group of HG heads) — SW pairs or a
 // 16-byte vector — for each head of the group. The group shares the index arithmetic, the id
@@ -78,11 +79,16 @@ fn rotate(a: f32, b: f32, cs: vec2<f32>) -> vec2<f32> {
     return vec2<f32>(dot2(cs.x, a, -cs.y, b), dot2(cs.y, a, cs.x, b));
 }
 
-// The unit, token and head group of invocation g (g < P.total).
-struct Unit { u: u32, b: u32, s: u32, n0: u32, nh: u32 } // nh: heads in the group (<= HG)
+// Invocation g (g < P.total): its unit u, token (b, s), the heads in its group (nh <= HG) and
+// the element offsets of the group's first head in x and y (channel 0).
+struct Unit { u: u32, b: u32, s: u32, nh: u32, xo: u32, yo: u32 }
 fn unit_of(g: u32) -> Unit {
     let th = g / P.units;
     let n0 = (th % P.NG) * HG;
     let tok = th / P.NG;
-    return Unit(g % P.units, tok / P.S, tok % P.S, n0, min(HG, P.N - n0));
+    let b = tok / P.S;
+    let s = tok % P.S;
+    return Unit(g % P.units, b, s, min(HG, P.N - n0),
+                P.x_base + b * P.xs.x + s * P.xs.y + n0 * P.xs.z,
+                P.y_base + b * P.ys.x + s * P.ys.y + n0 * P.ys.z);
 }

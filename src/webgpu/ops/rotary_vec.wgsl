@@ -45,53 +45,48 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let g = linear_index(wid, nwg, lid);
     if (g >= P.total) { return; }
     let w = unit_of(g);
-    let u = w.u;
-    let b = w.b;
-    let s = w.s;
-    let n0 = w.n0;
-    let nh = w.nh;
     // vector indices (the host checked that every offset and stride is a multiple of VE)
-    let xo = (P.x_base + b * P.xs.x + s * P.xs.y + n0 * P.xs.z) / VE;
-    let yo = (P.y_base + b * P.ys.x + s * P.ys.y + n0 * P.ys.z) / VE;
+    let xo = w.xo / VE;
+    let yo = w.yo / VE;
     let xn = P.xs.z / VE;
     let yn = P.ys.z / VE;
-    if (u >= P.units_rot) { // channels [R, H) are copied bit for bit (out of place only)
-        let q = P.R / VE + (u - P.units_rot);
+    if (w.u >= P.units_rot) { // channels [R, H) are copied bit for bit (out of place only)
+        let q = P.R / VE + (w.u - P.units_rot);
         var r: array<vec4<u32>, HG>;
         for (var j = 0u; j < HG; j = j + 1u) {
-            if (j < nh) { r[j] = ld4_x(xo + j * xn + q); }
+            if (j < w.nh) { r[j] = ld4_x(xo + j * xn + q); }
         }
         for (var j = 0u; j < HG; j = j + 1u) {
-            if (j < nh) { st4_y(yo + j * yn + q, r[j]); }
+            if (j < w.nh) { st4_y(yo + j * yn + q, r[j]); }
         }
         return;
     }
     if ((P.flags & 1u) != 0u) { // interleaved: vector u holds VE/2 pairs (2k, 2k+1), k from k0
-        let k0 = u * (VE / 2u);
+        let k0 = w.u * (VE / 2u);
         var a: array<vec4<u32>, HG>;
         for (var j = 0u; j < HG; j = j + 1u) {
-            if (j < nh) { a[j] = ld4_x(xo + j * xn + u); }
+            if (j < w.nh) { a[j] = ld4_x(xo + j * xn + w.u); }
         }
         if (EW == 1u) { // float32: pairs (x, y) and (z, w)
-            let c0 = cos_sin(b, s, k0);
-            let c1 = cos_sin(b, s, k0 + 1u);
+            let c0 = cos_sin(w.b, w.s, k0);
+            let c1 = cos_sin(w.b, w.s, k0 + 1u);
             for (var j = 0u; j < HG; j = j + 1u) {
-                if (j < nh) {
+                if (j < w.nh) {
                     let v = a[j];
                     let p0 = rot_split(v.x, v.y, vec4<f32>(c0, 0.0, 0.0));
                     let p1 = rot_split(v.z, v.w, vec4<f32>(c1, 0.0, 0.0));
-                    st4_y(yo + j * yn + u, vec4<u32>(p0.x, p0.y, p1.x, p1.y));
+                    st4_y(yo + j * yn + w.u, vec4<u32>(p0.x, p0.y, p1.x, p1.y));
                 }
             }
         } else { // 16-bit: one pair per word
-            let c0 = cos_sin(b, s, k0);
-            let c1 = cos_sin(b, s, k0 + 1u);
-            let c2 = cos_sin(b, s, k0 + 2u);
-            let c3 = cos_sin(b, s, k0 + 3u);
+            let c0 = cos_sin(w.b, w.s, k0);
+            let c1 = cos_sin(w.b, w.s, k0 + 1u);
+            let c2 = cos_sin(w.b, w.s, k0 + 2u);
+            let c3 = cos_sin(w.b, w.s, k0 + 3u);
             for (var j = 0u; j < HG; j = j + 1u) {
-                if (j < nh) {
+                if (j < w.nh) {
                     let v = a[j];
-                    st4_y(yo + j * yn + u, vec4<u32>(rot_pair16(v.x, c0), rot_pair16(v.y, c1),
+                    st4_y(yo + j * yn + w.u, vec4<u32>(rot_pair16(v.x, c0), rot_pair16(v.y, c1),
                                                      rot_pair16(v.z, c2), rot_pair16(v.w, c3)));
                 }
             }
@@ -99,30 +94,30 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         return;
     }
     // half-split: vector u holds columns k0 .. k0 + VE - 1, vector u + hv their partners
-    let k0 = u * VE;
+    let k0 = w.u * VE;
     let hv = P.R / (2u * VE);
-    let cs0 = word_cs(b, s, k0);
-    let cs1 = word_cs(b, s, k0 + EW);
-    let cs2 = word_cs(b, s, k0 + 2u * EW);
-    let cs3 = word_cs(b, s, k0 + 3u * EW);
+    let cs0 = word_cs(w.b, w.s, k0);
+    let cs1 = word_cs(w.b, w.s, k0 + EW);
+    let cs2 = word_cs(w.b, w.s, k0 + 2u * EW);
+    let cs3 = word_cs(w.b, w.s, k0 + 3u * EW);
     var a: array<vec4<u32>, HG>;
     var c: array<vec4<u32>, HG>;
     for (var j = 0u; j < HG; j = j + 1u) {
-        if (j < nh) {
-            a[j] = ld4_x(xo + j * xn + u);
-            c[j] = ld4_x(xo + j * xn + u + hv);
+        if (j < w.nh) {
+            a[j] = ld4_x(xo + j * xn + w.u);
+            c[j] = ld4_x(xo + j * xn + w.u + hv);
         }
     }
     for (var j = 0u; j < HG; j = j + 1u) {
-        if (j < nh) {
+        if (j < w.nh) {
             let va = a[j];
             let vc = c[j];
             let w0 = rot_split(va.x, vc.x, cs0);
             let w1 = rot_split(va.y, vc.y, cs1);
             let w2 = rot_split(va.z, vc.z, cs2);
             let w3 = rot_split(va.w, vc.w, cs3);
-            st4_y(yo + j * yn + u, vec4<u32>(w0.x, w1.x, w2.x, w3.x));
-            st4_y(yo + j * yn + u + hv, vec4<u32>(w0.y, w1.y, w2.y, w3.y));
+            st4_y(yo + j * yn + w.u, vec4<u32>(w0.x, w1.x, w2.x, w3.x));
+            st4_y(yo + j * yn + w.u + hv, vec4<u32>(w0.y, w1.y, w2.y, w3.y));
         }
     }
 }
