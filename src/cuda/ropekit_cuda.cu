@@ -389,25 +389,8 @@ template <int DT> __device__ __forceinline__ float hi_of(unsigned w) {
 }
 
 /* Two floats rounded to a word of 16-bit values (lo in the low half) by one paired conversion
- * instruction (round to nearest even, as Elt::st). bfloat16 NaNs take the CPU's rule (quiet,
- * payload kept), which the hardware conversion does not promise: a word holding a NaN is
- * converted again element by element. The test is one compare per pair and the branch is
- * never taken on finite data. float16 NaNs keep the hardware's payload (ropekit_cuda.h). */
-template <int DT> __device__ __forceinline__ unsigned pack2(float lo, float hi) {
-    if constexpr (DT == ROPEKIT_FLOAT16) {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<unsigned *>(&h);
-    } else {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        unsigned u = *reinterpret_cast<unsigned *>(&h);
-        if (__builtin_expect(isnan(lo) || isnan(hi), 0))
-            u = Elt<DT>::st(lo) | (unsigned)Elt<DT>::st(hi) << 16;
-        return u;
-    }
-}
-
-/* Two finite-or-infinite (never NaN) floats rounded to a word of 16-bit values by one paired
- * conversion (round to nearest even, as Elt::st on such values). */
+ * instruction, round to nearest even: Elt::st's result for every value but a bfloat16 NaN (the
+ * hardware does not promise the CPU's quiet-NaN payload rule). For values known not to be NaN. */
 template <int DT> __device__ __forceinline__ unsigned pack2_finite(float lo, float hi) {
     if constexpr (DT == ROPEKIT_FLOAT16) {
         __half2 h = __floats2half2_rn(lo, hi);
@@ -416,6 +399,22 @@ template <int DT> __device__ __forceinline__ unsigned pack2_finite(float lo, flo
         __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
         return *reinterpret_cast<unsigned *>(&h);
     }
+}
+
+/* The same word converted element by element with Elt::st (any value, NaNs by the CPU's rule). */
+template <int DT> __device__ __forceinline__ unsigned pack2_each(float lo, float hi) {
+    return Elt<DT>::st(lo) | (unsigned)Elt<DT>::st(hi) << 16;
+}
+
+/* pack2_finite for any value: bfloat16 NaNs take the CPU's rule (quiet, payload kept), so a
+ * word holding a NaN is converted again element by element. The test is one compare per pair
+ * and the branch is never taken on finite data. float16 NaNs keep the hardware's payload
+ * (ropekit_cuda.h). */
+template <int DT> __device__ __forceinline__ unsigned pack2(float lo, float hi) {
+    const unsigned u = pack2_finite<DT>(lo, hi);
+    if constexpr (DT == ROPEKIT_BFLOAT16)
+        if (__builtin_expect(isnan(lo) || isnan(hi), 0)) return pack2_each<DT>(lo, hi);
+    return u;
 }
 
 enum { RK_HINT_X_NOALLOC = 1, RK_HINT_X_STREAM = 2, RK_HINT_Y_STREAM = 4 };
@@ -833,15 +832,13 @@ __device__ __forceinline__ void write_row(typename Elt<DT>::raw *p, long long st
                     if (fast) {
                         o.x = pack2_finite<DT>(y0, y1), o.y = pack2_finite<DT>(y2, y3);
                     } else {
-                        o.x = Elt<DT>::st(y0) | (unsigned)Elt<DT>::st(y1) << 16;
-                        o.y = Elt<DT>::st(y2) | (unsigned)Elt<DT>::st(y3) << 16;
+                        o.x = pack2_each<DT>(y0, y1), o.y = pack2_each<DT>(y2, y3);
                     }
                 } else {
-                    const float f[4] = {v.x, v.y, v.z, v.w};
-                    raw r[4];
+                    float f[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) r[i] = Elt<DT>::st(c + i < nope ? norm(c + i, f[i]) : f[i]);
-                    o.x = r[0] | (unsigned)r[1] << 16, o.y = r[2] | (unsigned)r[3] << 16;
+                    for (int i = 0; i < 4; ++i) f[i] = c + i < nope ? norm(c + i, f[i]) : f[i];
+                    o.x = pack2_each<DT>(f[0], f[1]), o.y = pack2_each<DT>(f[2], f[3]);
                 }
                 st_y8(p + c, o, a.hints);
             }
@@ -864,8 +861,7 @@ __device__ __forceinline__ void write_row(typename Elt<DT>::raw *p, long long st
                     } else if (fast) {
                         ow[i / 2] = pack2_finite<DT>(y0, y1), ow[i / 2 + 1] = pack2_finite<DT>(y2, y3);
                     } else {
-                        ow[i / 2] = Elt<DT>::st(y0) | (unsigned)Elt<DT>::st(y1) << 16;
-                        ow[i / 2 + 1] = Elt<DT>::st(y2) | (unsigned)Elt<DT>::st(y3) << 16;
+                        ow[i / 2] = pack2_each<DT>(y0, y1), ow[i / 2 + 1] = pack2_each<DT>(y2, y3);
                     }
                 }
             } else {
