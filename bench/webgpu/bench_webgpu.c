@@ -196,12 +196,16 @@ typedef struct rot {
     ropekit_webgpu_tensor gx, gy, gc, gs;
     ropekit_tensor cx, cy, cc, cs, ids;
 } rot;
+static ropekit_mrotary_embedding_attrs mrope_attrs(int64_t N) {
+    ropekit_mrotary_embedding_attrs at = ROPEKIT_MROTARY_EMBEDDING_ATTRS_INIT;
+    at.mrope_section[0] = 16, at.mrope_section[1] = 24, at.mrope_section[2] = 24, at.num_heads = N;
+    return at;
+}
 static void rot_op(void *p) {
     rot *a = p;
     ropekit_status st;
     if (a->mrope) {
-        ropekit_mrotary_embedding_attrs at = ROPEKIT_MROTARY_EMBEDDING_ATTRS_INIT;
-        at.mrope_section[0] = 16, at.mrope_section[1] = 24, at.mrope_section[2] = 24, at.num_heads = a->N;
+        const ropekit_mrotary_embedding_attrs at = mrope_attrs(a->N);
         st = ropekit_webgpu_mrotary_embedding(g_ctx, &a->gx, &a->ids, &a->gc, &a->gs, &at, &a->gy);
     } else {
         ropekit_rotary_embedding_attrs at = {0, a->R, a->N, 0};
@@ -212,8 +216,7 @@ static void rot_op(void *p) {
 static void rot_cpu(void *p) {
     rot *a = p;
     if (a->mrope) {
-        ropekit_mrotary_embedding_attrs at = ROPEKIT_MROTARY_EMBEDDING_ATTRS_INIT;
-        at.mrope_section[0] = 16, at.mrope_section[1] = 24, at.mrope_section[2] = 24, at.num_heads = a->N;
+        const ropekit_mrotary_embedding_attrs at = mrope_attrs(a->N);
         ropekit_mrotary_embedding(&a->cx, &a->ids, &a->cc, &a->cs, &at, &a->cy);
     } else {
         ropekit_rotary_embedding_attrs at = {0, a->R, a->N, 0};
@@ -278,50 +281,35 @@ static void ds_cpu(void *p) {
                                         &a->c[5], &a->c[6]);
     }
 }
-/* tensors: shapes, dtypes and which hold input data */
 static void bench_ds(const char *name, int64_t T, ropekit_dtype x, int regroup) {
     ds a;
     memset(&a, 0, sizeof a);
     a.regroup = regroup;
     const int64_t F = (int64_t)DS_NH * DS_HD;
-    int n = regroup ? 4 : 7;
-    int64_t shapes[7][4], ranks[7];
-    ropekit_dtype dts[7];
-    int input[7];
-    if (regroup) { /* x (T, F), cos, sin (T, RD), out (G, T, F/G) */
-        int64_t s0[4] = {T, F}, s1[4] = {T, DS_RD}, s3[4] = {DS_G, T, F / DS_G};
-        memcpy(shapes[0], s0, sizeof s0), memcpy(shapes[1], s1, sizeof s1);
-        memcpy(shapes[2], s1, sizeof s1), memcpy(shapes[3], s3, sizeof s3);
-        ranks[0] = 2, ranks[1] = 2, ranks[2] = 2, ranks[3] = 3;
-        dts[0] = x, dts[1] = dts[2] = ROPEKIT_FLOAT32, dts[3] = x;
-        input[0] = input[1] = input[2] = 1, input[3] = 0;
-    } else { /* q (1, T, NH*HD), kv (1, T, HD), w (HD), cos, sin (1, T, RD), q_out (1, T, NH, HD), kv_out */
-        int64_t sq[4] = {1, T, F}, skv[4] = {1, T, DS_HD}, sw[4] = {DS_HD}, scs[4] = {1, T, DS_RD},
-                sqo[4] = {1, T, DS_NH, DS_HD};
-        memcpy(shapes[0], sq, sizeof sq), memcpy(shapes[1], skv, sizeof skv);
-        memcpy(shapes[2], sw, sizeof sw), memcpy(shapes[3], scs, sizeof scs);
-        memcpy(shapes[4], scs, sizeof scs), memcpy(shapes[5], sqo, sizeof sqo);
-        memcpy(shapes[6], skv, sizeof skv);
-        int64_t rk[7] = {3, 3, 1, 3, 3, 4, 3};
-        memcpy(ranks, rk, sizeof rk);
-        ropekit_dtype d[7] = {x, x, ROPEKIT_FLOAT32, ROPEKIT_FLOAT32, ROPEKIT_FLOAT32, x, x};
-        memcpy(dts, d, sizeof d);
-        int in[7] = {1, 1, 1, 1, 1, 0, 0};
-        memcpy(input, in, sizeof in);
-    }
+    /* the operator's tensors in call order: rank, shape, float32 (else x's type), read (input) */
+    typedef struct spec { int rank; int64_t shape[4]; int f32, input; } spec;
+    const spec rg[4] = {{2, {T, F}, 0, 1}, {2, {T, DS_RD}, 1, 1}, {2, {T, DS_RD}, 1, 1},
+                        {3, {DS_G, T, F / DS_G}, 0, 0}}; /* x, cos, sin, out */
+    const spec qk[7] = {{3, {1, T, F}, 0, 1},         {3, {1, T, DS_HD}, 0, 1}, {1, {DS_HD}, 1, 1},
+                        {3, {1, T, DS_RD}, 1, 1},     {3, {1, T, DS_RD}, 1, 1},
+                        {4, {1, T, DS_NH, DS_HD}, 0, 0}, {3, {1, T, DS_HD}, 0, 0}};
+    /* q, kv, kv_norm_weight, cos, sin, query_out, kv_out */
+    const spec *sp = regroup ? rg : qk;
+    const int n = regroup ? 4 : 7;
     void *host[7];
     WGPUBuffer buf[7];
     double bytes = 0;
     for (int i = 0; i < n; ++i) {
+        const ropekit_dtype dt = sp[i].f32 ? ROPEKIT_FLOAT32 : x;
         size_t cnt = 1;
-        for (int k = 0; k < ranks[i]; ++k) cnt *= (size_t)shapes[i][k];
-        const size_t nb = cnt * ropekit_dtype_size(dts[i]);
+        for (int k = 0; k < sp[i].rank; ++k) cnt *= (size_t)sp[i].shape[k];
+        const size_t nb = cnt * ropekit_dtype_size(dt);
         host[i] = malloc(nb);
-        if (input[i]) fill(host[i], dts[i], cnt);
+        if (sp[i].input) fill(host[i], dt, cnt);
         if (!regroup && i == 2) for (size_t k = 0; k < cnt; ++k) ((float *)host[i])[k] = 1.0f; /* weight */
-        buf[i] = gbuf(nb, input[i] ? host[i] : NULL);
-        a.g[i] = ropekit_webgpu_tensor_contiguous(buf[i], 0, dts[i], (int)ranks[i], shapes[i]);
-        a.c[i] = ropekit_tensor_contiguous(host[i], dts[i], (int)ranks[i], shapes[i]);
+        buf[i] = gbuf(nb, sp[i].input ? host[i] : NULL);
+        a.g[i] = ropekit_webgpu_tensor_contiguous(buf[i], 0, dt, sp[i].rank, sp[i].shape);
+        a.c[i] = ropekit_tensor_contiguous(host[i], dt, sp[i].rank, sp[i].shape);
         bytes += (double)nb;
     }
     /* the copies move the activations: x (regroup) or q (QKNorm, the kv row is 1/129 more) */
