@@ -556,6 +556,36 @@ static void test_crafted(void) {
     push((void ***)&m->graph->output, &m->graph->n_output, tm_vi("nowhere", 0, -1, NULL, NULL));
     expect_inspect(m, ROPEKIT_ERROR_PARSE, "'nowhere'", "dangling graph output");
 
+    /* cycles: a self-loop, a two-node cycle (named), and a 100000-node ring (linear time) */
+    m = tm_relu();
+    tm_node(m, "Add", "x", "s", "s")->name = rk_strdup("selfish");
+    expect_inspect(m, ROPEKIT_ERROR_PARSE, "node 1 'selfish' (Add) reads its own output",
+                   "self-loop");
+    m = tm_relu();
+    tm_node(m, "Add", "x", "b", "a")->name = rk_strdup("first");
+    tm_node(m, "Neg", "a", NULL, "b")->name = rk_strdup("second");
+    tm_node(m, "Relu", "b", NULL, "after");
+    expect_inspect(m, ROPEKIT_ERROR_PARSE, "the nodes form a cycle: node ", "two-node cycle");
+    {
+        m = tm_relu();
+        enum { RING = 100000 };
+        char in[32], out[32];
+        for (int i = 0; i < RING; ++i) {
+            snprintf(in, sizeof in, "r%d", (i + RING - 1) % RING);
+            snprintf(out, sizeof out, "r%d", i);
+            tm_node(m, "Neg", in, NULL, out);
+        }
+        expect_inspect(m, ROPEKIT_ERROR_PARSE, "(100000 of 100001 nodes", "100000-node ring");
+        /* the same chain without the back edge is fine */
+        m = tm_relu();
+        for (int i = 0; i < RING; ++i) {
+            snprintf(in, sizeof in, i ? "r%d" : "x", i - 1);
+            snprintf(out, sizeof out, "r%d", i);
+            tm_node(m, "Neg", in, NULL, out);
+        }
+        expect_inspect(m, ROPEKIT_OK, NULL, "100000-node chain");
+    }
+
     /* a subgraph reading a name defined nowhere */
     m = tm_relu();
     {
@@ -707,10 +737,10 @@ static void test_external(void) {
         } bad[] = {{"abs", "absolute", ROPEKIT_ERROR_PARSE},
                    {"escape", "leaves the model directory", ROPEKIT_ERROR_PARSE},
                    {"escape2", "leaves the model directory", ROPEKIT_ERROR_PARSE},
-                   {"beyond", "outside", ROPEKIT_ERROR_PARSE},
+                   {"beyond", "past the end", ROPEKIT_ERROR_PARSE},
                    {"missing", "No such file", ROPEKIT_ERROR_IO},
                    {"whole", "need 16", ROPEKIT_ERROR_PARSE},
-                   {"dir_only", "names no file", ROPEKIT_ERROR_PARSE},
+                   {"dir_only", "is not a file name", ROPEKIT_ERROR_PARSE},
                    {"x", "no initializer", ROPEKIT_ERROR_INVALID_ATTRIBUTE}};
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
             ropekit_status s = ropekit_model_initializer_bytes(m, bad[i].name, &b);
