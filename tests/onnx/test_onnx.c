@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../check.h"
+#include "config_json.h"
 #include "onnx_internal.h"
 
 static const char *g_src = ".";
@@ -1354,6 +1355,60 @@ static void test_subgraph_consumers(void) {
     ropekit_model_free(m);
 }
 
+/* ---- G. config.json values -------------------------------------------------------------------
+ */
+
+static void test_config(void) {
+    const struct {
+        const char *json, *needle;
+        int64_t want;
+    } cases[] = {
+        {"{\"max_position_embeddings\": 4096}", "max_position_embeddings 4096", 4096},
+        {"{\"max_position_embeddings\": -5}", "max_position_embeddings is -5, not a positive integer", 0},
+        {"{\"max_position_embeddings\": \"2048\"}", "max_position_embeddings is the string \"2048\", not a number", 0},
+        {"{\"max_position_embeddings\": 1e300}", "max_position_embeddings is 1e300, not a positive integer (out of range)", 0},
+        {"{\"max_position_embeddings\": 9.3e18}", "(out of range)", 0},
+        {"{\"max_position_embeddings\": 2048.5}", "is 2048.5, not a positive integer", 0},
+        {"{\"max_position_embeddings\": 0}", "is 0, not a positive integer", 0},
+        {"{\"max_position_embeddings\": NaN}", "gives no max_position_embeddings", 0},
+        {"{\"hidden_size\": 64}", "gives no max_position_embeddings", 0},
+        {"{\"text_config\": {\"max_position_embeddings\": -1}}", "is -1, not a positive integer (in text_config)", 0},
+        {"{\"n_positions\": 1024}", "max_position_embeddings 1024", 1024},
+        /* scaling fields out of range are ignored, never converted */
+        {"{\"max_position_embeddings\": 100, \"rope_scaling\": {\"type\": \"linear\", \"factor\": 1e300, "
+         "\"original_max_position_embeddings\": 1e300}}", "max_position_embeddings 100", 100},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        rk_hf_config cfg;
+        char how[256] = "";
+        ropekit_status s = rk_hf_config_parse(cases[i].json, strlen(cases[i].json), "c.json", &cfg);
+        int64_t got = s == ROPEKIT_OK ? rk_hf_config_max_positions(&cfg, how, sizeof how) : -1;
+        CHECK(s == ROPEKIT_OK && got == cases[i].want && strstr(how, cases[i].needle),
+              "config %s: got %lld '%s', want %lld '%s'", cases[i].json, (long long)got, how,
+              (long long)cases[i].want, cases[i].needle);
+    }
+    /* a directory, a FIFO, a missing file */
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/ropekit_cfg_XXXXXX");
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    rk_hf_config cfg;
+    CHECK(rk_hf_config_read(dir, &cfg) == ROPEKIT_ERROR_IO &&
+              strstr(ropekit_last_error(), "is a directory; pass the config file itself"),
+          "config dir: %s", ropekit_last_error());
+    char *fifo = path2(dir, "fifo.json"), *none = path2(dir, "none.json");
+    CHECK(mkfifo(fifo, 0644) == 0, "mkfifo");
+    CHECK(rk_hf_config_read(fifo, &cfg) == ROPEKIT_ERROR_IO &&
+              strstr(ropekit_last_error(), "not a regular file"),
+          "config FIFO (never blocks): %s", ropekit_last_error());
+    CHECK(rk_hf_config_read(none, &cfg) == ROPEKIT_ERROR_IO &&
+              strstr(ropekit_last_error(), "No such file"),
+          "config missing: %s", ropekit_last_error());
+    unlink(fifo);
+    rmdir(dir);
+    free(fifo);
+    free(none);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) g_src = argv[1];
     umask(022);
@@ -1369,5 +1424,6 @@ int main(int argc, char **argv) {
     test_destinations();
     test_graph();
     test_subgraph_consumers();
+    test_config();
     return REPORT();
 }
