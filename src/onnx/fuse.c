@@ -287,7 +287,9 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
     r->nodes_before = (int64_t)mp->graph->n_node;
     rk_graph *ix = NULL;
     ropekit_status st = rk_graph_open(model, NULL, &ix);
+    if (st == ROPEKIT_OK) st = rk_match_begin(ix);
     if (st == ROPEKIT_OK) st = match_all(ix, r);
+    rk_match_end(); /* the memo must not outlive the graph as matched */
     int needs_length = 0; /* tables built from inv_freq need a length; graph tables have theirs */
     for (size_t i = 0; i < r->n_sites; ++i)
         needs_length |= r->sites[i].angles_ok && r->sites[i].angles.kind == RK_ANGLES_INV_FREQ;

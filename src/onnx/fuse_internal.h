@@ -72,6 +72,13 @@ void rk_angles_free(rk_angles *a);
 
 /* ---- matcher helpers (match_common.c) ---------------------------------------------------- */
 
+/* Memoize the analyses below for the graph ix (per thread): between begin and end, shape
+ * inference and rk_eval_i64 compute each value once, in node order, so every question costs
+ * O(1) lookups after a linear warm-up. The graph must not change in between (call end before
+ * any edit). Without begin the helpers still work, uncached and depth-capped. */
+ropekit_status rk_match_begin(const rk_graph *ix);
+void rk_match_end(void);
+
 /* The node producing `name` if its op_type (default domain) is `op`, else NULL. */
 Onnx__NodeProto *rk_producer_op(const rk_graph *ix, const char *name, const char *op);
 /* Input i of n, or NULL if absent or empty. */
