@@ -360,3 +360,41 @@ def test_hostile_chains_are_analysed_in_linear_time(mutate, tmp_path):
     assert report["sites_found"] == fixture_info("llama")["rope_sites_expected"]
     if mutate is _add_chain_in_slice_start:  # 30 levels deep: evaluated, not cut off by depth
         assert report["sites_fused"] == report["sites_found"], report["sites"]
+
+
+# ---- never a wrong fusion: sites are checked numerically (issue #11 item 6, #13 item 6) --------
+
+def test_rotate_half_with_an_empty_half_is_refused(tmp_path):
+    m = rope_graph(False)
+    hi = next(n for n in m.graph.node if n.output[0] == "q_hi")
+    hi.input[2] = "ch"  # Slice(q, h, h): the upper half is empty
+    src = tmp_path / "empty_half.onnx"
+    onnx.save(m, str(src))
+    with pytest.raises(Exception):  # the original does not run
+        session(src).run(None, {"q": np.zeros((1, 2, 3, 8), np.float32), "pos": np.zeros((1, 3), np.int64)})
+    res = subprocess.run([str(CLI), "fuse", str(src), str(tmp_path / "out.onnx"), "--json",
+                          "--max-positions", "64"], capture_output=True, text=True, timeout=60)
+    r = json.loads(res.stdout)
+    assert r["sites_found"] == 1 and r["sites_fused"] == 0, r["sites"]
+    assert "does not evaluate" in r["sites"][0]["reason"]
+
+
+def test_a_float16_angle_is_not_replaced_by_a_float32_table(tmp_path):
+    """Positions cast to float16 before the angle: the original loses precision at large positions,
+    a float32 table would not; the structure matches, the numbers do not."""
+    m = rope_graph(False)
+    cast = next(n for n in m.graph.node if n.op_type == "Cast")
+    cast.attribute[0].i = TensorProto.FLOAT16
+    inv = next(i for i in m.graph.initializer if i.name == "inv_freq")
+    inv.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(inv).astype(np.float16), "inv_freq"))
+    for trig in ("cos", "sin"):
+        node = next(n for n in m.graph.node if n.output[0] == trig)
+        node.output[0] = trig + "_h"
+        m.graph.node.insert(list(m.graph.node).index(node) + 1,
+                            helper.make_node("Cast", [trig + "_h"], [trig], to=TensorProto.FLOAT))
+    src = tmp_path / "f16_angle.onnx"
+    onnx.save(m, str(src))
+    session(src).run(None, {"q": np.zeros((1, 2, 3, 8), np.float32), "pos": np.zeros((1, 3), np.int64)})
+    r = run_fuse(src, tmp_path / "out.onnx", "--max-positions", "4096")
+    assert r["sites_found"] == 1 and r["sites_fused"] == 0, r["sites"]
+    assert "disagree" in r["sites"][0]["reason"]
