@@ -62,7 +62,7 @@ def build(op, domain, inputs, attrs, outputs):
         else:
             graph_out.append(helper.make_tensor_value_info(n, _elem(dt), None))
     g = helper.make_graph(nodes, "g", graph_in, graph_out)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23), helper.make_opsetid(domain, 1)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(domain, 1)])
     m.ir_version = 10
     return m.SerializeToString()
 
@@ -395,7 +395,7 @@ def test_builtin_contrib_ops_still_run():
            helper.make_tensor_value_info("c", TP.FLOAT, [6, H // 2]),
            helper.make_tensor_value_info("s", TP.FLOAT, [6, H // 2])]
     g = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info("y", TP.FLOAT, None)])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23), helper.make_opsetid("com.microsoft", 1)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     m.ir_version = 10
     fd = {"x": x, "pos": pos, "c": c, "s": s}
     plain = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, fd)[0]
