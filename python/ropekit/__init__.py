@@ -486,3 +486,4 @@ def set_num_threads(n: int) -> None:
 def get_num_threads() -> int:
     """The thread count set by set_num_threads (default 1)."""
     return int(_lib.ropekit_get_num_threads())
+from ._ort import ort_custom_ops_library  # noqa: E402,F401  (libropekit_ort path, for onnxruntime)
