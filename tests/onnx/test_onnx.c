@@ -506,6 +506,11 @@ static void expect_inspect(Onnx__ModelProto *mp, ropekit_status want, const char
     tm_free(mp);
 }
 
+static void rename_node(Onnx__NodeProto *n, const char *name) {
+    free(n->name);
+    n->name = rk_strdup(name);
+}
+
 static void test_crafted(void) {
     Onnx__ModelProto *m;
     float f4[4] = {1, 2, 3, 4};
@@ -557,26 +562,26 @@ static void test_crafted(void) {
     push((void ***)&m->graph->output, &m->graph->n_output, tm_vi("nowhere", 0, -1, NULL, NULL));
     expect_inspect(m, ROPEKIT_ERROR_PARSE, "'nowhere'", "dangling graph output");
 
-    /* cycles: a self-loop, a two-node cycle (named), and a 100000-node ring (linear time) */
+    /* cycles: a self-loop, a two-node cycle (named), and a 20000-node ring (linear time) */
     m = tm_relu();
-    tm_node(m, "Add", "x", "s", "s")->name = rk_strdup("selfish");
+    rename_node(tm_node(m, "Add", "x", "s", "s"), "selfish");
     expect_inspect(m, ROPEKIT_ERROR_PARSE, "node 1 'selfish' (Add) reads its own output",
                    "self-loop");
     m = tm_relu();
-    tm_node(m, "Add", "x", "b", "a")->name = rk_strdup("first");
-    tm_node(m, "Neg", "a", NULL, "b")->name = rk_strdup("second");
+    rename_node(tm_node(m, "Add", "x", "b", "a"), "first");
+    rename_node(tm_node(m, "Neg", "a", NULL, "b"), "second");
     tm_node(m, "Relu", "b", NULL, "after");
     expect_inspect(m, ROPEKIT_ERROR_PARSE, "the nodes form a cycle: node ", "two-node cycle");
     {
         m = tm_relu();
-        enum { RING = 100000 };
+        enum { RING = 20000 };
         char in[32], out[32];
         for (int i = 0; i < RING; ++i) {
             snprintf(in, sizeof in, "r%d", (i + RING - 1) % RING);
             snprintf(out, sizeof out, "r%d", i);
             tm_node(m, "Neg", in, NULL, out);
         }
-        expect_inspect(m, ROPEKIT_ERROR_PARSE, "(100000 of 100001 nodes", "100000-node ring");
+        expect_inspect(m, ROPEKIT_ERROR_PARSE, "(20000 of 20001 nodes", "20000-node ring");
         /* the same chain without the back edge is fine */
         m = tm_relu();
         for (int i = 0; i < RING; ++i) {
@@ -584,7 +589,7 @@ static void test_crafted(void) {
             snprintf(out, sizeof out, "r%d", i);
             tm_node(m, "Neg", in, NULL, out);
         }
-        expect_inspect(m, ROPEKIT_OK, NULL, "100000-node chain");
+        expect_inspect(m, ROPEKIT_OK, NULL, "20000-node chain");
     }
 
     /* a subgraph reading a name defined nowhere */
