@@ -224,3 +224,15 @@ def test_sigterm_during_save_leaves_no_temporary_file(tmp_path):
         pytest.skip("the save finished before the signal could be sent")  # not counted as pass
     assert proc.returncode == -signal.SIGTERM
     assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
+
+
+def test_huge_max_positions_fails_fast(tmp_path):
+    """Tables past what an .onnx file holds are refused before any is built (it took minutes and
+    gigabytes), with the length that fits."""
+    dst = tmp_path / "out.onnx"
+    t0 = time.monotonic()
+    res = fuse(MODELS / "llama.onnx", dst, "--max-positions", "40000000", rc=1)
+    assert time.monotonic() - t0 < 5
+    assert "over the 2 GiB an .onnx file can hold" in res.stderr, res.stderr
+    assert "at most 33554431" in res.stderr, res.stderr  # 2 GiB / (2 tables x 8 x 4 bytes)
+    assert not dst.exists() and os.listdir(tmp_path) == []
