@@ -390,7 +390,7 @@ static int64_t choose_max_positions(const ropekit_fuse_options *o,
                      o->config_path, how);
             return p;
         }
-        warn(r, "%s gives no max_position_embeddings", o->config_path);
+        warn(r, "%s: %s", o->config_path, how);
     }
     snprintf(r->max_positions_source, sizeof r->max_positions_source, "default");
     warn(r, "table length %d is a default: pass --max-positions or a config.json, position ids "
