@@ -23,9 +23,20 @@ def fuse(src, dst, num_heads, head_dim, rope_dim, groups, eps):
         for i in n.input:
             cons.setdefault(i, []).append(n)
     inits = {i.name: i for i in g.initializer}
+    def skip(name):  # through Casts (16-bit graphs widen to float around the norm and RoPE)
+        while prod.get(name) is not None and prod[name].op_type == "Cast":
+            name = prod[name].input[0]
+        return name
+
     def p(name, op):
-        n = prod.get(name)
+        n = prod.get(skip(name))
         return n if n is not None and n.op_type == op else None
+
+    def as_float(name):
+        uid[0] += 1
+        out = f"rk_f{uid[0]}"
+        new_nodes.append(helper.make_node("Cast", [name], [out], to=TP.FLOAT, name=out))
+        return out
     new_nodes, drop = [], set()
     uid = [0]
     def const(vals):
@@ -37,7 +48,7 @@ def fuse(src, dst, num_heads, head_dim, rope_dim, groups, eps):
     for n in g.node:
         if n.op_type != "Concat" or len(n.input) != 2:
             continue
-        add = p(n.input[1], "Add")
+        add = p(n.input[1], "Add")  # (a Cast to T after it in 16-bit graphs)
         nope_slice = p(n.input[0], "Slice")
         if add is None or nope_slice is None:
             continue
@@ -48,6 +59,8 @@ def fuse(src, dst, num_heads, head_dim, rope_dim, groups, eps):
         if rope_slice is None or rope_slice.input[0] != nope_slice.input[0]:
             continue
         x = rope_slice.input[0]
+        if p(m2.input[0], "Reshape") is None:
+            continue
         cos_u, sin_u = m1.input[1], m2.input[1]
         # cos_u = Unsqueeze(repeat_interleave(cos)); sin_u likewise (of sin or -sin)
         cos_ri = p(cos_u, "Unsqueeze").input[0]
@@ -65,14 +78,14 @@ def fuse(src, dst, num_heads, head_dim, rope_dim, groups, eps):
             continue
         if xn.op_type == "Transpose" and p(xn.input[0], "Reshape") is not None:
             wmul = p(p(xn.input[0], "Reshape").input[0], "Mul")
-            if wmul is not None and wmul.input[0] in inits:
+            if wmul is not None and skip(wmul.input[0]) in inits:
                 inner = p(wmul.input[1], "Mul")
-                klin = inner.input[0]
-                w = wmul.input[0]
+                klin = skip(inner.input[0])
+                w = wmul.input[0] if skip(wmul.input[0]) != wmul.input[0] else wmul.input[0]
                 qn, qlin, qc, qs = q_site
                 assert qc == cos_ri and qs == sin_ri
                 L = f"rk_qk{layer}"
-                new_nodes.append(helper.make_node("QKNormRotaryEmbedding", [qlin, klin, w, cos_ri, sin_ri],
+                new_nodes.append(helper.make_node("QKNormRotaryEmbedding", [qlin, klin, as_float(w), as_float(cos_ri), as_float(sin_ri)],
                     [L + "_q", L + "_kv"], domain="com.microsoft", name=L, num_heads=num_heads, head_dim=head_dim,
                     rope_head_dim=rope_dim, epsilon=eps, simulate_fp8=0))
                 new_nodes.append(helper.make_node("Transpose", [L + "_q"], [qn.output[0]], perm=[0, 2, 1, 3], name=L + "_qt"))
@@ -94,8 +107,8 @@ def fuse(src, dst, num_heads, head_dim, rope_dim, groups, eps):
                 new_nodes += [
                     helper.make_node("Transpose", [x], [L + "_t"], perm=[0, 2, 1, 3], name=L + "_t"),
                     helper.make_node("Reshape", [L + "_t", const([-1, num_heads * head_dim])], [L + "_x"], name=L + "_r"),
-                    helper.make_node("Reshape", [cos_ri, const([-1, rope_dim])], [L + "_c"], name=L + "_rc"),
-                    helper.make_node("Reshape", [sin_pos, const([-1, rope_dim])], [L + "_s"], name=L + "_rs"),
+                    helper.make_node("Reshape", [as_float(cos_ri), const([-1, rope_dim])], [L + "_c"], name=L + "_rc"),
+                    helper.make_node("Reshape", [as_float(sin_pos), const([-1, rope_dim])], [L + "_s"], name=L + "_rs"),
                     helper.make_node("InverseRotaryRegroup", [L + "_x", L + "_c", L + "_s"], [t2[0].output[0]],
                                      domain="com.microsoft", name=L, num_heads=num_heads, head_dim=head_dim,
                                      rope_head_dim=rope_dim, num_groups=groups)]
