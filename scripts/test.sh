@@ -19,6 +19,15 @@ if command -v nvcc >/dev/null 2>&1; then
   cmake --build build -j"$jobs" --target ropekit_cuda check_cuda bench_cuda >/dev/null
 fi
 
+# ---- onnxruntime custom-op library (owned by src/ort): built from the packaged header ------
+echo "== libropekit_ort (onnxruntime custom ops; tests/python/test_ort_custom_ops.py runs it)"
+test -f build/libropekit_ort.so || { echo "libropekit_ort was not built (no onnxruntime_c_api.h?)"; exit 1; }
+syms="$(nm -D --defined-only build/libropekit_ort.so | awk '{print $3}')"
+[ "$syms" = RegisterCustomOps ] || { echo "libropekit_ort exports more than RegisterCustomOps: $syms"; exit 1; }
+if command -v nvcc >/dev/null 2>&1; then
+  cmake --build build -j"$jobs" --target ropekit_ort_cuda >/dev/null # compile only
+fi
+
 echo "== install, then build a program against it (CMake package and pkg-config)"
 prefix="$(mktemp -d)"
 cmake --install build --prefix "$prefix" >/dev/null

@@ -41,6 +41,11 @@ static char *find_config(const char *in) {
     return NULL;
 }
 
+static int fuse_help(void) {
+    printf("usage: ropekit fuse %s\n\n%s\n", ROPEKIT_FUSE_ARGS, ROPEKIT_FUSE_SUMMARY);
+    return 0;
+}
+
 static int parse_i64(const char *s, int64_t *out) {
     char *end;
     errno = 0;
@@ -54,9 +59,25 @@ int ropekit_cmd_fuse(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *config = NULL;
     int json = 0;
     ropekit_fuse_options o = ROPEKIT_FUSE_OPTIONS_INIT;
+    ropekit_save_options so = ROPEKIT_SAVE_OPTIONS_INIT;
+    int options = 1;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
-        if (!strcmp(a, "--json")) {
+        if (!options || a[0] != '-' || !a[1]) {
+            if (!in) in = a;
+            else if (!out) out = a;
+            else return fuse_usage("unexpected argument '%s'", a);
+        } else if (!strcmp(a, "--")) {
+            options = 0;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            return fuse_help();
+        } else if (!strcmp(a, "--external-data")) {
+            so.external_min_bytes = ROPEKIT_FUSE_EXTERNAL_MIN_BYTES;
+        } else if (!strncmp(a, "--external-data=", 16)) {
+            if (!parse_i64(a + 16, &so.external_min_bytes) || so.external_min_bytes <= 0)
+                return fuse_usage("--external-data=BYTES needs a positive integer, not '%s'",
+                                  a + 16);
+        } else if (!strcmp(a, "--json")) {
             json = 1;
         } else if (!strcmp(a, "--dry-run")) {
             o.dry_run = 1;
@@ -75,18 +96,14 @@ int ropekit_cmd_fuse(int argc, char **argv) {
             } else if (!parse_i64(v, &o.max_positions) || o.max_positions <= 0) {
                 return fuse_usage("--max-positions needs a positive integer, not '%s'", v);
             }
-        } else if (a[0] == '-' && a[1]) {
-            return fuse_usage("unknown option '%s'", a);
-        } else if (!in) {
-            in = a;
-        } else if (!out) {
-            out = a;
         } else {
-            return fuse_usage("unexpected argument '%s'", a);
+            return fuse_usage("unknown option '%s'", a);
         }
     }
     if (!in) return fuse_usage("%s", "missing the input model");
+    if (!*in) return fuse_usage("%s", "the input model path is empty");
     if (!out && !o.dry_run) return fuse_usage("%s", "missing the output file (or --dry-run)");
+    if (out && !*out) return fuse_usage("%s", "the output path is empty");
     char *found = NULL;
     if (!config && o.max_positions == 0) config = found = find_config(in);
     o.config_path = config;
@@ -97,7 +114,7 @@ int ropekit_cmd_fuse(int argc, char **argv) {
     int rc = 1;
     if (ropekit_model_load(in, &m) != ROPEKIT_OK) goto fail;
     if (ropekit_fuse(m, &o, &r) != ROPEKIT_OK) goto fail;
-    if (!o.dry_run && ropekit_model_save(m, out) != ROPEKIT_OK) goto fail;
+    if (!o.dry_run && ropekit_model_save_with(m, out, &so) != ROPEKIT_OK) goto fail;
     if ((json ? ropekit_fuse_report_json(r, &text) : ropekit_fuse_report_text(r, &text)) != ROPEKIT_OK)
         goto fail;
     fputs(text, stdout);

@@ -4,7 +4,7 @@
 
 #define ROPEKIT_FUSE_ARGS                                                                      \
     "IN.onnx OUT.onnx [--max-positions N] [--config FILE] [--target ort|onnx] [--json] "       \
-    "[--dry-run]"
+    "[--dry-run] [--external-data[=BYTES]]"
 #define ROPEKIT_FUSE_SUMMARY                                                                   \
     "Replace the RoPE subgraphs of a model with fused com.microsoft.RotaryEmbedding /\n"      \
     "MRotaryEmbedding nodes (ai.onnx.RotaryEmbedding with --target onnx, opset >= 23\n"       \
@@ -12,7 +12,13 @@
     "--max-positions, else from --config or a config.json next to the model (IN's\n"          \
     "stem + .config.json, then config.json), else 4096 with a warning. Prints each\n"        \
     "site (fused, or skipped with the reason) and node counts; --json for programs.\n"       \
-    "The input is never modified; the output is written atomically."
+    "The input is never modified; the output is written atomically, only over a\n"           \
+    "regular file (or through a symbolic link to one), keeping its mode. Weights in\n"       \
+    "external data are copied into OUT.data when OUT is in another directory;\n"             \
+    "--external-data[=BYTES] also moves initializers of >= BYTES (1024) there."
+
+/* --external-data without a value: initializers of at least this many bytes (onnx's default) */
+#define ROPEKIT_FUSE_EXTERNAL_MIN_BYTES 1024
 
 int ropekit_cmd_fuse(int argc, char **argv);
 

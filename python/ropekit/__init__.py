@@ -482,3 +482,7 @@ def get_num_threads() -> int:
 from ._fuse import FuseReport, fuse, inspect  # noqa: E402
 
 __all__ += ["fuse", "inspect", "FuseReport", "__version__"]
+
+from ._ort import ort_custom_ops_library  # noqa: E402,F401  (libropekit_ort path, for onnxruntime)
+
+__all__ += ["ort_custom_ops_library"]

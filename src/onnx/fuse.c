@@ -34,14 +34,14 @@ static ropekit_dtype to_rk_dtype(int32_t t) {
     return t == RK_DT_FLOAT16 ? ROPEKIT_FLOAT16 : t == RK_DT_BFLOAT16 ? ROPEKIT_BFLOAT16 : ROPEKIT_FLOAT32;
 }
 
-/* Adds the cos/sin initializers for an angle source (P rows; graph arithmetic). */
-static ropekit_status add_tables(rk_graph *ix, const rk_angles *a, int32_t elem_type, int64_t P,
-                                 rk_table *t, int64_t *bytes) {
+ropekit_status rk_angles_tables(const rk_angles *a, int32_t elem_type, int64_t P, char **cos_out,
+                                char **sin_out, int64_t *rows_out) {
     ropekit_dtype dt = to_rk_dtype(elem_type);
     size_t es = ropekit_dtype_size(dt);
     int64_t rows = a->kind == RK_ANGLES_TABLE ? a->rows : P;
     size_t n = (size_t)rows * (size_t)a->half;
     char *cos_buf = malloc(n * es + 1), *sin_buf = malloc(n * es + 1);
+    *cos_out = *sin_out = NULL;
     if (!cos_buf || !sin_buf) {
         free(cos_buf), free(sin_buf);
         return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory for a %lld x %lld table",
@@ -63,6 +63,20 @@ static ropekit_status add_tables(rk_graph *ix, const rk_angles *a, int32_t elem_
         free(cos_buf), free(sin_buf);
         return s;
     }
+    *cos_out = cos_buf, *sin_out = sin_buf, *rows_out = rows;
+    return ROPEKIT_OK;
+}
+
+/* Adds the cos/sin initializers for an angle source (P rows; graph arithmetic). */
+static ropekit_status add_tables(rk_graph *ix, const rk_angles *a, int32_t elem_type, int64_t P,
+                                 rk_table *t, int64_t *bytes) {
+    char *cos_buf, *sin_buf;
+    int64_t rows;
+    RK_TRY(rk_angles_tables(a, elem_type, P, &cos_buf, &sin_buf, &rows));
+    size_t es = ropekit_dtype_size(to_rk_dtype(elem_type));
+    size_t n = (size_t)rows * (size_t)a->half;
+    int64_t shape[2] = {rows, a->half};
+    ropekit_status s;
     t->cos_name = rk_graph_unique_name(ix, "ropekit_cos_cache");
     t->sin_name = t->cos_name ? rk_graph_unique_name(ix, "ropekit_sin_cache") : NULL;
     Onnx__TensorProto *tc = t->sin_name ? rk_new_tensor(t->cos_name, elem_type, shape, 2, cos_buf, n * es) : NULL;
@@ -256,7 +270,7 @@ static int64_t choose_max_positions(const ropekit_fuse_options *o,
                      o->config_path, how);
             return p;
         }
-        warn(r, "%s gives no max_position_embeddings", o->config_path);
+        warn(r, "%s: %s", o->config_path, how);
     }
     snprintf(r->max_positions_source, sizeof r->max_positions_source, "default");
     warn(r, "table length %d is a default: pass --max-positions or a config.json, position ids "
@@ -287,12 +301,15 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
     r->nodes_before = (int64_t)mp->graph->n_node;
     rk_graph *ix = NULL;
     ropekit_status st = rk_graph_open(model, NULL, &ix);
+    if (st == ROPEKIT_OK) st = rk_match_begin(ix);
     if (st == ROPEKIT_OK) st = match_all(ix, r);
+    rk_match_end(); /* the memo must not outlive the graph as matched */
     int needs_length = 0; /* tables built from inv_freq need a length; graph tables have theirs */
     for (size_t i = 0; i < r->n_sites; ++i)
         needs_length |= r->sites[i].angles_ok && r->sites[i].angles.kind == RK_ANGLES_INV_FREQ;
     if (st == ROPEKIT_OK && needs_length) r->max_positions = choose_max_positions(o, r, &st);
     /* the head count is needed whenever the fused op gets a partial width or a 3D input */
+    /* (checked below), then every site that passed is checked numerically */
     for (size_t i = 0; st == ROPEKIT_OK && i < r->n_sites; ++i) {
         rk_site *s = &r->sites[i];
         if (s->reason[0] || !s->angles_ok) continue;
@@ -303,6 +320,7 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
         else if (s->layout == RK_LAYOUT_BSNH && s->head_size <= 0)
             snprintf(s->reason, RK_REASON, "the head size of '%s' is unknown", s->x);
     }
+    if (st == ROPEKIT_OK) rk_sites_verify(ix, r->sites, r->n_sites, r->max_positions);
     rk_table *tables = NULL;
     size_t n_tables = 0;
     int64_t counter = 0;

@@ -61,10 +61,10 @@ static void prelude(rk_buf *sb, int f16, uint32_t wg, uint32_t sw, const char *a
 
 static const char *arith_file(rk_wg_arith a) {
     return a == RK_ARITH_NARROW ? "arith_narrow.wgsl"
-           : a == RK_ARITH_WIDE64 ? "arith_wide64.wgsl" : "arith_wide32.wgsl";
+           : a == RK_ARITH_WIDE64 ? "arith_wide64.wgsl" : "arith_exact32.wgsl";
 }
 static const char *arith_name(rk_wg_arith a) {
-    return a == RK_ARITH_NARROW ? "narrow" : a == RK_ARITH_WIDE64 ? "wide64" : "wide32";
+    return a == RK_ARITH_NARROW ? "narrow" : a == RK_ARITH_WIDE64 ? "wide64" : "exact32";
 }
 
 /* ---- rotary: RotaryEmbedding (both), MRotaryEmbedding ----------------------------------------- */
@@ -110,7 +110,7 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     const uint32_t sw = is_packed(yk) ? 2 : 1;
     rk_wg_arith ar = (p->dtype != ROPEKIT_FLOAT32 && p->table_dtype != ROPEKIT_FLOAT32)
                          ? RK_ARITH_NARROW
-                         : (ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_WIDE32);
+                         : (ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_EXACT32);
     /* Contiguous heads whose halves (or pair runs) and copied span start on 16-byte boundaries:
      * the vector kernel (rotary_vec.wgsl), VE elements per access. */
     const int64_t ve = 16 / (int64_t)ropekit_dtype_size(p->dtype);
@@ -302,10 +302,6 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
     rk_qknorm_plan p;
     RK_TRY(rk_plan_qknorm_rotary_embedding(&hq, &hkv, &hw, cos ? &hc : NULL, sin ? &hs : NULL,
                                            attrs, &hqo, &hkvo, &p));
-    if (!ctx->has_f64)
-        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "QKNormRotaryEmbedding on WebGPU needs the "
-                       "shader-f64 feature (its sums of squares are in double); this device or "
-                       "context has none");
     if (p.B == 0 || p.S == 0) return ROPEKIT_OK;
     rk_wg_binding bind[8];
     memset(bind, 0, sizeof bind);
@@ -362,13 +358,14 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
     memcpy(&prm[40], &p.epsilon, 4);
 
     char key[160];
-    snprintf(key, sizeof key, "qknorm x=%s y=%s wide64 q_%s kv_%s", rk_wg_kind_name(k), rk_wg_kind_name(ok_),
+    const rk_wg_arith ar = ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_EXACT32;
+    snprintf(key, sizeof key, "qknorm x=%s y=%s %s q_%s kv_%s", rk_wg_kind_name(k), rk_wg_kind_name(ok_), arith_name(ar),
              q_inplace ? "inplace" : "outofplace", kv_inplace ? "inplace" : "outofplace");
     WGPUComputePipeline pipe;
     {
         rk_buf s = {0};
-        prelude(&s, k == RK_WG_F16, 64, sw, "arith_wide64.wgsl");
-        rk_wgsl_add_file(&s, "round64.wgsl");
+        prelude(&s, k == RK_WG_F16, 64, sw, arith_file(ar));
+        rk_wgsl_add_file(&s, ar == RK_ARITH_WIDE64 ? "round64.wgsl" : "round32.wgsl");
         if (q_inplace) {
             rk_wgsl_unused(&s, 1, 0);
             rk_wgsl_tensor(&s, 6, "qo", ok_, 0, 1);
@@ -454,7 +451,7 @@ ropekit_status ropekit_webgpu_inverse_rotary_regroup(ropekit_webgpu *ctx,
     if (p.N > (int64_t)UINT32_MAX / units)
         return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many elements for the WebGPU kernel");
     const int64_t total = p.N * units;
-    const rk_wg_arith ar = ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_WIDE32;
+    const rk_wg_arith ar = ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_EXACT32;
     uint32_t prm[28];
     memset(prm, 0, sizeof prm);
     const int64_t vals[] = {(int64_t)x0, (int64_t)o0, (int64_t)c0, (int64_t)s0,

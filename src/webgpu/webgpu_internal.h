@@ -18,7 +18,7 @@ typedef enum rk_wg_kind {
     RK_WG_V4 = 6     /* any type, contiguous 16-byte vectors: array<vec4<u32>> (rotary_vec.wgsl) */
 } rk_wg_kind;
 
-typedef enum rk_wg_arith { RK_ARITH_NARROW = 0, RK_ARITH_WIDE64 = 1, RK_ARITH_WIDE32 = 2 } rk_wg_arith;
+typedef enum rk_wg_arith { RK_ARITH_NARROW = 0, RK_ARITH_WIDE64 = 1, RK_ARITH_EXACT32 = 2 } rk_wg_arith;
 
 /* The three pipeline layouts (one bind group each). */
 typedef enum rk_wg_layout { RK_LAYOUT_ROTARY = 0, RK_LAYOUT_QKNORM = 1, RK_LAYOUT_REGROUP = 2 } rk_wg_layout;

@@ -297,3 +297,104 @@ def test_torchscript_assemblies_are_verified(name, mutate, tmp_path):
     report = run_fuse(src, tmp_path / "out.onnx")
     assert report["sites_found"] == fixture_info(name)["rope_sites_expected"]
     assert report["sites_fused"] < report["sites_found"], report["sites"]
+
+
+# ---- hostile graphs: the analysis stays linear (issue #13, item 1) -----------------------------
+
+def _site_neg(m):
+    return next(n for n in m.graph.node if n.op_type == "Neg")
+
+
+def _concat_chain_before_x(m, links=20):
+    """20 chained Concat(prev, prev, prev) in front of the first site's rotated tensor, then a
+    Slice back to its first rows: the model computes the same, shape inference sees 3^20 paths."""
+    neg = _site_neg(m)
+    x = _producer(m, neg.input[0]).input[0]
+    nodes, prev = [], x
+    for i in range(links):
+        nodes.append(helper.make_node("Concat", [prev] * 3, [f"hostile_cat_{i}"], axis=0))
+        prev = f"hostile_cat_{i}"
+    m.graph.initializer.extend([numpy_helper.from_array(np.array([0], np.int64), "hostile_zero"),
+                                numpy_helper.from_array(np.array([0], np.int64), "hostile_axis0")])
+    nodes += [helper.make_node("Shape", [x], ["hostile_shape"], start=0, end=1),
+              helper.make_node("Slice", [prev, "hostile_zero", "hostile_shape", "hostile_axis0"],
+                               ["hostile_x"])]
+    readers = [n for n in m.graph.node if x in n.input and n.op_type in ("Slice", "Mul")]
+    for n in readers:
+        n.input[:] = ["hostile_x" if v == x else v for v in n.input]
+    pos = max(i for i, n in enumerate(m.graph.node) if x in n.output)
+    for k, n in enumerate(nodes):
+        m.graph.node.insert(pos + 1 + k, n)
+
+
+def _add_chain_in_slice_start(m, links=30):
+    """The lower rotate_half Slice's start (0) as Add(prev, prev) 30 times over: 2^30 paths."""
+    lo = _producer(m, next(n for n in m.graph.node if n.op_type == "Concat" and
+                           n.input[0] == _site_neg(m).output[0]).input[1])
+    m.graph.initializer.append(numpy_helper.from_array(np.array([0], np.int64), "hostile_k0"))
+    prev, nodes = "hostile_k0", []
+    for i in range(links):
+        nodes.append(helper.make_node("Add", [prev, prev], [f"hostile_add_{i}"]))
+        prev = f"hostile_add_{i}"
+    lo.input[1] = prev
+    pos = next(i for i, n in enumerate(m.graph.node) if n is lo)
+    for k, n in enumerate(nodes):
+        m.graph.node.insert(pos + k, n)
+
+
+@pytest.mark.parametrize("mutate", [_concat_chain_before_x, _add_chain_in_slice_start])
+def test_hostile_chains_are_analysed_in_linear_time(mutate, tmp_path):
+    import time
+    m = onnx.load(str(MODELS / "llama.onnx"))
+    mutate(m)  # the new values have no value_info: their shapes must be inferred
+    src = tmp_path / "hostile.onnx"
+    onnx.save(m, str(src))
+    session(src)  # still a valid model
+    t0 = time.monotonic()
+    res = subprocess.run([str(CLI), "fuse", str(src), str(tmp_path / "out.onnx"), "--json",
+                          "--max-positions", "64"], capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - t0
+    assert res.returncode in (0, 3), res.stderr
+    assert elapsed < 10, f"fuse took {elapsed:.1f} s"  # generous for ASan; ~0.05 s in release
+    report = json.loads(res.stdout)
+    assert report["sites_found"] == fixture_info("llama")["rope_sites_expected"]
+    if mutate is _add_chain_in_slice_start:  # 30 levels deep: evaluated, not cut off by depth
+        assert report["sites_fused"] == report["sites_found"], report["sites"]
+
+
+# ---- never a wrong fusion: sites are checked numerically (issue #11 item 6, #13 item 6) --------
+
+def test_rotate_half_with_an_empty_half_is_refused(tmp_path):
+    m = rope_graph(False)
+    hi = next(n for n in m.graph.node if n.output[0] == "q_hi")
+    hi.input[2] = "ch"  # Slice(q, h, h): the upper half is empty
+    src = tmp_path / "empty_half.onnx"
+    onnx.save(m, str(src))
+    with pytest.raises(Exception):  # the original does not run
+        session(src).run(None, {"q": np.zeros((1, 2, 3, 8), np.float32), "pos": np.zeros((1, 3), np.int64)})
+    res = subprocess.run([str(CLI), "fuse", str(src), str(tmp_path / "out.onnx"), "--json",
+                          "--max-positions", "64"], capture_output=True, text=True, timeout=60)
+    r = json.loads(res.stdout)
+    assert r["sites_found"] == 1 and r["sites_fused"] == 0, r["sites"]
+    assert "does not evaluate" in r["sites"][0]["reason"]
+
+
+def test_a_float16_angle_is_not_replaced_by_a_float32_table(tmp_path):
+    """Positions cast to float16 before the angle: the original loses precision at large positions,
+    a float32 table would not; the structure matches, the numbers do not."""
+    m = rope_graph(False)
+    cast = next(n for n in m.graph.node if n.op_type == "Cast")
+    cast.attribute[0].i = TensorProto.FLOAT16
+    inv = next(i for i in m.graph.initializer if i.name == "inv_freq")
+    inv.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(inv).astype(np.float16), "inv_freq"))
+    for trig in ("cos", "sin"):
+        node = next(n for n in m.graph.node if n.output[0] == trig)
+        node.output[0] = trig + "_h"
+        m.graph.node.insert(list(m.graph.node).index(node) + 1,
+                            helper.make_node("Cast", [trig + "_h"], [trig], to=TensorProto.FLOAT))
+    src = tmp_path / "f16_angle.onnx"
+    onnx.save(m, str(src))
+    session(src).run(None, {"q": np.zeros((1, 2, 3, 8), np.float32), "pos": np.zeros((1, 3), np.int64)})
+    r = run_fuse(src, tmp_path / "out.onnx", "--max-positions", "4096")
+    assert r["sites_found"] == 1 and r["sites_fused"] == 0, r["sites"]
+    assert "disagree" in r["sites"][0]["reason"]
