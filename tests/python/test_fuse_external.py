@@ -81,6 +81,33 @@ def test_fuse_into_another_directory(tmp_path, one_file):
     assert a.get_inputs()
 
 
+def test_real_torch_export_into_another_directory(tmp_path):
+    """A real torch 2.11 dynamo export (tests/onnx/data/torch_llama: model.onnx +
+    model.onnx.data + config.json, made by export.py there) fused into another directory."""
+    src_dir = pathlib.Path(__file__).resolve().parents[1] / "onnx" / "data" / "torch_llama"
+    src = tmp_path / "in" / "model.onnx"
+    shutil.copytree(src_dir, src.parent)
+    assert external_locations(src) == {"model.onnx.data"}
+    before = digests(src.parent)
+    dst = tmp_path / "out" / "fused.onnx"
+    dst.parent.mkdir()
+    report = fuse(src, dst)
+    assert report["sites_fused"] == report["sites_found"] == 4
+    assert digests(src.parent) == before
+    assert sorted(p.name for p in dst.parent.iterdir()) == ["fused.onnx", "fused.onnx.data"]
+    assert external_locations(dst) == {"fused.onnx.data"}
+    fused = onnx.load(str(dst))
+    assert count_ops(fused, {"RotaryEmbedding"}) == 4
+    onnx.checker.check_model(fused, full_check=True)
+    a, b = session(src), session(dst, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    rng = np.random.default_rng(7)
+    for S, base in ((1, 0), (9, 100), (33, 1500)):  # the export has batch 1, dynamic length
+        feeds = {"input_ids": rng.integers(0, 128, (1, S)).astype(np.int64),
+                 "position_ids": (np.arange(S)[None] + base).astype(np.int64)}
+        ya, yb = a.run(None, feeds)[0], b.run(None, feeds)[0]
+        assert float(np.abs(ya - yb).max() / np.abs(ya).max()) <= 1e-5
+
+
 def test_fuse_beside_the_input_keeps_references(tmp_path):
     src = torch_style(tmp_path)
     dst = tmp_path / "fused.onnx"
