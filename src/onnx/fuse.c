@@ -398,6 +398,37 @@ static int64_t choose_max_positions(const ropekit_fuse_options *o,
     return ROPEKIT_FUSE_DEFAULT_MAX_POSITIONS;
 }
 
+/* The tables the fusion would build, before building (or verifying with) any: past 2 GiB they
+ * cannot be stored in an .onnx file, and computing them first would take minutes and GBs. */
+static ropekit_status check_table_bytes(const ropekit_fuse_report *r) {
+    double per_row = 0, fixed = 0;
+    for (size_t i = 0; i < r->n_sites; ++i) {
+        const rk_site *s = &r->sites[i];
+        if (s->reason[0] || !s->angles_ok) continue;
+        int seen = 0;
+        for (size_t k = 0; k < i && !seen; ++k) {
+            const rk_site *o = &r->sites[k];
+            seen = !o->reason[0] && o->angles_ok && o->elem_type == s->elem_type &&
+                   rk_angles_same(&o->angles, &s->angles);
+        }
+        if (seen) continue;
+        double row = 2.0 * (double)s->angles.half * (double)ropekit_dtype_size(to_rk_dtype(s->elem_type));
+        if (s->angles.kind == RK_ANGLES_TABLE)
+            fixed += row * (double)s->angles.rows;
+        else
+            per_row += row;
+    }
+    double total = fixed + per_row * (double)r->max_positions;
+    if (total <= (double)RK_MAX_MODEL_BYTES) return ROPEKIT_OK;
+    double fit = per_row > 0 ? ((double)RK_MAX_MODEL_BYTES - fixed) / per_row : 0;
+    return rk_fail(ROPEKIT_ERROR_OVERFLOW,
+                   "a table length of %lld (%s) needs cos/sin tables of %.1f GiB, over the 2 GiB "
+                   "an .onnx file can hold; use a table length of at most %lld "
+                   "(--max-positions N)",
+                   (long long)r->max_positions, r->max_positions_source,
+                   total / (1024.0 * 1024.0 * 1024.0), (long long)(fit > 0 ? fit : 0));
+}
+
 ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *options,
                             ropekit_fuse_report **report) {
     rk_clear_error();
@@ -441,6 +472,7 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
         else if (s->layout == RK_LAYOUT_BSNH && s->head_size <= 0)
             snprintf(s->reason, RK_REASON, "the head size of '%s' is unknown", s->x);
     }
+    if (st == ROPEKIT_OK) st = check_table_bytes(r);
     if (st == ROPEKIT_OK) rk_sites_verify(ix, r->sites, r->n_sites, r->max_positions);
     rk_table *tables = NULL;
     size_t n_tables = 0;
