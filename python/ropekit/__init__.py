@@ -17,7 +17,11 @@ Tensor data must be aligned to its element size (include/ropekit.h): an unaligne
 copied, an unaligned ``out=`` is refused.
 
 The shared library is the one named by the ``ROPEKIT_LIB`` environment variable when it is set,
-else ``libropekit.so`` next to this package, else the one in the source tree's ``build/``.
+else ``libropekit.so`` in this package (``ropekit/lib`` in an installed wheel), else the one in
+the source tree's ``build/`` (see ``ropekit/_libpath.py``).
+
+Also: ``fuse`` / ``inspect`` (ONNX models, through libropekit_onnx) and ``ropekit.torch``
+(the operators on torch tensors, CPU and CUDA; imported only when used).
 
 Operators (see include/ropekit.h for the full contracts):
     rotary_embedding         ai.onnx.RotaryEmbedding (opset 23)
@@ -176,27 +180,9 @@ class _RopeConfig(ctypes.Structure):
 # ---- loading ---------------------------------------------------------------------------------
 
 
-def _candidates():
-    env = os.environ.get("ROPEKIT_LIB")
-    if env:
-        return [pathlib.Path(env)]
-    here = pathlib.Path(__file__).resolve().parent
-    return [here / "libropekit.so", here.parent.parent / "build" / "libropekit.so"]
+from . import _libpath  # noqa: E402
 
-
-def _load():
-    tried = []
-    for path in _candidates():
-        if path.exists():
-            return ctypes.CDLL(str(path)), str(path)
-        tried.append(str(path))
-    raise ImportError(
-        "ropekit: shared library not found (set ROPEKIT_LIB, or build it: "
-        "cmake -B build && cmake --build build); looked at: " + ", ".join(tried)
-    )
-
-
-_lib, library_path = _load()
+_lib, library_path = _libpath.load("ropekit", "the ropekit C library: pip install ropekit, or build it: cmake -B build && cmake --build build")
 _P = ctypes.POINTER
 _T = _P(_Tensor)
 _lib.ropekit_last_error.restype = ctypes.c_char_p
@@ -219,6 +205,10 @@ for _name, _args in {
 def version() -> str:
     """Version of the loaded C library."""
     return _lib.ropekit_version().decode()
+
+
+# The package's version is the library's (both come from CMakeLists.txt's project(VERSION)).
+__version__ = version()
 
 
 def _check(code: int):
@@ -663,3 +653,13 @@ def set_num_threads(n: int) -> None:
 def get_num_threads() -> int:
     """The thread count set by set_num_threads (default 1)."""
     return int(_lib.ropekit_get_num_threads())
+
+
+# ---- ONNX fusion and inspection (libropekit_onnx; ropekit/_fuse.py) -------------------------
+from ._fuse import FuseReport, fuse, inspect  # noqa: E402
+
+__all__ += ["fuse", "inspect", "FuseReport", "__version__"]
+
+from ._ort import ort_custom_ops_library  # noqa: E402,F401  (libropekit_ort path, for onnxruntime)
+
+__all__ += ["ort_custom_ops_library"]
