@@ -283,8 +283,24 @@ int rk_match_interleaved(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site
                  "axis of (B, S, N, H)");
         return 1;
     }
-    if (!table_source(ix, cos_v, sin_v, &site->angles, site->reason, RK_REASON)) return 1;
-    int64_t R = 2 * site->angles.half;
+    site->cos_term = rk_strdup(cos_v);
+    site->sin_term = rk_strdup(sin_v);
+    site->term_full = 0; /* the rows before repeat_interleave: R/2 wide */
+    if (!site->cos_term || !site->sin_term) {
+        snprintf(site->reason, RK_REASON, "out of memory");
+        return 1;
+    }
+    int64_t R;
+    if (table_source(ix, cos_v, sin_v, &site->angles, site->angle_reason, RK_REASON)) {
+        R = 2 * site->angles.half;
+    } else {
+        rk_angles_free(&site->angles);
+        R = xs.rank > 0 ? xs.dims[xs.rank - 1] : -1;
+        if (R <= 0 || R % 2) {
+            snprintf(site->reason, RK_REASON, "the rotated width of '%s' is unknown", xr);
+            return 1;
+        }
+    }
     site->rotary_dim = R;
     /* the reshape back must restore the rotated width */
     if (xs.rank > 0 && xs.dims[xs.rank - 1] >= 0 && xs.dims[xs.rank - 1] != R) {
