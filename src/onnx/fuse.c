@@ -41,7 +41,10 @@ typedef struct rk_table {
     const rk_site *site;     /* RK_ANGLES_ROWS: the first site reading these rows */
     int32_t elem_type;
     char *cos_name, *sin_name;
-    char *idx; /* RK_ANGLES_ROWS: the identity position index */
+    char *idx; /* RK_ANGLES_ROWS: Range(0, rows, 1) */
+    char *pos; /* RK_ANGLES_ROWS: the (B, S) index built for an earlier site, reusable by later
+                * sites of the same layout when it is computed before them */
+    rk_layout pos_layout;
 } rk_table;
 
 static ropekit_dtype to_rk_dtype(int32_t t) {
@@ -248,16 +251,8 @@ static ropekit_status add_rows(rk_graph *ix, const rk_site *s, rk_table *rw) {
         if (st) goto done;
         const char *r3[3] = {c_zero, n0, c_one};
         if ((st = add_node(ix, "Range", r3, 3, "ropekit_rows_range", NULL, 0, 0, &rng))) goto done;
-        /* the term's leading dims: Shape(term) without the last */
-        const char *t1[1] = {s->cos_term};
-        char *tshape = NULL;
-        if ((st = add_node(ix, "Shape", t1, 1, "ropekit_rows_term_shape", NULL, 0, 0, &tshape))) goto done;
-        const char *t2[4] = {tshape, c_0, c_m1, c_0};
-        st = add_node(ix, "Slice", t2, 3, "ropekit_rows_lead", NULL, 0, 0, &lead);
-        free(tshape);
-        if (st) goto done;
-        const char *t3[2] = {rng, lead};
-        st = add_node(ix, "Reshape", t3, 2, "ropekit_rows_index", NULL, 0, 0, &rw->idx);
+        rw->idx = rng; /* Range(0, rows, 1); each site reshapes it to its (B', S) */
+        rng = NULL;
     }
 done:
     free(c_h), free(c_0), free(c_end), free(c_last), free(c_2), free(c_shape), free(c_zero);
@@ -265,25 +260,36 @@ done:
     return st;
 }
 
-/* per site: the index broadcast to x's (B, S): Expand(idx, Gather(Shape(x), [0, seq axis])) */
-static ropekit_status site_positions(rk_graph *ix, const rk_site *s, const char *idx, char **pos) {
-    int64_t axes[2] = {0, s->layout == RK_LAYOUT_BSNH ? 1 : 2};
-    char *ax = NULL, *shp = NULL, *bs = NULL;
+/* per site: the identity index for x's (B, S): Expand(Reshape(range, [-1, S]), (B, S)), with
+ * B and S read from x (the rows are (B', S) with B' = 1 or B) */
+static ropekit_status site_positions(rk_graph *ix, const rk_site *s, const char *range, char **pos) {
+    int64_t seq = s->layout == RK_LAYOUT_BSNH ? 1 : 2, axes[2] = {0, seq}, m1 = -1;
+    char *ax = NULL, *axs = NULL, *cm1 = NULL, *shp = NULL, *bs = NULL, *sq = NULL, *tgt = NULL,
+         *idx = NULL;
     ropekit_status st;
     const char *a[1] = {s->x};
     if (!(st = add_int_initializer(ix, "ropekit_bs_axes", axes, 2, &ax)) &&
+        !(st = add_int_initializer(ix, "ropekit_s_axis", &seq, 1, &axs)) &&
+        !(st = add_int_initializer(ix, "ropekit_minus_one", &m1, 1, &cm1)) &&
         !(st = add_node(ix, "Shape", a, 1, "ropekit_x_shape", NULL, 0, 0, &shp))) {
-        const char *g[2] = {shp, ax};
-        if (!(st = add_node(ix, "Gather", g, 2, "ropekit_x_bs", NULL, 0, 0, &bs))) {
-            const char *e[2] = {idx, bs};
-            st = add_node(ix, "Expand", e, 2, "ropekit_position_index", NULL, 0, 0, pos);
+        const char *g[2] = {shp, ax}, *g1[2] = {shp, axs};
+        if (!(st = add_node(ix, "Gather", g, 2, "ropekit_x_bs", NULL, 0, 0, &bs)) &&
+            !(st = add_node(ix, "Gather", g1, 2, "ropekit_x_s", NULL, 0, 0, &sq))) {
+            const char *c[2] = {cm1, sq};
+            if (!(st = add_node(ix, "Concat", c, 2, "ropekit_rows_bs", "axis", 0, 0, &tgt))) {
+                const char *r[2] = {range, tgt};
+                if (!(st = add_node(ix, "Reshape", r, 2, "ropekit_rows_index", NULL, 0, 0, &idx))) {
+                    const char *e[2] = {idx, bs};
+                    st = add_node(ix, "Expand", e, 2, "ropekit_position_index", NULL, 0, 0, pos);
+                }
+            }
         }
     }
-    free(ax), free(shp), free(bs);
+    free(ax), free(axs), free(cm1), free(shp), free(bs), free(sq), free(tgt), free(idx);
     return st;
 }
 
-static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, const rk_table *t,
+static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
                                    ropekit_fuse_target target, int64_t *counter) {
     const rk_value *ov = rk_graph_value(ix, s->output);
     if (!ov || ov->producer < 0) return rk_fail(ROPEKIT_ERROR_PARSE, "site output '%s' vanished", s->output);
@@ -298,8 +304,21 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, const rk_table *t,
     ropekit_status st = ROPEKIT_OK;
     const char *positions = s->angles.positions;
     if (s->angles.kind == RK_ANGLES_ROWS) {
-        if ((st = site_positions(ix, s, t->idx, &pos_name)) != ROPEKIT_OK) goto done;
-        positions = pos_name;
+        const rk_value *pv = t->pos ? rk_graph_value(ix, t->pos) : NULL;
+        if (pv && pv->producer >= 0 && pv->producer < hint && t->pos_layout == s->layout) {
+            positions = t->pos; /* the same tokens: the index is shared */
+        } else {
+            if ((st = site_positions(ix, s, t->idx, &pos_name)) != ROPEKIT_OK) goto done;
+            positions = pos_name;
+            if (!t->pos) {
+                t->pos = rk_strdup(pos_name);
+                t->pos_layout = s->layout;
+                if (!t->pos) {
+                    st = RK_OOM();
+                    goto done;
+                }
+            }
+        }
     }
     if (!node_name || !out) {
         st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
@@ -690,7 +709,7 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
         }
     }
     for (size_t k = 0; k < n_tables; ++k)
-        free(tables[k].cos_name), free(tables[k].sin_name), free(tables[k].idx);
+        free(tables[k].cos_name), free(tables[k].sin_name), free(tables[k].idx), free(tables[k].pos);
     free(tables);
     if (st == ROPEKIT_OK) {
         account_trig(ix, r);

@@ -55,6 +55,7 @@ typedef struct rk_site {
     int64_t rotary_dim; /* R */
     int64_t head_size;  /* H, -1 if unknown */
     int64_t num_heads;  /* N, -1 if unknown */
+    int64_t xdims[4];   /* x's inferred dims (-1 unknown; static exports: all known) */
     int32_t elem_type;  /* T of x and of the tables (ONNX data type), 0 if unknown */
     rk_angles angles;
     int angles_ok;            /* the angle source was verified */

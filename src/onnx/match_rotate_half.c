@@ -72,6 +72,7 @@ int rk_match_rotate_half(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site
     site->output = rk_strdup(add->output[0]);
     site->x = rk_strdup(xr);
     site->rotary_dim = 2 * h;
+    site->xdims[0] = site->xdims[1] = site->xdims[2] = site->xdims[3] = -1;
     site->head_size = -1;
     site->num_heads = -1;
     if (!site->anchor || !site->output || !site->x) {
@@ -104,6 +105,7 @@ int rk_match_rotate_half(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site
     }
     site->layout = c_axis == 1 ? RK_LAYOUT_BNSH : RK_LAYOUT_BSNH;
     if (xs.rank == 4) {
+        memcpy(site->xdims, xs.dims, sizeof site->xdims);
         site->head_size = xs.dims[3];
         site->num_heads = site->layout == RK_LAYOUT_BNSH ? xs.dims[1] : xs.dims[2];
     }
