@@ -115,7 +115,7 @@ static int match_tail(const rk_graph *ix, const Onnx__NodeProto *cat, qk_part *p
             int64_t s1, e1, a1, st1;
             if (sl && rk_input(sl, 0) && !strcmp(sl->input[0], x) &&
                 rk_slice_params(ix, sl, &s1, &e1, &a1, &st1) && st1 == 1 && s1 == e0 && a1 == a0 &&
-                s1 < 0)
+                s1 < 0 && s1 >= -65536)
                 cu = m->input[1 - j], p->rd = -s1;
             else if (rs)
                 su = m->input[1 - j];
@@ -645,11 +645,13 @@ ropekit_status rk_fuse_qknorm(rk_graph *ix, const char *domain, int dry_run, rk_
                      g->q->src);
         else if (elem_of(ix, g->k->src) != T)
             snprintf(g->why, RK_REASON, "query and kv have different types");
-        else if (g->q->N <= 0 || g->q->H <= 0 || g->q->rd > g->q->H)
-            snprintf(g->why, RK_REASON, "the head sizes are unknown");
+        else if (g->q->N <= 0 || g->q->H <= 0 || g->q->rd > g->q->H || g->q->N > 4096 ||
+                 g->q->H > 65536 || g->q->N * g->q->H > ((int64_t)1 << 20))
+            snprintf(g->why, RK_REASON, "the head sizes are unknown or out of range (%lld x %lld)",
+                     (long long)g->q->N, (long long)g->q->H);
         else if (verify_qk(ix, g->q, g->k, T, g->why, RK_REASON) && g->v) {
             int32_t TX = elem_of(ix, g->v->x) ? elem_of(ix, g->v->x) : T;
-            if (g->v->G <= 0 || (g->q->N * g->q->H) % g->v->G)
+            if (g->v->G <= 0 || g->v->G > g->q->N * g->q->H || (g->q->N * g->q->H) % g->v->G)
                 snprintf(g->inv_why, RK_REASON, "%lld groups do not divide the heads",
                          (long long)g->v->G);
             else
