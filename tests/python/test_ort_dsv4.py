@@ -102,3 +102,22 @@ def test_kv_rounded_before_weight_is_refused(tmp_path):
     text = subprocess.run([str(CLI), "fuse", str(src), str(tmp_path / "o2.onnx"), "--dry-run"],
                           capture_output=True, text=True).stdout
     assert "rounding points differ" in text and "kv" in text, text
+
+
+def test_target_ropekit_on_a_rope_model(tmp_path):
+    """--target ropekit also writes the plain RoPE sites as ai.ropekit.MsRotaryEmbedding (the
+    com.microsoft input order, bounds-checked), run by libropekit_ort with parity."""
+    src = ROOT / "tests" / "fixtures" / "models" / "qwen3.onnx"
+    dst = tmp_path / "qwen3_rk.onnx"
+    rep = fuse(src, dst, "--target", "ropekit")
+    assert rep["sites_fused"] == 4 and rep["requires"] == "libropekit_ort"
+    ops = {(n.domain, n.op_type) for n in onnx.load(str(dst)).graph.node if n.domain}
+    assert ops == {("ai.ropekit", "MsRotaryEmbedding")}
+    ids = np.arange(10).reshape(2, 5).astype(np.int64) % 50
+    feeds = {"input_ids": ids, "position_ids": np.tile(np.arange(3, 8), (2, 1)).astype(np.int64)}
+    want = session(src).run(None, feeds)[0]
+    got = session(dst, lib=True).run(None, feeds)[0]
+    assert float(np.abs(got - want).max()) <= 1e-5 * float(np.abs(want).max())
+    feeds["position_ids"][1, 2] = 5000  # past the 2048-row table: an error, not a read past it
+    with pytest.raises(Exception, match="5000"):
+        session(dst, lib=True).run(None, feeds)
