@@ -32,6 +32,8 @@ struct ropekit_fuse_report {
     int n_warnings;
     rk_unfused *unfused; /* Cos/Sin values still in the graph afterwards (or, dry run, that would be) */
     size_t n_unfused;
+    rk_buf attention_log; /* match_qknorm.c: DeepSeek-V4 attention sites */
+    int64_t attention_found, attention_fused;
 };
 
 /* ---- tables -------------------------------------------------------------------------------- */
@@ -358,9 +360,10 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
         } else {
             ins[0] = x_in, ins[1] = positions, ins[2] = t->cos_name, ins[3] = t->sin_name;
         }
-        const char *op = mrope ? "MRotaryEmbedding" : "RotaryEmbedding";
-        Onnx__NodeProto *n = rk_new_node(op, onnx_op ? "" : "com.microsoft", node_name, ins, 4,
-                                         &rope_out, 1);
+        int own = target == ROPEKIT_FUSE_TARGET_ROPEKIT; /* ai.ropekit: same inputs and attributes */
+        const char *op = mrope ? "MRotaryEmbedding" : own ? "MsRotaryEmbedding" : "RotaryEmbedding";
+        Onnx__NodeProto *n = rk_new_node(op, onnx_op ? "" : own ? "ai.ropekit" : "com.microsoft",
+                                         node_name, ins, 4, &rope_out, 1);
         if (!n) {
             st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
             goto done;
@@ -642,11 +645,27 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
                        "com.microsoft target", (long long)rk_model_opset(mp, ""));
     ropekit_fuse_report *r = calloc(1, sizeof *r);
     if (!r) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
-    snprintf(r->target, sizeof r->target, o->target == ROPEKIT_FUSE_TARGET_ONNX ? "onnx" : "ort");
+    snprintf(r->target, sizeof r->target, o->target == ROPEKIT_FUSE_TARGET_ONNX      ? "onnx"
+                                           : o->target == ROPEKIT_FUSE_TARGET_ROPEKIT ? "ropekit"
+                                                                                      : "ort");
     r->dry_run = o->dry_run != 0;
     r->nodes_before = (int64_t)mp->graph->n_node;
     rk_graph *ix = NULL;
     ropekit_status st = rk_graph_open(model, NULL, &ix);
+    const char *own_domain = o->target == ROPEKIT_FUSE_TARGET_ROPEKIT ? "ai.ropekit" : "com.microsoft";
+    if (st == ROPEKIT_OK) st = rk_match_begin(ix);
+    if (st == ROPEKIT_OK) /* DeepSeek-V4 attention first: it contains interleaved RoPE sites */
+        st = rk_fuse_qknorm(ix, own_domain, r->dry_run, &r->attention_log, &r->attention_found,
+                            &r->attention_fused);
+    if (st == ROPEKIT_OK && r->attention_fused) {
+        /* com.microsoft is imported in every target: with libropekit_ort registered, onnxruntime
+         * needs the import for the contrib nodes its optimizer adds (src/ort/ropekit_ort.c) */
+        st = rk_model_import_opset(mp, own_domain, 1);
+        if (st == ROPEKIT_OK) st = rk_model_import_opset(mp, "com.microsoft", 1);
+        if (st == ROPEKIT_OK)
+            st = rk_model_set_metadata(mp, "ropekit.requires",
+                                       "libropekit_ort (ropekit.ort_custom_ops_library())");
+    }
     if (st == ROPEKIT_OK) st = rk_match_begin(ix);
     if (st == ROPEKIT_OK) st = match_all(ix, r);
     rk_match_end(); /* the memo must not outlive the graph as matched */
@@ -734,7 +753,9 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
             }
             if (!s->angles.mrope && o->target == ROPEKIT_FUSE_TARGET_ONNX) {
                 /* ai.onnx op: nothing to import */
-            } else if ((st = rk_model_import_opset(mp, "com.microsoft", 1)) != ROPEKIT_OK) {
+            } else if ((o->target == ROPEKIT_FUSE_TARGET_ROPEKIT &&
+                        (st = rk_model_import_opset(mp, "ai.ropekit", 1)) != ROPEKIT_OK) ||
+                       (st = rk_model_import_opset(mp, "com.microsoft", 1)) != ROPEKIT_OK) {
                 break;
             }
             st = rewrite_site(ix, s, t, o->target, &counter);
@@ -814,6 +835,10 @@ ropekit_status ropekit_fuse_report_text(const ropekit_fuse_report *r, char **tex
         rk_buf_text_str(&b, r->unfused[i].reason);
         rk_buf_printf(&b, "\n");
     }
+    if (r->attention_log.p) rk_buf_printf(&b, "%s", r->attention_log.p);
+    if (r->attention_fused || (!strcmp(r->target, "ropekit") && ropekit_fuse_report_fused(r)))
+        rk_buf_printf(&b, "the fused model needs libropekit_ort: register "
+                      "ropekit.ort_custom_ops_library() with onnxruntime\n");
     if (b.oom) {
         free(b.p);
         return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
@@ -835,6 +860,7 @@ ropekit_status ropekit_fuse_report_json(const ropekit_fuse_report *r, char **jso
     rk_buf_json_str(&b, r->max_positions_source);
     rk_buf_printf(&b, ",\n  \"sites_found\": %zu,\n  \"sites_fused\": %lld,\n  \"warnings\": [",
               r->n_sites, (long long)ropekit_fuse_report_fused(r));
+    /* (attention_* and requires are printed before "sites" below) */
     for (int i = 0; i < r->n_warnings; ++i) {
         rk_buf_printf(&b, i ? ", " : "");
         rk_buf_json_str(&b, r->warnings[i]);
@@ -847,7 +873,12 @@ ropekit_status ropekit_fuse_report_json(const ropekit_fuse_report *r, char **jso
         rk_buf_json_str(&b, r->unfused[i].reason);
         rk_buf_printf(&b, "}");
     }
-    rk_buf_printf(&b, "%s],\n  \"sites\": [", r->n_unfused ? "\n  " : "");
+    rk_buf_printf(&b, "%s]", r->n_unfused ? "\n  " : "");
+    rk_buf_printf(&b, ",\n  \"attention_sites_found\": %lld,\n  \"attention_sites_fused\": %lld,"
+              "\n  \"requires\": %s", (long long)r->attention_found, (long long)r->attention_fused,
+              r->attention_fused || (!strcmp(r->target, "ropekit") && ropekit_fuse_report_fused(r))
+                  ? "\"libropekit_ort\"" : "null");
+    rk_buf_printf(&b, ",\n  \"sites\": [");
     for (size_t i = 0; i < r->n_sites; ++i) {
         const rk_site *s = &r->sites[i];
         rk_buf_printf(&b, "%s\n    {\"index\": %zu, \"layer\": %lld, \"variant\": \"%s\", \"x\": ",
@@ -913,5 +944,6 @@ void ropekit_fuse_report_free(ropekit_fuse_report *r) {
     free(r->unfused);
     for (size_t i = 0; i < r->n_sites; ++i) rk_site_free(&r->sites[i]);
     free(r->sites);
+    free(r->attention_log.p);
     free(r);
 }
