@@ -30,6 +30,14 @@
 #include "../core/internal.h"
 
 #define RK_INLINE static inline __attribute__((always_inline))
+
+/* src/cpu/dispatch.c: output bytes per thread of the whole call this thread is running a part of
+ * (0 outside a call). Streaming stores are chosen for the call, not for one chunk of it. */
+int64_t rk_cpu_part_bytes(void);
+RK_INLINE int large_output(int64_t own_bytes) {
+    const int64_t thr = rk_cpu_stream_threshold(), part = rk_cpu_part_bytes();
+    return own_bytes >= thr || part >= thr;
+}
 #define RK_CHUNK 256 /* table columns gathered per token at a time */
 
 RK_INLINE vf ld_t(const void *p, ropekit_dtype dt) {
@@ -445,7 +453,7 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
  * and heads, tokens and batches start on line boundaries. */
 static int use_streaming(const rk_rotary_plan *p) {
     const int64_t es = (int64_t)esz(p->dtype), h = p->R / 2;
-    if (p->x == p->y || p->B * p->S * p->N * p->H * es < rk_cpu_stream_threshold()) return 0;
+    if (p->x == p->y || !large_output(p->B * p->S * p->N * p->H * es)) return 0;
     if (p->R != p->H || (p->interleaved ? 2 * h : h) % VL != 0 || (p->H * es) % 64) return 0;
     /* even/odd bfloat16 rows store 2*VL elements at a time, at offsets that are multiples of it */
     if (RK_EO(p->dtype) && (p->interleaved ? h % VL : h % (2 * VL)) != 0) return 0;
@@ -754,9 +762,7 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
  * 64-byte line boundaries. */
 static int qknorm_streaming(const rk_qknorm_plan *p) {
     const int64_t es = (int64_t)esz(p->dtype);
-    if (p->q == p->q_out ||
-        p->B * p->S * p->num_heads * p->head_dim * es < rk_cpu_stream_threshold())
-        return 0;
+    if (p->q == p->q_out || !large_output(p->B * p->S * p->num_heads * p->head_dim * es)) return 0;
     if (p->nope % VL || p->rope_dim % VL || (p->head_dim * es) % 64) return 0;
     if ((uintptr_t)p->q_out % 64 || (p->qos[0] * es) % 64 || (p->qos[1] * es) % 64 ||
         (p->qos[2] * es) % 64)
@@ -828,7 +834,7 @@ static void RK_SUFFIX(regroup)(const rk_regroup_plan *p) {
     }
     /* streaming stores: large output, every vector store aligned (4*VL bytes) */
     const int64_t es = (int64_t)esz(p->dtype), w = 4 * VL;
-    int nt = p->N * p->num_heads * p->head_dim * es >= rk_cpu_stream_threshold() &&
+    int nt = large_output(p->N * p->num_heads * p->head_dim * es) &&
              (uintptr_t)p->out % (uintptr_t)w == 0 && (p->os[0] * es) % w == 0 &&
              (p->os[1] * es) % w == 0 && (p->head_dim * es) % w == 0 && (p->nope * es) % w == 0;
     switch (p->dtype) {
