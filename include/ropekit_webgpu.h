@@ -33,13 +33,11 @@
  *              tensor of a packed layout that does not pair into words. Tables: f32 or x's type.
  *   arithmetic wide64: products in f64 (needs the shader-f64 feature: Vulkan on most GPUs and on
  *              lavapipe) — the CPU's arithmetic, bit-identical; narrow: 16-bit x and 16-bit
- *              tables, products exact in f32 — bit-identical; wide32: no shader-f64, the
- *              products of float32 data are rounded (or fused by the compiler) in f32 — not
- *              bit-identical: tests/webgpu measured at most 0.93 float32 epsilons of the output's
- *              largest magnitude on the shared cases (error-free transformations would not
- *              survive the shader compilers' algebraic rewrites). QKNormRotaryEmbedding needs
- *              shader-f64 (its sums of squares are in double); without it the call is
- *              ROPEKIT_ERROR_UNSUPPORTED.
+ *              tables, products exact in f32 — bit-identical; exact32: no shader-f64, the
+ *              CPU's double arithmetic (exact 24x24-bit products, the sum rounded to double
+ *              then to float; QKNorm's double sums of squares and correctly rounded division
+ *              and square root) done in u32 integer arithmetic, which shader compilers cannot
+ *              rewrite — bit-identical too, slower.
  *   kernel     vec16: x and y with unit channel stride and every offset, stride, R/2 (R when
  *              interleaved) and H - R a multiple of the elements in 16 bytes — whole 16-byte
  *              vectors per access (rotary_vec.wgsl); otherwise one element per access, four
@@ -85,7 +83,7 @@ typedef enum ropekit_webgpu_backend {
 typedef struct ropekit_webgpu_options {
     ropekit_webgpu_backend backend;
     int disable_f16; /* do not use shader-f16 even if the adapter has it: float16 packed in u32 */
-    int disable_f64; /* do not use shader-f64: wide products emulated in f32 (see Variants) */
+    int disable_f64; /* do not use shader-f64: the exact32 integer arithmetic (see Variants) */
     int workgroup_size; /* 0: min(256, maxComputeInvocationsPerWorkgroup); else a power of 2 */
     /* 0: the device's maxComputeWorkgroupsPerDimension; else a smaller value, so that tests can
      * reach the 2-D and 3-D grids with small tensors */

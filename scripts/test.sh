@@ -19,6 +19,15 @@ if command -v nvcc >/dev/null 2>&1; then
   cmake --build build -j"$jobs" --target ropekit_cuda check_cuda bench_cuda >/dev/null
 fi
 
+# ---- onnxruntime custom-op library (owned by src/ort): built from the packaged header ------
+echo "== libropekit_ort (onnxruntime custom ops; tests/python/test_ort_custom_ops.py runs it)"
+test -f build/libropekit_ort.so || { echo "libropekit_ort was not built (no onnxruntime_c_api.h?)"; exit 1; }
+syms="$(nm -D --defined-only build/libropekit_ort.so | awk '{print $3}')"
+[ "$syms" = RegisterCustomOps ] || { echo "libropekit_ort exports more than RegisterCustomOps: $syms"; exit 1; }
+if command -v nvcc >/dev/null 2>&1; then
+  cmake --build build -j"$jobs" --target ropekit_ort_cuda >/dev/null # compile only
+fi
+
 echo "== install, then build a program against it (CMake package and pkg-config)"
 prefix="$(mktemp -d)"
 cmake --install build --prefix "$prefix" >/dev/null
@@ -67,6 +76,31 @@ if [ "$fuzz_rc" -ne 0 ]; then
   echo "fuzz smoke FAILED: the input is in build-fuzz/ (crash-*, timeout-*, oom-*)"
   exit 1
 fi
+
+# ---- Python package (owned by packaging): the wheel, installed into a fresh venv -------------
+# `pip wheel .` (scikit-build-core over this CMake project, the system cmake; CUDA left out to save
+# CI time), installed into a new venv that sees no checkout; the Python suite, the fusion example
+# and a C program built against the wheel's CMake package and pkg-config file then run on it. The
+# test packages come from .venv through a .pth file, so nothing is downloaded here.
+echo "== Python package: pip wheel, installed into a fresh venv; Python suite against the installed package"
+pkg="$(mktemp -d)"
+.venv/bin/python -m pip wheel . -q --no-deps --no-build-isolation --disable-pip-version-check -w "$pkg/dist" \
+  -Ccmake.define.ROPEKIT_CUDA=OFF -Cbuild-dir="$pkg/build"
+python3 -m venv "$pkg/venv"
+.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' \
+  >"$("$pkg/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/ropekit-test-deps.pth"
+"$pkg/venv/bin/python" -m pip install -q --no-index --disable-pip-version-check "$pkg"/dist/ropekit-*.whl
+site="$("$pkg/venv/bin/python" -c 'import ropekit, os; print(os.path.dirname(ropekit.__file__))')"
+case "$site" in "$PWD"/*) echo "the installed ropekit resolves to the checkout: $site"; exit 1 ;; esac
+(cd "$pkg" && env -u ROPEKIT_LIB ROPEKIT_TEST_INSTALLED=1 ROPEKIT_CLI="$pkg/venv/bin/ropekit" PATH="$pkg/venv/bin:$PATH" \
+  "$pkg/venv/bin/python" -m pytest -q -p no:cacheprovider "$OLDPWD/tests/python")
+(cd "$pkg" && env -u ROPEKIT_LIB "$pkg/venv/bin/python" "$OLDPWD/examples/fuse_and_run.py" | tail -n 2)
+cmake -S examples/c_fuse -B "$pkg/c_fuse" -DCMAKE_PREFIX_PATH="$site" >/dev/null
+cmake --build "$pkg/c_fuse" >/dev/null
+"$pkg/c_fuse/fuse" tests/fixtures/models/llama.onnx "$pkg/llama_fused.onnx" | tail -n 1
+cc examples/c_fuse/fuse.c $(PKG_CONFIG_PATH="$site/lib/pkgconfig" pkg-config --cflags --libs ropekit_onnx) -o "$pkg/fuse2"
+LD_LIBRARY_PATH="$site/lib" "$pkg/fuse2" tests/fixtures/models/qwen3.onnx "$pkg/qwen3_fused.onnx" 64 | tail -n 1
+rm -rf "$pkg"
 
 echo "== Python conformance suite"
 ROPEKIT_LIB="$PWD/build/libropekit.so" .venv/bin/python -m pytest -q tests/python

@@ -57,6 +57,7 @@ typedef struct rk_site {
     int32_t elem_type;  /* T of x and of the tables (ONNX data type), 0 if unknown */
     rk_angles angles;
     int angles_ok;            /* the angle source was verified */
+    int verified;             /* checked numerically (match_verify.c) */
     char reason[RK_REASON];   /* why it cannot be fused ("" when it can) */
     /* results */
     int fused;
@@ -71,6 +72,13 @@ void rk_site_accept(rk_site *site);
 void rk_angles_free(rk_angles *a);
 
 /* ---- matcher helpers (match_common.c) ---------------------------------------------------- */
+
+/* Memoize the analyses below for the graph ix (per thread): between begin and end, shape
+ * inference and rk_eval_i64 compute each value once, in node order, so every question costs
+ * O(1) lookups after a linear warm-up. The graph must not change in between (call end before
+ * any edit). Without begin the helpers still work, uncached and depth-capped. */
+ropekit_status rk_match_begin(const rk_graph *ix);
+void rk_match_end(void);
 
 /* The node producing `name` if its op_type (default domain) is `op`, else NULL. */
 Onnx__NodeProto *rk_producer_op(const rk_graph *ix, const char *name, const char *op);
@@ -132,6 +140,56 @@ int rk_match_angle_term(const rk_graph *ix, const char *term, int want_sin, rk_a
                         int32_t *cast_to, char *reason, size_t n);
 /* Two angle sources describe the same tables (cos and sin halves of one site). */
 int rk_angles_same(const rk_angles *a, const rk_angles *b);
+
+/* ---- numeric evaluation (eval.c) ------------------------------------------------------------
+ * A memoized interpreter of ONNX nodes on small concrete tensors, for proving what a subgraph
+ * computes (site verification; reusable by any matcher that wants to evaluate a candidate).
+ *
+ *   rk_eval *e = rk_eval_new(ix, max_elems, budget);   per-tensor and total element limits
+ *   rk_eval_set_dim(e, "batch", 2);                     symbolic dims of graph inputs, by name
+ *                                                        ("" or NULL: the value for unnamed dims)
+ *   rk_eval_bind(e, "q", RK_DT_FLOAT, 4, dims, vals);   a value taken as given (a cut: what
+ *                                                        produces it is never evaluated)
+ *   const rk_ten *t = rk_eval_get(e, "y");              NULL on failure: rk_eval_error(e) says
+ *                                                        why (first failure, e.g. an unknown op)
+ *   rk_eval_free(e);
+ * Values are doubles rounded to the value's element type after every op (float32 / float16 /
+ * bfloat16 arithmetic as a runtime does it; integers exact below 2^53). Each value is computed
+ * once per evaluator; depth, tensor size and total work are bounded. Unbound graph inputs get
+ * their declared shape (dims by name) and deterministic contents (floats in [-1, 1], integers 1).
+ * Ops: Identity Dropout Cast CastLike Neg Abs Cos Sin Sqrt Reciprocal Exp Log Floor Ceil Not Sign
+ * Add Sub Mul Div Pow Max Min Mod Equal Greater Less GreaterOrEqual LessOrEqual And Or Xor Where
+ * Shape Size Reshape Flatten Unsqueeze Squeeze Transpose Slice Concat Split Expand Tile Gather
+ * GatherElements GatherND MatMul ReduceMax/Min/Sum/Mean Range ConstantOfShape ScatterND
+ * ScatterElements Constant (default domain only). */
+typedef struct rk_ten {
+    int32_t type; /* ONNX element type */
+    int32_t rank;
+    int64_t dims[RK_SHAPE_MAX_RANK];
+    int64_t n;
+    double *v; /* row-major */
+} rk_ten;
+typedef struct rk_eval rk_eval;
+rk_eval *rk_eval_new(const rk_graph *ix, int64_t max_elems, int64_t budget);
+void rk_eval_free(rk_eval *e);
+int rk_eval_set_dim(rk_eval *e, const char *param, int64_t value);
+int rk_eval_bind(rk_eval *e, const char *name, int32_t type, int rank, const int64_t *dims,
+                 const double *values);
+const rk_ten *rk_eval_get(rk_eval *e, const char *name);
+const char *rk_eval_error(const rk_eval *e);
+
+/* ---- verification (match_verify.c) --------------------------------------------------------- */
+
+/* The cos/sin tables the fused node gets for an angle source, as elem_type bytes (malloc'd):
+ * rows = the source's own rows (a graph table) or P (inv_freq). fuse.c writes these. */
+ropekit_status rk_angles_tables(const rk_angles *a, int32_t elem_type, int64_t P, char **cos_buf,
+                                char **sin_buf, int64_t *rows);
+/* Never a wrong fusion: evaluate every acceptable site's original subgraph on probe inputs (one
+ * evaluator: random x per site, probe positions within the table) and the fused operator
+ * (ropekit's CPU operators, bit-identical to the scalar reference) on the same inputs; a site
+ * whose results disagree, or whose subgraph cannot be evaluated, gets a reason. table_rows: the
+ * fixed table length for inv_freq sources. */
+void rk_sites_verify(const rk_graph *ix, rk_site *sites, size_t n, int64_t table_rows);
 
 /* ---- site matchers ------------------------------------------------------------------------ */
 /* Each looks at the Neg node `neg` and, if it is the negation inside a site of its family,

@@ -54,8 +54,11 @@ def fixture_info(name):
 def run_fuse(src, dst, *extra):
     res = subprocess.run([str(CLI), "fuse", str(src), str(dst), "--json", *extra],
                          capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout)
+    assert res.returncode in (0, 3), res.stderr
+    r = json.loads(res.stdout)
+    # exit status 3 exactly when sites were found and none was fused (documented)
+    assert (res.returncode == 3) == (r["sites_found"] > 0 and r["sites_fused"] == 0), res.returncode
+    return r
 
 
 def session(path, opt=ort.GraphOptimizationLevel.ORT_DISABLE_ALL):
@@ -297,3 +300,134 @@ def test_torchscript_assemblies_are_verified(name, mutate, tmp_path):
     report = run_fuse(src, tmp_path / "out.onnx")
     assert report["sites_found"] == fixture_info(name)["rope_sites_expected"]
     assert report["sites_fused"] < report["sites_found"], report["sites"]
+
+
+# ---- hostile graphs: the analysis stays linear (issue #13, item 1) -----------------------------
+
+def _site_neg(m):
+    return next(n for n in m.graph.node if n.op_type == "Neg")
+
+
+def _concat_chain_before_x(m, links=20):
+    """20 chained Concat(prev, prev, prev) in front of the first site's rotated tensor, then a
+    Slice back to its first rows: the model computes the same, shape inference sees 3^20 paths."""
+    neg = _site_neg(m)
+    x = _producer(m, neg.input[0]).input[0]
+    nodes, prev = [], x
+    for i in range(links):
+        nodes.append(helper.make_node("Concat", [prev] * 3, [f"hostile_cat_{i}"], axis=0))
+        prev = f"hostile_cat_{i}"
+    m.graph.initializer.extend([numpy_helper.from_array(np.array([0], np.int64), "hostile_zero"),
+                                numpy_helper.from_array(np.array([0], np.int64), "hostile_axis0")])
+    nodes += [helper.make_node("Shape", [x], ["hostile_shape"], start=0, end=1),
+              helper.make_node("Slice", [prev, "hostile_zero", "hostile_shape", "hostile_axis0"],
+                               ["hostile_x"])]
+    readers = [n for n in m.graph.node if x in n.input and n.op_type in ("Slice", "Mul")]
+    for n in readers:
+        n.input[:] = ["hostile_x" if v == x else v for v in n.input]
+    pos = max(i for i, n in enumerate(m.graph.node) if x in n.output)
+    for k, n in enumerate(nodes):
+        m.graph.node.insert(pos + 1 + k, n)
+
+
+def _add_chain_in_slice_start(m, links=30):
+    """The lower rotate_half Slice's start (0) as Add(prev, prev) 30 times over: 2^30 paths."""
+    lo = _producer(m, next(n for n in m.graph.node if n.op_type == "Concat" and
+                           n.input[0] == _site_neg(m).output[0]).input[1])
+    m.graph.initializer.append(numpy_helper.from_array(np.array([0], np.int64), "hostile_k0"))
+    prev, nodes = "hostile_k0", []
+    for i in range(links):
+        nodes.append(helper.make_node("Add", [prev, prev], [f"hostile_add_{i}"]))
+        prev = f"hostile_add_{i}"
+    lo.input[1] = prev
+    pos = next(i for i, n in enumerate(m.graph.node) if n is lo)
+    for k, n in enumerate(nodes):
+        m.graph.node.insert(pos + k, n)
+
+
+@pytest.mark.parametrize("mutate", [_concat_chain_before_x, _add_chain_in_slice_start])
+def test_hostile_chains_are_analysed_in_linear_time(mutate, tmp_path):
+    import time
+    m = onnx.load(str(MODELS / "llama.onnx"))
+    mutate(m)  # the new values have no value_info: their shapes must be inferred
+    src = tmp_path / "hostile.onnx"
+    onnx.save(m, str(src))
+    session(src)  # still a valid model
+    t0 = time.monotonic()
+    res = subprocess.run([str(CLI), "fuse", str(src), str(tmp_path / "out.onnx"), "--json",
+                          "--max-positions", "64"], capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - t0
+    assert res.returncode in (0, 3), res.stderr
+    assert elapsed < 10, f"fuse took {elapsed:.1f} s"  # generous for ASan; ~0.05 s in release
+    report = json.loads(res.stdout)
+    assert report["sites_found"] == fixture_info("llama")["rope_sites_expected"]
+    if mutate is _add_chain_in_slice_start:  # 30 levels deep: evaluated, not cut off by depth
+        assert report["sites_fused"] == report["sites_found"], report["sites"]
+
+
+# ---- never a wrong fusion: sites are checked numerically (issue #11 item 6, #13 item 6) --------
+
+def test_rotate_half_with_an_empty_half_is_refused(tmp_path):
+    m = rope_graph(False)
+    hi = next(n for n in m.graph.node if n.output[0] == "q_hi")
+    hi.input[2] = "ch"  # Slice(q, h, h): the upper half is empty
+    src = tmp_path / "empty_half.onnx"
+    onnx.save(m, str(src))
+    with pytest.raises(Exception):  # the original does not run
+        session(src).run(None, {"q": np.zeros((1, 2, 3, 8), np.float32), "pos": np.zeros((1, 3), np.int64)})
+    res = subprocess.run([str(CLI), "fuse", str(src), str(tmp_path / "out.onnx"), "--json",
+                          "--max-positions", "64"], capture_output=True, text=True, timeout=60)
+    r = json.loads(res.stdout)
+    assert r["sites_found"] == 1 and r["sites_fused"] == 0, r["sites"]
+    assert "does not evaluate" in r["sites"][0]["reason"]
+
+
+def test_a_float16_angle_is_not_replaced_by_a_float32_table(tmp_path):
+    """Positions cast to float16 before the angle: the original loses precision at large positions,
+    a float32 table would not; the structure matches, the numbers do not."""
+    m = rope_graph(False)
+    cast = next(n for n in m.graph.node if n.op_type == "Cast")
+    cast.attribute[0].i = TensorProto.FLOAT16
+    inv = next(i for i in m.graph.initializer if i.name == "inv_freq")
+    inv.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(inv).astype(np.float16), "inv_freq"))
+    for trig in ("cos", "sin"):
+        node = next(n for n in m.graph.node if n.output[0] == trig)
+        node.output[0] = trig + "_h"
+        m.graph.node.insert(list(m.graph.node).index(node) + 1,
+                            helper.make_node("Cast", [trig + "_h"], [trig], to=TensorProto.FLOAT))
+    src = tmp_path / "f16_angle.onnx"
+    onnx.save(m, str(src))
+    session(src).run(None, {"q": np.zeros((1, 2, 3, 8), np.float32), "pos": np.zeros((1, 3), np.int64)})
+    r = run_fuse(src, tmp_path / "out.onnx", "--max-positions", "4096")
+    assert r["sites_found"] == 1 and r["sites_fused"] == 0, r["sites"]
+    assert "disagree" in r["sites"][0]["reason"]
+
+
+def test_honest_outcome_exit_status_and_unfused_cos_sin(tmp_path):
+    src = MODELS / "phi3_longrope.onnx"
+    res = subprocess.run([str(CLI), "fuse", str(src), str(tmp_path / "o.onnx")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 3, res.stderr
+    assert "none fused" in res.stderr and "warning" in res.stderr
+    assert "warning" not in res.stdout
+    # every Cos/Sin left in the graph is named with the reason
+    m = onnx.load(str(src))
+    trig = [n.output[0] for n in m.graph.node if n.op_type in ("Cos", "Sin")]
+    assert trig
+    for t in trig:
+        assert f"'{t}': site" in res.stdout and "longrope" in res.stdout
+    r = run_fuse(src, tmp_path / "o2.onnx")
+    assert sorted(u["value"] for u in r["unfused"]) == sorted(trig)
+    assert all("longrope" in u["reason"] for u in r["unfused"])
+    # fully fused: rc 0, nothing unfused
+    r = run_fuse(MODELS / "llama.onnx", tmp_path / "o3.onnx", "--max-positions", "64")
+    assert r["sites_fused"] == r["sites_found"] and r["unfused"] == []
+    # a Cos that feeds no RoPE site is listed as such (sinusoidal embedding, no rotation)
+    g = helper.make_graph([helper.make_node("Cos", ["a"], ["c"]), helper.make_node("Mul", ["c", "a"], ["y"])],
+                          "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    lone = tmp_path / "lone_cos.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(lone))
+    r = run_fuse(lone, tmp_path / "o4.onnx")
+    assert r["sites_found"] == 0 and len(r["unfused"]) == 1
+    assert "no RoPE site was recognized" in r["unfused"][0]["reason"]

@@ -4,11 +4,13 @@
 // reference this kernel reproduces operation for operation.
 //
 // Prelude (src/webgpu/ops.c): WG = 64, SW (1, or 2 for packed 16-bit), accessors ld_q/ld_kv,
-// rt_q (round to T), st2_qo/st2_kvo, ld_w, ld_c, ld_s (float32), dot2 (wide64) and the
-// correctly rounded div_rn/sqrt_rn (round64.wgsl). Needs shader-f64.
+// rt_q (round to T), st2_qo/st2_kvo, ld_w, ld_c, ld_s (float32), and the arithmetic of the
+// device: with shader-f64 dot2 (arith_wide64.wgsl) and the f64 accumulator Acc, div_rn, sqrt_rn
+// (round64.wgsl); without it the same operations in integer arithmetic (arith_exact32.wgsl,
+// round32.wgsl). Both give the CPU's bits.
 //
-// One workgroup = 4 rows x 16 lanes. Lane l sums the squares of channels l, l+16, ... in f64 and
-// the 16 partial sums are combined by the CPU's butterfly (8, 4, 2, 1): the CPU's exact order.
+// One workgroup = 4 rows x 16 lanes. Lane l sums the squares of channels l, l+16, ... in double
+// (Acc) and the 16 partial sums are combined by the CPU's butterfly (8, 4, 2, 1): its exact order.
 
 struct Params {
     q_base: u32, qo_base: u32, kv_base: u32, kvo_base: u32,
@@ -26,7 +28,7 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> P: Params;
 
-var<workgroup> lanes: array<f64, 64>;
+var<workgroup> lanes: array<Acc, 64>;
 var<workgroup> block_max: array<f32, 64>;
 
 fn load_in(is_kv: bool, e: u32) -> f32 {
@@ -85,20 +87,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
 
     // sum of squares in the CPU's sixteen-lane order
-    var acc: f64 = 0.0;
+    var acc = acc_zero();
     if (valid) {
-        for (var c = lane; c < P.hd; c += 16u) {
-            let v = f64(load_in(is_kv, ib + c * istep));
-            acc = acc + v * v;
-        }
+        for (var c = lane; c < P.hd; c += 16u) { acc = acc_add_sq(acc, load_in(is_kv, ib + c * istep)); }
     }
     lanes[lid] = acc;
     workgroupBarrier();
     for (var width = 8u; width >= 1u; width = width / 2u) {
-        if (lane < width) { lanes[lid] = lanes[lid] + lanes[lid + width]; }
+        if (lane < width) { lanes[lid] = acc_add(lanes[lid], lanes[lid + width]); }
         workgroupBarrier();
     }
-    let ss = f32(lanes[slot * 16u]);
+    let ss = acc_f32(lanes[slot * 16u]);
     var rq = div_rn(1.0, sqrt_rn(div_rn(ss, f32(P.hd)) + P.eps));
     if (!is_kv) { rq = rt_q(rq); } // the query's factor is rounded to T, the kv's is not
 
@@ -149,7 +148,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     }
 
-    // trailing rope channels: pairs (t, t+1), t even, rotated in f64
+    // trailing rope channels: pairs (t, t+1), t even, rotated with the double arithmetic (dot2)
     if (valid) {
         for (var t = 2u * lane; t < P.rope; t += 32u) {
             let c = P.nope + t;

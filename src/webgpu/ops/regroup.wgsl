@@ -4,7 +4,7 @@
 //
 // Prelude: WG, UE (feature elements per invocation: 2 when pairs of features never straddle a
 // group, the nope/rope boundary or a word; else 1), accessors ld_x/raw_x, st2_o/st2raw_o,
-// ld_c/ld_s (float32 tables) and dot2 (wide64 or wide32: the tables are float32).
+// ld_c/ld_s (float32 tables) and dot2 (wide64 or exact32: the tables are float32).
 
 struct Params {
     x_base: u32, o_base: u32, c_base: u32, s_base: u32,

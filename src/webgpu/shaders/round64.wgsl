@@ -23,3 +23,11 @@ fn sqrt_rn(x: f32) -> f32 {
     if (md * md > X) { return next_down_pos(r); }
     return r;
 }
+
+// QKNorm's sum-of-squares accumulator: the CPU's double lanes (v*v is exact in f64, so a fused
+// multiply-add rounds the same value)
+alias Acc = f64;
+fn acc_zero() -> Acc { return 0.0; }
+fn acc_add_sq(acc: Acc, v: f32) -> Acc { return acc + f64(v) * f64(v); }
+fn acc_add(a: Acc, b: Acc) -> Acc { return a + b; }
+fn acc_f32(a: Acc) -> f32 { return f32(a); }

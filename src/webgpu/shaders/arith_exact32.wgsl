@@ -1,0 +1,166 @@
+// arith_exact32.wgsl — no shader-f64: the CPU's double arithmetic reproduced with integer
+// arithmetic on u32 pieces, which no shader compiler may contract or reassociate.
+//   dot2(a, b, c, d) = f32(f64(a)*f64(b) + f64(c)*f64(d)) exactly as src/cpu/ref.c computes it:
+//   two exact 24x24-bit products (48 bits, exact in double), their sum rounded to 53 bits
+//   (round to nearest even), then that double rounded to float32 (nearest even, subnormals and
+//   overflow included): the CPU's double rounding, step for step.
+// Also the double accumulator of QKNorm's sums of squares (Acc) and, in round32.wgsl, correctly
+// rounded float32 division and square root.
+
+// ---- 64-bit unsigned integers as vec2<u32>(hi, lo) ----
+fn u64_shl(x: vec2<u32>, n: u32) -> vec2<u32> { // n < 64
+    if (n == 0u) { return x; }
+    if (n >= 32u) { return vec2<u32>(x.y << (n - 32u), 0u); }
+    return vec2<u32>((x.x << n) | (x.y >> (32u - n)), x.y << n);
+}
+fn u64_shr(x: vec2<u32>, n: u32) -> vec2<u32> { // n < 64
+    if (n == 0u) { return x; }
+    if (n >= 32u) { return vec2<u32>(0u, x.x >> (n - 32u)); }
+    return vec2<u32>(x.x >> n, (x.y >> n) | (x.x << (32u - n)));
+}
+fn u64_add(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    let lo = a.y + b.y;
+    return vec2<u32>(a.x + b.x + select(0u, 1u, lo < a.y), lo);
+}
+fn u64_sub(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { // a >= b
+    return vec2<u32>(a.x - b.x - select(0u, 1u, a.y < b.y), a.y - b.y);
+}
+fn u64_lt(a: vec2<u32>, b: vec2<u32>) -> bool { return a.x < b.x || (a.x == b.x && a.y < b.y); }
+fn u64_is0(a: vec2<u32>) -> bool { return (a.x | a.y) == 0u; }
+fn u64_clz(x: vec2<u32>) -> u32 {
+    if (x.x != 0u) { return countLeadingZeros(x.x); }
+    return 32u + countLeadingZeros(x.y);
+}
+// x >> n with every bit shifted out ORed into bit 0 (sticky), n any value
+fn u64_shr_jam(x: vec2<u32>, n: u32) -> vec2<u32> {
+    if (n == 0u) { return x; }
+    if (n >= 64u) { return vec2<u32>(0u, select(0u, 1u, !u64_is0(x))); }
+    let r = u64_shr(x, n);
+    let lost = !u64_is0(u64_sub(x, u64_shl(r, n)));
+    return vec2<u32>(r.x, r.y | select(0u, 1u, lost));
+}
+// round(m / 2^n) to nearest, ties to even; 1 <= n <= 63
+fn u64_round_shr(m: vec2<u32>, n: u32) -> vec2<u32> {
+    let q = u64_shr(m, n);
+    let rem = u64_sub(m, u64_shl(q, n));
+    let half = u64_shl(vec2<u32>(0u, 1u), n - 1u);
+    if (u64_lt(half, rem) || (all(rem == half) && (q.y & 1u) == 1u)) {
+        return u64_add(q, vec2<u32>(0u, 1u));
+    }
+    return q;
+}
+// the exact product of two integers below 2^24 (48 bits)
+fn mul24(a: u32, b: u32) -> vec2<u32> {
+    let al = a & 0xffffu;
+    let ah = a >> 16u;
+    let bl = b & 0xffffu;
+    let bh = b >> 16u;
+    let ll = al * bl;
+    let mid = ah * bl + al * bh; // < 2^25
+    let lo = ll + (mid << 16u);
+    return vec2<u32>(ah * bh + (mid >> 16u) + select(0u, 1u, lo < ll), lo);
+}
+
+// The float32 nearest (ties to even) to (-1)^s * m * 2^e, m != 0 of any width (a sticky bit may
+// be jammed into bit 0 when at least two bits lie below the rounding point).
+fn pack_f32(m: vec2<u32>, e: i32, s: u32) -> f32 {
+    let sign = s << 31u;
+    let L = i32(63u - u64_clz(m)); // position of the leading bit
+    let top = e + L;               // its binary exponent
+    if (top > 127) { return bitcast<f32>(sign | 0x7f800000u); }
+    var sh = L - 23;
+    if (top < -126) { sh = -149 - e; } // subnormal: keep the bits down to 2^-149
+    if (sh >= L + 2 || sh >= 64) { return bitcast<f32>(sign); } // below half the least subnormal
+    var q: vec2<u32>;
+    if (sh <= 0) { q = u64_shl(m, u32(-sh)); } else { q = u64_round_shr(m, u32(sh)); }
+    if (top < -126) { return bitcast<f32>(sign | q.y); } // 2^23 (a carry) encodes the least normal
+    // q in [2^23, 2^24]: a carry to 2^24 moves into the exponent field (up to infinity)
+    return bitcast<f32>(sign | ((u32(top + 127) << 23u) + (q.y - 0x800000u)));
+}
+
+// ---- doubles: (-1)^s * m * 2^e, m = 0 or 2^52 <= m < 2^53 ----
+// s bit 0: sign; bit 1: +infinity seen; bit 2: NaN seen (QKNorm's sums of non-finite inputs)
+struct Dx { m: vec2<u32>, e: i32, s: u32 }
+
+fn dx_zero() -> Dx { return Dx(vec2<u32>(0u, 0u), 0, 0u); }
+
+// the exact product of two finite float32 values, as a double
+fn dx_prod(a: f32, b: f32) -> Dx {
+    let ua = bitcast<u32>(a);
+    let ub = bitcast<u32>(b);
+    let s = (ua ^ ub) >> 31u;
+    let ea = (ua >> 23u) & 0xffu;
+    let eb = (ub >> 23u) & 0xffu;
+    let ma = (ua & 0x7fffffu) | select(0u, 0x800000u, ea != 0u);
+    let mb = (ub & 0x7fffffu) | select(0u, 0x800000u, eb != 0u);
+    if (ma == 0u || mb == 0u) { return Dx(vec2<u32>(0u, 0u), 0, s); }
+    let p = mul24(ma, mb);
+    let sh = u64_clz(p) - 11u; // leading bit to position 52
+    return Dx(u64_shl(p, sh), i32(max(ea, 1u) + max(eb, 1u)) - 300 - i32(sh), s);
+}
+
+// a nonzero m * 2^e (m below 2^64) rounded to a double (nearest, ties to even)
+fn dx_round(m: vec2<u32>, e: i32, s: u32) -> Dx {
+    let L = 63u - u64_clz(m);
+    if (L <= 52u) { return Dx(u64_shl(m, 52u - L), e - i32(52u - L), s); }
+    var r = u64_round_shr(m, L - 52u);
+    var ee = e + i32(L - 52u);
+    if (r.x >= 0x200000u) { // rounded up to 2^53
+        r = vec2<u32>(0x100000u, 0u);
+        ee = ee + 1;
+    }
+    return Dx(r, ee, s);
+}
+
+// x + y rounded to a double, as the CPU's double addition (exact zero sums are +0)
+fn dx_add(x: Dx, y: Dx) -> Dx {
+    let flags = (x.s | y.s) & 6u;
+    let xz = u64_is0(x.m);
+    let yz = u64_is0(y.m);
+    if (xz && yz) { return Dx(vec2<u32>(0u, 0u), 0, (x.s & y.s & 1u) | flags); }
+    if (xz) { return Dx(y.m, y.e, (y.s & 1u) | flags); }
+    if (yz) { return Dx(x.m, x.e, (x.s & 1u) | flags); }
+    var a = x;
+    var b = y;
+    if (b.e > a.e || (b.e == a.e && u64_lt(a.m, b.m))) {
+        a = y;
+        b = x;
+    }
+    // frame: a's leading bit at 62; b shifted right with sticky (exact unless d > 10, and then
+    // the result keeps at least 61 bits, so the jammed bit is far below the rounding point)
+    let d = u32(min(a.e - b.e, 100));
+    let A = u64_shl(a.m, 10u);
+    let B = u64_shr_jam(u64_shl(b.m, 10u), d);
+    var R: vec2<u32>;
+    if ((a.s & 1u) == (b.s & 1u)) { R = u64_add(A, B); } else { R = u64_sub(A, B); }
+    if (u64_is0(R)) { return Dx(R, 0, flags); }
+    let r = dx_round(R, a.e - 10, a.s & 1u);
+    return Dx(r.m, r.e, r.s | flags);
+}
+
+fn dx_to_f32(x: Dx) -> f32 {
+    if ((x.s & 4u) != 0u) { return bitcast<f32>(0x7fc00000u); }
+    if ((x.s & 2u) != 0u) { return bitcast<f32>(0x7f800000u); }
+    if (u64_is0(x.m)) { return bitcast<f32>((x.s & 1u) << 31u); }
+    return pack_f32(x.m, x.e, x.s & 1u);
+}
+
+fn is_finite32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u; }
+
+fn dot2(a: f32, b: f32, c: f32, d: f32) -> f32 {
+    if (!(is_finite32(a) && is_finite32(b) && is_finite32(c) && is_finite32(d))) {
+        return a * b + c * d; // infinities and NaNs: the same non-finite result as the CPU's
+    }
+    return dx_to_f32(dx_add(dx_prod(a, b), dx_prod(c, d)));
+}
+
+// ---- QKNorm's sum-of-squares accumulator: a double, as the CPU's sixteen lanes ----
+alias Acc = Dx;
+fn acc_zero() -> Acc { return dx_zero(); }
+fn acc_add_sq(acc: Acc, v: f32) -> Acc {
+    if (is_nan32(v)) { return Dx(acc.m, acc.e, acc.s | 4u); }
+    if (!is_finite32(v)) { return Dx(acc.m, acc.e, acc.s | 2u); }
+    return dx_add(acc, dx_prod(v, v));
+}
+fn acc_add(a: Acc, b: Acc) -> Acc { return dx_add(a, b); }
+fn acc_f32(a: Acc) -> f32 { return dx_to_f32(a); }
