@@ -14,7 +14,7 @@ def ort_custom_ops_library() -> str:
     It registers com.microsoft.QKNormRotaryEmbedding / InverseRotaryRegroup and the ai.ropekit
     domain (RotaryEmbedding, MsRotaryEmbedding, MRotaryEmbedding, QKNormRotaryEmbedding,
     InverseRotaryRegroup) for the CPU execution provider. Looked up in order: the
-    ``ROPEKIT_ORT_LIB`` environment variable, next to this package, next to the library named by
+    ``ROPEKIT_ORT_LIB`` environment variable, next to this package (or in its lib/), next to the library named by
     ``ROPEKIT_LIB``, the source tree's ``build/``. Raises FileNotFoundError if none exists.
     """
     env = os.environ.get("ROPEKIT_ORT_LIB")
@@ -22,7 +22,7 @@ def ort_custom_ops_library() -> str:
         candidates = [pathlib.Path(env)]
     else:
         here = pathlib.Path(__file__).resolve().parent
-        candidates = [here / _NAME]
+        candidates = [here / _NAME, here / "lib" / _NAME]  # lib/: where the wheel installs it
         lib = os.environ.get("ROPEKIT_LIB")
         if lib:
             candidates.append(pathlib.Path(lib).resolve().parent / _NAME)
