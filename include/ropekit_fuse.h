@@ -70,6 +70,18 @@ ROPEKIT_API ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse
 ROPEKIT_API int64_t ropekit_fuse_report_sites(const ropekit_fuse_report *report);
 ROPEKIT_API int64_t ropekit_fuse_report_fused(const ropekit_fuse_report *report);
 
+/** Warnings (for stderr): a default table length, sites left unfused, Cos/Sin values left in
+ *  the graph. i in [0, count); NULL otherwise. The text report does not repeat them. */
+ROPEKIT_API int64_t ropekit_fuse_report_warning_count(const ropekit_fuse_report *report);
+ROPEKIT_API const char *ropekit_fuse_report_warning(const ropekit_fuse_report *report, int64_t i);
+/** Cos/Sin values the fusion left in the graph (each is named, with its reason, in the text and
+ *  JSON reports: the site that reads it and why that site was not fused, or that no site was
+ *  recognized around it). */
+ROPEKIT_API int64_t ropekit_fuse_report_unfused_trig(const ropekit_fuse_report *report);
+/** The exit status `ropekit fuse` uses: 3 when RoPE sites were found but none was fused (with
+ *  dry_run: none is fusable), else 0 — so scripts notice a fusion that did nothing. */
+ROPEKIT_API int ropekit_fuse_exit_status(const ropekit_fuse_report *report);
+
 /** The report as text (one line per site, then totals) or JSON; free with ropekit_onnx_free. */
 ROPEKIT_API ropekit_status ropekit_fuse_report_text(const ropekit_fuse_report *report, char **text);
 ROPEKIT_API ropekit_status ropekit_fuse_report_json(const ropekit_fuse_report *report, char **json);

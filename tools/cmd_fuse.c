@@ -5,7 +5,8 @@
  * The table length comes from --max-positions, else from --config, else from a Hugging Face
  * config next to the model (IN's stem + ".config.json", then "config.json" in IN's directory),
  * else a default (with a warning). The input file is never modified; the output is written
- * atomically. Exit status: 0 written (or, with --dry-run, matched), 1 error, 2 usage. */
+ * atomically. Warnings go to stderr. Exit status: 0 written (or, with --dry-run, matched), 1 error,
+ * 2 usage, 3 written but RoPE sites were found and none was fused (dry run: none is fusable). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,7 +120,10 @@ int ropekit_cmd_fuse(int argc, char **argv) {
         goto fail;
     fputs(text, stdout);
     if (!json && !o.dry_run) printf("wrote %s\n", out);
-    rc = 0;
+    fflush(stdout);
+    for (int64_t i = 0; i < ropekit_fuse_report_warning_count(r); ++i)
+        fprintf(stderr, "ropekit fuse: warning: %s\n", ropekit_fuse_report_warning(r, i));
+    rc = ropekit_fuse_exit_status(r);
     goto done;
 fail:
     fprintf(stderr, "ropekit fuse: %s\n", ropekit_last_error());

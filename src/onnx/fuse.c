@@ -9,6 +9,15 @@
 #include "fuse_internal.h"
 #include "ropekit_fuse.h"
 
+/* A Cos or Sin value the fusion leaves in the graph, and why. */
+typedef struct rk_unfused {
+    char *value;
+    const char *op; /* "Cos" / "Sin" (static) */
+    char reason[2 * RK_REASON];
+    int64_t *sites; /* indices of the sites its values reach */
+    size_t n_sites;
+} rk_unfused;
+
 struct ropekit_fuse_report {
     rk_site *sites;
     size_t n_sites;
@@ -18,8 +27,10 @@ struct ropekit_fuse_report {
     char max_positions_source[160];
     char target[24];
     int dry_run;
-    char warnings[4][256];
+    char warnings[8][256];
     int n_warnings;
+    rk_unfused *unfused; /* Cos/Sin values still in the graph afterwards (or, dry run, that would be) */
+    size_t n_unfused;
 };
 
 /* ---- tables -------------------------------------------------------------------------------- */
@@ -222,11 +233,120 @@ done:
 /* ---- the pass ------------------------------------------------------------------------------- */
 
 static void warn(ropekit_fuse_report *r, const char *fmt, ...) {
-    if (r->n_warnings >= 4) return;
+    if (r->n_warnings >= 8) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(r->warnings[r->n_warnings++], sizeof r->warnings[0], fmt, ap);
     va_end(ap);
+}
+
+/* Every Cos/Sin of the main graph, with the sites its value reaches within a few nodes
+ * (bounded breadth-first walk forward: a site's output is at most ~16 nodes from its Cos/Sin). */
+#define TRIG_REACH 24
+#define TRIG_VISIT 4096
+
+static ropekit_status collect_trig(rk_graph *ix, ropekit_fuse_report *r) {
+    Onnx__GraphProto *g = ix->g;
+    size_t cap = 0;
+    int32_t *queue = malloc(TRIG_VISIT * sizeof *queue), *level = malloc(TRIG_VISIT * sizeof *level);
+    uint32_t *stamp = calloc(g->n_node ? g->n_node : 1, sizeof *stamp);
+    ropekit_status st = ROPEKIT_OK;
+    if (!queue || !level || !stamp) st = RK_OOM();
+    uint32_t gen = 0;
+    for (size_t i = 0; st == ROPEKIT_OK && i < g->n_node; ++i) {
+        const Onnx__NodeProto *n = g->node[i];
+        if ((n->domain && n->domain[0]) || n->n_output < 1 || !n->output[0][0] ||
+            (strcmp(n->op_type, "Cos") != 0 && strcmp(n->op_type, "Sin") != 0))
+            continue;
+        if (r->n_unfused == cap) {
+            size_t nc = cap ? 2 * cap : 8;
+            rk_unfused *nu = realloc(r->unfused, nc * sizeof *nu);
+            if (!nu) {
+                st = RK_OOM();
+                break;
+            }
+            r->unfused = nu, cap = nc;
+        }
+        rk_unfused *u = &r->unfused[r->n_unfused];
+        memset(u, 0, sizeof *u);
+        u->value = rk_strdup(n->output[0]);
+        u->op = n->op_type[0] == 'C' ? "Cos" : "Sin";
+        if (!u->value) {
+            st = RK_OOM();
+            break;
+        }
+        ++r->n_unfused;
+        /* walk forward */
+        ++gen;
+        size_t head = 0, tail = 0;
+        queue[tail] = (int32_t)i, level[tail++] = 0;
+        stamp[i] = gen;
+        while (head < tail && st == ROPEKIT_OK) {
+            int32_t at = queue[head], lv = level[head++];
+            const Onnx__NodeProto *m = g->node[at];
+            for (size_t k = 0; k < m->n_output; ++k) {
+                const char *o = m->output[k];
+                for (size_t si = 0; si < r->n_sites; ++si) {
+                    if (strcmp(r->sites[si].output, o) != 0) continue;
+                    int64_t *ns = realloc(u->sites, (u->n_sites + 1) * sizeof *ns);
+                    if (!ns) {
+                        st = RK_OOM();
+                        break;
+                    }
+                    u->sites = ns;
+                    u->sites[u->n_sites++] = (int64_t)si;
+                }
+                const rk_value *v = rk_graph_value(ix, o);
+                if (!v || lv + 1 > TRIG_REACH) continue;
+                for (uint32_t c = 0; c < v->n_consumers && tail < TRIG_VISIT; ++c) {
+                    int32_t q = v->consumers[c];
+                    if (stamp[q] == gen) continue;
+                    stamp[q] = gen;
+                    queue[tail] = q, level[tail++] = lv + 1;
+                }
+            }
+        }
+    }
+    free(queue), free(level), free(stamp);
+    return st;
+}
+
+/* After the rewrite (or, dry run, as it would be): which Cos/Sin stay, and why. */
+static void account_trig(rk_graph *ix, ropekit_fuse_report *r) {
+    size_t keep = 0;
+    for (size_t i = 0; i < r->n_unfused; ++i) {
+        rk_unfused *u = &r->unfused[i];
+        const rk_value *v = rk_graph_value(ix, u->value);
+        int present = v && v->producer >= 0;
+        int all_done = u->n_sites > 0;
+        const rk_site *skipped = NULL;
+        for (size_t k = 0; k < u->n_sites; ++k) {
+            const rk_site *s = &r->sites[u->sites[k]];
+            int done = r->dry_run ? !s->reason[0] : s->fused;
+            if (!done && !skipped) skipped = s;
+            all_done &= done;
+        }
+        if (!present || (r->dry_run && all_done && !(v->flags & RK_VALUE_OUTPUT) &&
+                         v->n_consumers <= u->n_sites)) {
+            free(u->value), free(u->sites);
+            continue; /* gone with its sites */
+        }
+        if (skipped) {
+            snprintf(u->reason, sizeof u->reason, "site %lld (x=%s) was not fused: %s",
+                     (long long)(skipped - r->sites), skipped->x, skipped->reason);
+        } else if (all_done) {
+            const Onnx__NodeProto *c = v->n_consumers ? ix->g->node[v->consumers[0]] : NULL;
+            snprintf(u->reason, sizeof u->reason, "its RoPE sites are fused, but it is still read by %s "
+                     "'%s'", c ? c->op_type : "a graph output", c && c->n_output ? c->output[0] : u->value);
+        } else {
+            const Onnx__NodeProto *c = v->n_consumers ? ix->g->node[v->consumers[0]] : NULL;
+            snprintf(u->reason, sizeof u->reason, "no RoPE site was recognized around it (first reader: "
+                     "%s '%s'): not of the form x*cos + rot(x)*sin that ropekit matches",
+                     c ? c->op_type : "a graph output", c && c->n_output ? c->output[0] : u->value);
+        }
+        r->unfused[keep++] = *u;
+    }
+    r->n_unfused = keep;
 }
 
 static ropekit_status match_all(rk_graph *ix, ropekit_fuse_report *r) {
@@ -304,6 +424,7 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
     if (st == ROPEKIT_OK) st = rk_match_begin(ix);
     if (st == ROPEKIT_OK) st = match_all(ix, r);
     rk_match_end(); /* the memo must not outlive the graph as matched */
+    if (st == ROPEKIT_OK) st = collect_trig(ix, r);
     int needs_length = 0; /* tables built from inv_freq need a length; graph tables have theirs */
     for (size_t i = 0; i < r->n_sites; ++i)
         needs_length |= r->sites[i].angles_ok && r->sites[i].angles.kind == RK_ANGLES_INV_FREQ;
@@ -353,6 +474,21 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
     }
     for (size_t k = 0; k < n_tables; ++k) free(tables[k].cos_name), free(tables[k].sin_name);
     free(tables);
+    if (st == ROPEKIT_OK) {
+        account_trig(ix, r);
+        int64_t fused = 0, fusable = 0;
+        for (size_t i = 0; i < r->n_sites; ++i)
+            fused += r->sites[i].fused, fusable += !r->sites[i].reason[0];
+        if (r->n_sites && (r->dry_run ? fusable : fused) == 0)
+            warn(r, "%zu RoPE sites found and none %s (exit status 3 from `ropekit fuse`)",
+                 r->n_sites, r->dry_run ? "fusable" : "fused");
+        else if (r->n_sites && (r->dry_run ? fusable : fused) < (int64_t)r->n_sites)
+            warn(r, "%lld of %zu RoPE sites left unfused (reasons above)",
+                 (long long)((int64_t)r->n_sites - (r->dry_run ? fusable : fused)), r->n_sites);
+        if (r->n_unfused)
+            warn(r, "%zu Cos/Sin value%s left unfused (listed with reasons)", r->n_unfused,
+                 r->n_unfused == 1 ? "" : "s");
+    }
     rk_graph_close(ix);
     r->nodes_after = (int64_t)mp->graph->n_node;
     if (st != ROPEKIT_OK) {
@@ -401,7 +537,13 @@ ropekit_status ropekit_fuse_report_text(const ropekit_fuse_report *r, char **tex
     if (r->max_positions > 0)
         rk_buf_printf(&b, ", %lld rows (%s)", (long long)r->max_positions, r->max_positions_source);
     rk_buf_printf(&b, "; target %s\n", r->target);
-    for (int i = 0; i < r->n_warnings; ++i) rk_buf_printf(&b, "warning: %s\n", r->warnings[i]);
+    for (size_t i = 0; i < r->n_unfused; ++i) {
+        rk_buf_printf(&b, "unfused %s '", r->unfused[i].op);
+        rk_buf_text_str(&b, r->unfused[i].value);
+        rk_buf_printf(&b, "': ");
+        rk_buf_text_str(&b, r->unfused[i].reason);
+        rk_buf_printf(&b, "\n");
+    }
     if (b.oom) {
         free(b.p);
         return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
@@ -427,7 +569,15 @@ ropekit_status ropekit_fuse_report_json(const ropekit_fuse_report *r, char **jso
         rk_buf_printf(&b, i ? ", " : "");
         rk_buf_json_str(&b, r->warnings[i]);
     }
-    rk_buf_printf(&b, "],\n  \"sites\": [");
+    rk_buf_printf(&b, "],\n  \"unfused\": [");
+    for (size_t i = 0; i < r->n_unfused; ++i) {
+        rk_buf_printf(&b, "%s\n    {\"op\": \"%s\", \"value\": ", i ? "," : "", r->unfused[i].op);
+        rk_buf_json_str(&b, r->unfused[i].value);
+        rk_buf_printf(&b, ", \"reason\": ");
+        rk_buf_json_str(&b, r->unfused[i].reason);
+        rk_buf_printf(&b, "}");
+    }
+    rk_buf_printf(&b, "%s],\n  \"sites\": [", r->n_unfused ? "\n  " : "");
     for (size_t i = 0; i < r->n_sites; ++i) {
         const rk_site *s = &r->sites[i];
         rk_buf_printf(&b, "%s\n    {\"index\": %zu, \"layer\": %lld, \"variant\": \"%s\", \"x\": ",
@@ -467,8 +617,30 @@ ropekit_status ropekit_fuse_report_json(const ropekit_fuse_report *r, char **jso
     return ROPEKIT_OK;
 }
 
+int64_t ropekit_fuse_report_warning_count(const ropekit_fuse_report *r) {
+    return r ? r->n_warnings : 0;
+}
+
+const char *ropekit_fuse_report_warning(const ropekit_fuse_report *r, int64_t i) {
+    return r && i >= 0 && i < r->n_warnings ? r->warnings[i] : NULL;
+}
+
+int64_t ropekit_fuse_report_unfused_trig(const ropekit_fuse_report *r) {
+    return r ? (int64_t)r->n_unfused : 0;
+}
+
+int ropekit_fuse_exit_status(const ropekit_fuse_report *r) {
+    if (!r || !r->n_sites) return 0;
+    int64_t done = 0;
+    for (size_t i = 0; i < r->n_sites; ++i)
+        done += r->dry_run ? !r->sites[i].reason[0] : r->sites[i].fused;
+    return done ? 0 : 3;
+}
+
 void ropekit_fuse_report_free(ropekit_fuse_report *r) {
     if (!r) return;
+    for (size_t i = 0; i < r->n_unfused; ++i) free(r->unfused[i].value), free(r->unfused[i].sites);
+    free(r->unfused);
     for (size_t i = 0; i < r->n_sites; ++i) rk_site_free(&r->sites[i]);
     free(r->sites);
     free(r);

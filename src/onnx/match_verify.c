@@ -8,8 +8,8 @@
  *
  * Probes: batch 2, sequence 3 (symbolic dims of graph inputs named like those of the position
  * ids get the same values), x random in [-1, 1] in its element type, positions spread over the
- * table (0, the last row, and values between; different per batch row, so a table that ignores
- * the batch or the token is caught). All sites share one evaluator, so the angle subgraph they
+ * table's first 8192 rows (0, the last probed row, and values between; different per batch row,
+ * so a table that ignores the batch or the token is caught). All sites share one evaluator, so the angle subgraph they
  * share is evaluated once. */
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +20,7 @@
 
 #define PROBE_B 2
 #define PROBE_S 3
+#define PROBE_MAX_POS 8192
 #define MAX_ELEMS ((int64_t)1 << 22)
 #define BUDGET ((int64_t)1 << 25)
 
@@ -76,16 +77,46 @@ static void refuse(rk_site *s, const char *fmt, const char *detail) {
     snprintf(s->reason, RK_REASON, fmt, detail);
 }
 
+/* tables already built for an angle source (most sites share one) */
+#define TABLE_CACHE 8
+typedef struct table_cache {
+    const rk_angles *a[TABLE_CACHE];
+    int32_t type[TABLE_CACHE];
+    char *cos[TABLE_CACHE], *sin[TABLE_CACHE];
+    int64_t rows[TABLE_CACHE];
+    int n;
+} table_cache;
+
+static ropekit_status cached_tables(table_cache *tc, const rk_site *s, int64_t P, char **cb,
+                                    char **sb, int64_t *rows) {
+    for (int i = 0; i < tc->n; ++i)
+        if (tc->type[i] == s->elem_type && rk_angles_same(tc->a[i], &s->angles)) {
+            *cb = tc->cos[i], *sb = tc->sin[i], *rows = tc->rows[i];
+            return ROPEKIT_OK;
+        }
+    RK_TRY(rk_angles_tables(&s->angles, s->elem_type, P, cb, sb, rows));
+    int k = tc->n < TABLE_CACHE ? tc->n++ : TABLE_CACHE - 1;
+    if (tc->n == TABLE_CACHE && k == TABLE_CACHE - 1 && tc->a[k]) free(tc->cos[k]), free(tc->sin[k]);
+    tc->a[k] = &s->angles, tc->type[k] = s->elem_type;
+    tc->cos[k] = *cb, tc->sin[k] = *sb, tc->rows[k] = *rows;
+    return ROPEKIT_OK;
+}
+
+static void cache_free(table_cache *tc) {
+    for (int i = 0; i < tc->n; ++i) free(tc->cos[i]), free(tc->sin[i]);
+    tc->n = 0;
+}
+
 /* run the fused operator on x (T bytes) -> y (T bytes) */
-static ropekit_status run_fused(const rk_site *s, const int64_t *xdims, void *x, void *y,
-                                const double *pos, int64_t npos, int64_t table_rows) {
+static ropekit_status run_fused(table_cache *tc, const rk_site *s, const int64_t *xdims, void *x,
+                                void *y, const double *pos, int64_t npos, int64_t table_rows) {
     ropekit_dtype dt = to_dtype(s->elem_type);
     char *cb = NULL, *sb = NULL;
     int64_t rows = 0, maxp = 0;
     for (int64_t i = 0; i < npos; ++i) maxp = pos[i] > (double)maxp ? (int64_t)pos[i] : maxp;
     /* an inv_freq table's first rows do not depend on its length: build only what is read */
     int64_t P = s->angles.kind == RK_ANGLES_TABLE ? 0 : (maxp + 1 < table_rows ? maxp + 1 : table_rows);
-    RK_TRY(rk_angles_tables(&s->angles, s->elem_type, P, &cb, &sb, &rows));
+    RK_TRY(cached_tables(tc, s, P, &cb, &sb, &rows));
     int64_t tshape[2] = {rows, s->angles.half};
     ropekit_tensor ct = ropekit_tensor_contiguous(cb, dt, 2, tshape);
     ropekit_tensor st = ropekit_tensor_contiguous(sb, dt, 2, tshape);
@@ -118,11 +149,10 @@ static ropekit_status run_fused(const rk_site *s, const int64_t *xdims, void *x,
         at.num_heads = N;
         r = ropekit_ms_rotary_embedding(&xt, &pt, &ct, &st, &at, &yt);
     }
-    free(cb), free(sb);
     return r;
 }
 
-static void verify_one(const rk_graph *ix, rk_eval *e, rk_site *s, const int64_t *xdims,
+static void verify_one(table_cache *tc, rk_eval *e, rk_site *s, const int64_t *xdims,
                        const double *xv, int64_t table_rows, const double *pos, int64_t npos) {
     int64_t n = xdims[0] * xdims[1] * xdims[2] * xdims[3];
     const rk_ten *y = rk_eval_get(e, s->output);
@@ -148,7 +178,7 @@ static void verify_one(const rk_graph *ix, rk_eval *e, rk_site *s, const int64_t
         return;
     }
     for (int64_t i = 0; i < n; ++i) rk_store(xb, dt, i, (float)xv[i]);
-    ropekit_status r = run_fused(s, xdims, xb, yb, pos, npos, table_rows);
+    ropekit_status r = run_fused(tc, s, xdims, xb, yb, pos, npos, table_rows);
     if (r != ROPEKIT_OK) {
         refuse(s, "the fused operator refuses the site's probe inputs: %s", ropekit_last_error());
         free(xb), free(yb);
@@ -170,13 +200,12 @@ static void verify_one(const rk_graph *ix, rk_eval *e, rk_site *s, const int64_t
         refuse(s, "the original subgraph and the fused operator disagree on probe inputs (%s); "
                "not fused", d);
     }
-    (void)ix;
     free(xb), free(yb);
 }
 
 void rk_sites_verify(const rk_graph *ix, rk_site *sites, size_t n, int64_t table_rows) {
     rk_eval *e = NULL;
-    double *xs[64] = {0};
+    table_cache tc = {0};
     /* sites are verified in groups of one positions value (an evaluator binds one probe per
      * positions tensor); most models have one */
     for (size_t first = 0; first < n; ++first) {
@@ -192,7 +221,9 @@ void rk_sites_verify(const rk_graph *ix, rk_site *sites, size_t n, int64_t table
         }
         double pos[3 * PROBE_B * PROBE_S];
         int64_t npos, pdims[3] = {3, PROBE_B, PROBE_S};
-        probe_positions(L, mrope, pos, &npos);
+        /* probes up to 8191 at most: far enough to expose a low-precision angle (float16 is
+         * exact to 2048), cheap enough that building the probe table costs little */
+        probe_positions(L < PROBE_MAX_POS ? L : PROBE_MAX_POS, mrope, pos, &npos);
         name_dims(e, ix, s0->angles.positions, mrope ? pdims : pdims + 1, mrope ? 3 : 2);
         rk_eval_set_dim(e, NULL, 4); /* other unnamed dims */
         int ok = rk_eval_bind(e, s0->angles.positions, RK_DT_INT64, mrope ? 3 : 2,
@@ -241,11 +272,11 @@ void rk_sites_verify(const rk_graph *ix, rk_site *sites, size_t n, int64_t table
                 float f = (float)xv[k];
                 xv[k] = (double)rk_round_to(dt, f);
             }
-            verify_one(ix, e, s, xdims, xv, table_rows, pos, npos);
+            verify_one(&tc, e, s, xdims, xv, table_rows, pos, npos);
             free(xv);
         }
         rk_eval_free(e);
         e = NULL;
     }
-    (void)xs;
+    cache_free(&tc);
 }

@@ -54,8 +54,11 @@ def fixture_info(name):
 def run_fuse(src, dst, *extra):
     res = subprocess.run([str(CLI), "fuse", str(src), str(dst), "--json", *extra],
                          capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout)
+    assert res.returncode in (0, 3), res.stderr
+    r = json.loads(res.stdout)
+    # exit status 3 exactly when sites were found and none was fused (documented)
+    assert (res.returncode == 3) == (r["sites_found"] > 0 and r["sites_fused"] == 0), res.returncode
+    return r
 
 
 def session(path, opt=ort.GraphOptimizationLevel.ORT_DISABLE_ALL):
@@ -398,3 +401,33 @@ def test_a_float16_angle_is_not_replaced_by_a_float32_table(tmp_path):
     r = run_fuse(src, tmp_path / "out.onnx", "--max-positions", "4096")
     assert r["sites_found"] == 1 and r["sites_fused"] == 0, r["sites"]
     assert "disagree" in r["sites"][0]["reason"]
+
+
+def test_honest_outcome_exit_status_and_unfused_cos_sin(tmp_path):
+    src = MODELS / "phi3_longrope.onnx"
+    res = subprocess.run([str(CLI), "fuse", str(src), str(tmp_path / "o.onnx")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 3, res.stderr
+    assert "none fused" in res.stderr and "warning" in res.stderr
+    assert "warning" not in res.stdout
+    # every Cos/Sin left in the graph is named with the reason
+    m = onnx.load(str(src))
+    trig = [n.output[0] for n in m.graph.node if n.op_type in ("Cos", "Sin")]
+    assert trig
+    for t in trig:
+        assert f"'{t}': site" in res.stdout and "longrope" in res.stdout
+    r = run_fuse(src, tmp_path / "o2.onnx")
+    assert sorted(u["value"] for u in r["unfused"]) == sorted(trig)
+    assert all("longrope" in u["reason"] for u in r["unfused"])
+    # fully fused: rc 0, nothing unfused
+    r = run_fuse(MODELS / "llama.onnx", tmp_path / "o3.onnx", "--max-positions", "64")
+    assert r["sites_fused"] == r["sites_found"] and r["unfused"] == []
+    # a Cos that feeds no RoPE site is listed as such (sinusoidal embedding, no rotation)
+    g = helper.make_graph([helper.make_node("Cos", ["a"], ["c"]), helper.make_node("Mul", ["c", "a"], ["y"])],
+                          "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    lone = tmp_path / "lone_cos.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(lone))
+    r = run_fuse(lone, tmp_path / "o4.onnx")
+    assert r["sites_found"] == 0 and len(r["unfused"]) == 1
+    assert "no RoPE site was recognized" in r["unfused"][0]["reason"]
