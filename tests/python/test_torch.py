@@ -337,3 +337,12 @@ def test_cuda_graph_capture():
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(y, ref)
+
+
+def test_requires_grad_is_never_silently_detached():
+    x = torch.randn(1, 2, 3, 8, requires_grad=True)
+    cos, sin = tables(4, 8)
+    y = rt.rotary_embedding(x, cos, sin, torch.tensor([[0, 1, 2]]))
+    assert torch.equal(y, rt.rotary_embedding(x.detach(), cos, sin, torch.tensor([[0, 1, 2]])))
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        y.sum().backward()
