@@ -12,6 +12,12 @@ cmake --build build -j"$jobs" >/dev/null
 # a missing software adapter must fail the WebGPU tests, not skip them
 ROPEKIT_WEBGPU_REQUIRE=1 XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" ctest --test-dir build --output-on-failure
 
+# ---- browser suite (owned by the WebGPU backend): the kernel packages (build/webgpu-packages)
+# through js/ropekit-webgpu.js in Debian's chromium headless (SwiftShader WebGPU, no shader-f16,
+# no f64), one browser start, every shared case of every operator bit for bit
+echo "== browser: WebGPU kernel packages + js/ropekit-webgpu.js in chromium headless"
+.venv/bin/python tests/browser/run_browser_tests.py --packages build/webgpu-packages
+
 # ---- CUDA backend (owned by the CUDA backend): compile only, warnings as errors -------------
 if command -v nvcc >/dev/null 2>&1; then
   echo "== CUDA library, check and benchmark programs: compile only (they run on a GPU machine)"
