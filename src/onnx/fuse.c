@@ -599,12 +599,13 @@ static ropekit_status check_table_bytes(const ropekit_fuse_report *r) {
     double per_row = 0, fixed = 0;
     for (size_t i = 0; i < r->n_sites; ++i) {
         const rk_site *s = &r->sites[i];
-        if (s->reason[0] || !s->angles_ok) continue;
+        /* per-call rows (RK_ANGLES_ROWS) are computed in the graph: no stored table */
+        if (s->reason[0] || !s->angles_ok || s->angles.kind == RK_ANGLES_ROWS) continue;
         int seen = 0;
         for (size_t k = 0; k < i && !seen; ++k) {
             const rk_site *o = &r->sites[k];
-            seen = !o->reason[0] && o->angles_ok && o->elem_type == s->elem_type &&
-                   rk_angles_same(&o->angles, &s->angles);
+            seen = !o->reason[0] && o->angles_ok && o->angles.kind != RK_ANGLES_ROWS &&
+                   o->elem_type == s->elem_type && rk_angles_same(&o->angles, &s->angles);
         }
         if (seen) continue;
         double row = 2.0 * (double)s->angles.half * (double)ropekit_dtype_size(to_rk_dtype(s->elem_type));
