@@ -7,6 +7,7 @@ A benchmark program, not a test. Needs onnxruntime (with its `transformers` tool
 sympy and torch-free modules only), onnx, onnxscript/onnx_ir; e.g. /opt/venv-torch/bin/python.
 
     python bench/fuse/peers_matrix.py [--json OUT.json] [--markdown OUT.md] [--only NAME ...]
+                                      [--reuse EARLIER.json]   # measure only models not in it
 
 One subprocess per tool runs all models (a model that crashes the tool ends that batch; the
 rest is then run again in a new subprocess, so a crash costs one row, not the run):
@@ -105,7 +106,11 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--markdown")
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--reuse", help="take the rows of models already measured in this --json output")
     args = ap.parse_args()
+    old = {}
+    if args.reuse:
+        old = {r["model"]: r for r in json.loads(pathlib.Path(args.reuse).read_text())["rows"]}
     rows, paths = [], []
     for d in DIRS:
         expect = json.loads((d / "expect.json").read_text())
@@ -117,9 +122,13 @@ def main():
             rows.append({"model": name, "where": d.name, "family": e.get("family", "ort_fusion"),
                          "rope_sites": e["rope_sites"]})
             paths.append(str(d / f"{name}.onnx"))
+    todo = [(row, p) for row, p in zip(rows, paths) if row["model"] not in old]
+    for row, p in zip(rows, paths):
+        if row["model"] in old:
+            row.update({t: old[row["model"]][t] for t in TOOLS})
     for t in TOOLS:
-        res = run_tool(t, paths)
-        for row, p in zip(rows, paths):
+        res = run_tool(t, [p for _, p in todo])
+        for row, p in todo:
             row[t] = res[p]
         print(t, "done", flush=True)
     import onnxruntime
