@@ -213,8 +213,16 @@ def test_fuse_matrix_model(where, name, entry, tmp_path):
     res, dst = _fuse(src, out_dir)
     row = RESULTS.setdefault(name, {"where": where, "family": entry.get("family", "ort_fusion"),
                                     "sites": entry["rope_sites"], "target": entry["expect_fused"]})
-    assert res.returncode >= 0, f"ropekit killed by signal {-res.returncode}: {res.stderr[-2000:]}"
     assert src.read_bytes() == before, "the input model was modified"
+    if res.returncode < 0:
+        # a crash is never acceptable; it is tolerated only for a model listed in
+        # known_failing.json with the crash named, so that CI stays usable while it is fixed
+        problem = f"CRASH: ropekit killed by signal {-res.returncode}"
+        row.update(found="-", fused="-", parity="-", status="BELOW TARGET: " + problem)
+        if name in KNOWN_FAILING and "CRASH" in KNOWN_FAILING[name]:
+            row["status"] += " (known failing)"
+            return
+        raise AssertionError(problem + ": " + res.stderr[-2000:])
     if data_before is not None:
         assert data.read_bytes() == data_before, "the input's external data was modified"
     if entry["expect_fused"] is None:
@@ -346,7 +354,7 @@ if __name__ == "__main__":
     rows = json.loads(pathlib.Path(sys.argv[2]).read_text())
     status = {n: r.get("status", "").replace(" (known failing)", "") for n, r in rows.items()}
     bad = {n: status[n] for n, r in sorted(rows.items())
-           if r.get("target") is not None and status[n] != "on target"}
+           if (r.get("target") is not None and status[n] != "on target") or "CRASH" in status[n]}
     errors = [n for n, r in rows.items() if "status" not in r and r.get("target") is not None]
     if errors:
         sys.exit(f"rows without a status (a safety check failed; fix, do not list): {errors}")
