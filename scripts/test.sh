@@ -33,6 +33,12 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DROPEKIT_WEBGPU=ON >/dev/null
 cmake --build build -j"$jobs" >/dev/null
 run_ctest build
 
+# ---- browser suite (owned by the WebGPU backend): the kernel packages (build/webgpu-packages)
+# through js/ropekit-webgpu.js in Debian's chromium headless (SwiftShader WebGPU, no shader-f16,
+# no f64), one browser start, every shared case of every operator bit for bit
+echo "== browser: WebGPU kernel packages + js/ropekit-webgpu.js in chromium headless"
+.venv/bin/python tests/browser/run_browser_tests.py --packages build/webgpu-packages
+
 # ---- CUDA backend (owned by the CUDA backend): compile only, warnings as errors -------------
 if command -v nvcc >/dev/null 2>&1; then
   stage "CUDA library, check and benchmark programs: compile only (they run on a GPU machine)"
