@@ -16,6 +16,7 @@ typedef struct rk_unfused {
     char reason[2 * RK_REASON];
     int64_t *sites; /* indices of the sites its values reach */
     size_t n_sites;
+    int feeds_rotary; /* it already feeds a RotaryEmbedding-family node (an opset-23 export) */
 } rk_unfused;
 
 struct ropekit_fuse_report {
@@ -474,6 +475,7 @@ static ropekit_status collect_trig(rk_graph *ix, ropekit_fuse_report *r) {
         while (head < tail && st == ROPEKIT_OK) {
             int32_t at = queue[head], lv = level[head++];
             const Onnx__NodeProto *m = g->node[at];
+            if (strstr(m->op_type, "RotaryEmbedding")) u->feeds_rotary = 1;
             for (size_t k = 0; k < m->n_output; ++k) {
                 const char *o = m->output[k];
                 for (size_t si = 0; si < r->n_sites; ++si) {
@@ -517,7 +519,8 @@ static void account_trig(rk_graph *ix, ropekit_fuse_report *r) {
             all_done &= done;
         }
         /* per-call rows: a Cos/Sin whose sites are all fused now feeds the fused nodes */
-        int rows_fed = all_done && !strcmp(r->mode, "per-call rows");
+        int rows_fed = (all_done && !strcmp(r->mode, "per-call rows")) ||
+                       (u->feeds_rotary && !skipped); /* already the input of a fused op */
         if (!present || rows_fed ||
             (r->dry_run && all_done && !(v->flags & RK_VALUE_OUTPUT) && v->n_consumers <= u->n_sites)) {
             free(u->value), free(u->sites);
