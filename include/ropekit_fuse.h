@@ -45,8 +45,15 @@ typedef enum ropekit_fuse_target {
     /* ai.onnx.RotaryEmbedding (opset 23): only when the model already imports opset >= 23;
      * otherwise the fusion is refused (ROPEKIT_ERROR_UNSUPPORTED) — bumping the opset of every
      * other node is not proven safe. M-RoPE sites still use com.microsoft.MRotaryEmbedding. */
-    ROPEKIT_FUSE_TARGET_ONNX = 1
+    ROPEKIT_FUSE_TARGET_ONNX = 1,
+    /* ropekit's own domain ai.ropekit (MsRotaryEmbedding, MRotaryEmbedding, QKNormRotaryEmbedding,
+     * InverseRotaryRegroup): bounds-checked, bfloat16; needs libropekit_ort. */
+    ROPEKIT_FUSE_TARGET_ROPEKIT = 2
 } ropekit_fuse_target;
+/* DeepSeek-V4 attention (q/kv norm + RoPE, output inverse rotation + group reshape) is fused into
+ * QKNormRotaryEmbedding / InverseRotaryRegroup (com.microsoft for ort and onnx, ai.ropekit for
+ * ropekit), which only libropekit_ort runs: the report says so and the model's metadata gets
+ * "ropekit.requires" = "libropekit_ort". */
 
 /* Default table length when neither the caller nor a config.json gives one (a warning says so). */
 #define ROPEKIT_FUSE_DEFAULT_MAX_POSITIONS 4096

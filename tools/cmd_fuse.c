@@ -94,8 +94,10 @@ int ropekit_cmd_fuse(int argc, char **argv) {
                     o.target = ROPEKIT_FUSE_TARGET_ORT;
                 else if (!strcmp(v, "onnx"))
                     o.target = ROPEKIT_FUSE_TARGET_ONNX;
+                else if (!strcmp(v, "ropekit")) /* ai.ropekit ops, run by libropekit_ort */
+                    o.target = ROPEKIT_FUSE_TARGET_ROPEKIT;
                 else
-                    return fuse_usage("--target must be 'ort' or 'onnx', not '%s'", v);
+                    return fuse_usage("--target must be 'ort', 'onnx' or 'ropekit', not '%s'", v);
             } else if (!parse_i64(v, &o.max_positions) || o.max_positions <= 0) {
                 return fuse_usage("--max-positions needs a positive integer, not '%s'", v);
             }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import pathlib
 
-_NAME = "libropekit_ort.so"
+from . import _libpath
 
 
 def ort_custom_ops_library() -> str:
@@ -14,19 +14,12 @@ def ort_custom_ops_library() -> str:
     It registers com.microsoft.QKNormRotaryEmbedding / InverseRotaryRegroup and the ai.ropekit
     domain (RotaryEmbedding, MsRotaryEmbedding, MRotaryEmbedding, QKNormRotaryEmbedding,
     InverseRotaryRegroup) for the CPU execution provider. Looked up in order: the
-    ``ROPEKIT_ORT_LIB`` environment variable, next to this package, next to the library named by
-    ``ROPEKIT_LIB``, the source tree's ``build/``. Raises FileNotFoundError if none exists.
+    ``ROPEKIT_ORT_LIB`` environment variable, then where ropekit's other libraries are looked for
+    (``_libpath.candidates``: beside ``ROPEKIT_LIB``, the package, its ``lib/``, the source tree's
+    ``build/``). Raises FileNotFoundError if none exists.
     """
     env = os.environ.get("ROPEKIT_ORT_LIB")
-    if env:
-        candidates = [pathlib.Path(env)]
-    else:
-        here = pathlib.Path(__file__).resolve().parent
-        candidates = [here / _NAME]
-        lib = os.environ.get("ROPEKIT_LIB")
-        if lib:
-            candidates.append(pathlib.Path(lib).resolve().parent / _NAME)
-        candidates.append(here.parent.parent / "build" / _NAME)
+    candidates = [pathlib.Path(env)] if env else _libpath.candidates("ropekit_ort")
     for path in candidates:
         if path.is_file():
             return str(path)

@@ -33,6 +33,8 @@ struct ropekit_fuse_report {
     int n_warnings;
     rk_unfused *unfused; /* Cos/Sin values still in the graph afterwards (or, dry run, that would be) */
     size_t n_unfused;
+    rk_buf attention_log; /* match_qknorm.c: DeepSeek-V4 attention sites */
+    int64_t attention_found, attention_fused;
 };
 
 /* ---- tables -------------------------------------------------------------------------------- */
@@ -359,9 +361,10 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
         } else {
             ins[0] = x_in, ins[1] = positions, ins[2] = t->cos_name, ins[3] = t->sin_name;
         }
-        const char *op = mrope ? "MRotaryEmbedding" : "RotaryEmbedding";
-        Onnx__NodeProto *n = rk_new_node(op, onnx_op ? "" : "com.microsoft", node_name, ins, 4,
-                                         &rope_out, 1);
+        int own = target == ROPEKIT_FUSE_TARGET_ROPEKIT; /* ai.ropekit: same inputs and attributes */
+        const char *op = mrope ? "MRotaryEmbedding" : own ? "MsRotaryEmbedding" : "RotaryEmbedding";
+        Onnx__NodeProto *n = rk_new_node(op, onnx_op ? "" : own ? "ai.ropekit" : "com.microsoft",
+                                         node_name, ins, 4, &rope_out, 1);
         if (!n) {
             st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
             goto done;
@@ -593,6 +596,37 @@ static int64_t choose_max_positions(const ropekit_fuse_options *o,
     return ROPEKIT_FUSE_DEFAULT_MAX_POSITIONS;
 }
 
+/* The tables the fusion would build, before building (or verifying with) any: past 2 GiB they
+ * cannot be stored in an .onnx file, and computing them first would take minutes and GBs. */
+static ropekit_status check_table_bytes(const ropekit_fuse_report *r) {
+    double per_row = 0, fixed = 0;
+    for (size_t i = 0; i < r->n_sites; ++i) {
+        const rk_site *s = &r->sites[i];
+        if (s->reason[0] || !s->angles_ok) continue;
+        int seen = 0;
+        for (size_t k = 0; k < i && !seen; ++k) {
+            const rk_site *o = &r->sites[k];
+            seen = !o->reason[0] && o->angles_ok && o->elem_type == s->elem_type &&
+                   rk_angles_same(&o->angles, &s->angles);
+        }
+        if (seen) continue;
+        double row = 2.0 * (double)s->angles.half * (double)ropekit_dtype_size(to_rk_dtype(s->elem_type));
+        if (s->angles.kind == RK_ANGLES_TABLE)
+            fixed += row * (double)s->angles.rows;
+        else
+            per_row += row;
+    }
+    double total = fixed + per_row * (double)r->max_positions;
+    if (total <= (double)RK_MAX_MODEL_BYTES) return ROPEKIT_OK;
+    double fit = per_row > 0 ? ((double)RK_MAX_MODEL_BYTES - fixed) / per_row : 0;
+    return rk_fail(ROPEKIT_ERROR_OVERFLOW,
+                   "a table length of %lld (%s) needs cos/sin tables of %.1f GiB, over the 2 GiB "
+                   "an .onnx file can hold; use a table length of at most %lld "
+                   "(--max-positions N)",
+                   (long long)r->max_positions, r->max_positions_source,
+                   total / (1024.0 * 1024.0 * 1024.0), (long long)(fit > 0 ? fit : 0));
+}
+
 ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *options,
                             ropekit_fuse_report **report) {
     rk_clear_error();
@@ -614,11 +648,27 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
                        "com.microsoft target", (long long)rk_model_opset(mp, ""));
     ropekit_fuse_report *r = calloc(1, sizeof *r);
     if (!r) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
-    snprintf(r->target, sizeof r->target, o->target == ROPEKIT_FUSE_TARGET_ONNX ? "onnx" : "ort");
+    snprintf(r->target, sizeof r->target, o->target == ROPEKIT_FUSE_TARGET_ONNX      ? "onnx"
+                                           : o->target == ROPEKIT_FUSE_TARGET_ROPEKIT ? "ropekit"
+                                                                                      : "ort");
     r->dry_run = o->dry_run != 0;
     r->nodes_before = (int64_t)mp->graph->n_node;
     rk_graph *ix = NULL;
     ropekit_status st = rk_graph_open(model, NULL, &ix);
+    const char *own_domain = o->target == ROPEKIT_FUSE_TARGET_ROPEKIT ? "ai.ropekit" : "com.microsoft";
+    if (st == ROPEKIT_OK) st = rk_match_begin(ix);
+    if (st == ROPEKIT_OK) /* DeepSeek-V4 attention first: it contains interleaved RoPE sites */
+        st = rk_fuse_qknorm(ix, own_domain, r->dry_run, &r->attention_log, &r->attention_found,
+                            &r->attention_fused);
+    if (st == ROPEKIT_OK && r->attention_fused) {
+        /* com.microsoft is imported in every target: with libropekit_ort registered, onnxruntime
+         * needs the import for the contrib nodes its optimizer adds (src/ort/ropekit_ort.c) */
+        st = rk_model_import_opset(mp, own_domain, 1);
+        if (st == ROPEKIT_OK) st = rk_model_import_opset(mp, "com.microsoft", 1);
+        if (st == ROPEKIT_OK)
+            st = rk_model_set_metadata(mp, "ropekit.requires",
+                                       "libropekit_ort (ropekit.ort_custom_ops_library())");
+    }
     if (st == ROPEKIT_OK) st = rk_match_begin(ix);
     if (st == ROPEKIT_OK) st = match_all(ix, r);
     rk_match_end(); /* the memo must not outlive the graph as matched */
@@ -667,6 +717,7 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
         else if (s->layout == RK_LAYOUT_BSNH && s->head_size <= 0)
             snprintf(s->reason, RK_REASON, "the head size of '%s' is unknown", s->x);
     }
+    if (st == ROPEKIT_OK) st = check_table_bytes(r);
     if (st == ROPEKIT_OK) rk_sites_verify(ix, r->sites, r->n_sites, r->max_positions);
     rk_table *tables = NULL;
     size_t n_tables = 0;
@@ -705,7 +756,9 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
             }
             if (!s->angles.mrope && o->target == ROPEKIT_FUSE_TARGET_ONNX) {
                 /* ai.onnx op: nothing to import */
-            } else if ((st = rk_model_import_opset(mp, "com.microsoft", 1)) != ROPEKIT_OK) {
+            } else if ((o->target == ROPEKIT_FUSE_TARGET_ROPEKIT &&
+                        (st = rk_model_import_opset(mp, "ai.ropekit", 1)) != ROPEKIT_OK) ||
+                       (st = rk_model_import_opset(mp, "com.microsoft", 1)) != ROPEKIT_OK) {
                 break;
             }
             st = rewrite_site(ix, s, t, o->target, &counter);
@@ -785,6 +838,10 @@ ropekit_status ropekit_fuse_report_text(const ropekit_fuse_report *r, char **tex
         rk_buf_text_str(&b, r->unfused[i].reason);
         rk_buf_printf(&b, "\n");
     }
+    if (r->attention_log.p) rk_buf_printf(&b, "%s", r->attention_log.p);
+    if (r->attention_fused || (!strcmp(r->target, "ropekit") && ropekit_fuse_report_fused(r)))
+        rk_buf_printf(&b, "the fused model needs libropekit_ort: register "
+                      "ropekit.ort_custom_ops_library() with onnxruntime\n");
     if (b.oom) {
         free(b.p);
         return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
@@ -806,6 +863,7 @@ ropekit_status ropekit_fuse_report_json(const ropekit_fuse_report *r, char **jso
     rk_buf_json_str(&b, r->max_positions_source);
     rk_buf_printf(&b, ",\n  \"sites_found\": %zu,\n  \"sites_fused\": %lld,\n  \"warnings\": [",
               r->n_sites, (long long)ropekit_fuse_report_fused(r));
+    /* (attention_* and requires are printed before "sites" below) */
     for (int i = 0; i < r->n_warnings; ++i) {
         rk_buf_printf(&b, i ? ", " : "");
         rk_buf_json_str(&b, r->warnings[i]);
@@ -818,7 +876,12 @@ ropekit_status ropekit_fuse_report_json(const ropekit_fuse_report *r, char **jso
         rk_buf_json_str(&b, r->unfused[i].reason);
         rk_buf_printf(&b, "}");
     }
-    rk_buf_printf(&b, "%s],\n  \"sites\": [", r->n_unfused ? "\n  " : "");
+    rk_buf_printf(&b, "%s]", r->n_unfused ? "\n  " : "");
+    rk_buf_printf(&b, ",\n  \"attention_sites_found\": %lld,\n  \"attention_sites_fused\": %lld,"
+              "\n  \"requires\": %s", (long long)r->attention_found, (long long)r->attention_fused,
+              r->attention_fused || (!strcmp(r->target, "ropekit") && ropekit_fuse_report_fused(r))
+                  ? "\"libropekit_ort\"" : "null");
+    rk_buf_printf(&b, ",\n  \"sites\": [");
     for (size_t i = 0; i < r->n_sites; ++i) {
         const rk_site *s = &r->sites[i];
         rk_buf_printf(&b, "%s\n    {\"index\": %zu, \"layer\": %lld, \"variant\": \"%s\", \"x\": ",
@@ -884,5 +947,6 @@ void ropekit_fuse_report_free(ropekit_fuse_report *r) {
     free(r->unfused);
     for (size_t i = 0; i < r->n_sites; ++i) rk_site_free(&r->sites[i]);
     free(r->sites);
+    free(r->attention_log.p);
     free(r);
 }

@@ -206,4 +206,14 @@ void rk_sites_verify(const rk_graph *ix, rk_site *sites, size_t n, int64_t table
 int rk_match_rotate_half(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site *site);
 int rk_match_interleaved(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site *site);
 
+/* ---- DeepSeek-V4 attention (match_qknorm.c) ----------------------------------------------- */
+/* Find each layer's q/kv norm + RoPE and output inverse rotation + regroup, verify them
+ * numerically, and (unless dry_run) replace them with QKNormRotaryEmbedding /
+ * InverseRotaryRegroup of `domain`. One report line per site into log. Ends the match memo
+ * (rk_match_end) before changing the graph. */
+ropekit_status rk_fuse_qknorm(rk_graph *ix, const char *domain, int dry_run, rk_buf *log,
+                              int64_t *n_found, int64_t *n_fused);
+/* Set (or add) a metadata_props entry of the model. */
+ropekit_status rk_model_set_metadata(Onnx__ModelProto *m, const char *key, const char *value);
+
 #endif

@@ -38,6 +38,8 @@
 #define RK_EXPORT __attribute__((visibility("default")))
 
 static const OrtApi *g_api;
+static const char k_ms_domain[] = "com.microsoft";
+static const char k_rk_domain[] = "ai.ropekit";
 
 /* ---- onnxruntime's thread pool as ropekit's parallel-for ----------------------------------- */
 
@@ -437,6 +439,30 @@ static OrtStatus *rk_compute_rope(rk_kernel *k, OrtKernelContext *ctx, const rk_
     return s == ROPEKIT_OK ? NULL : rk_fail(k, s, rk_last_message(k));
 }
 
+/* onnxruntime's own kernels (the contrib CUDA kernels of these two operators) check only the
+ * element count of kv_norm_weight and of the cos/sin tables, and ignore the tables when
+ * rope_head_dim is 0. The com.microsoft-named operators accept the same: a tensor with the
+ * expected number of elements is viewed in the expected shape; the ai.ropekit operators take
+ * ropekit's exact shapes. Returns the view to pass (NULL for tables that are not read). */
+static const ropekit_tensor *rk_lenient(const rk_kernel *k, rk_value *v, int rank,
+                                        const int64_t *dims, int unused) {
+    if (k->op->domain != k_ms_domain) return &v->t;
+    if (unused) return NULL;
+    int64_t want = 1, have = 1;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 0 || (dims[i] != 0 && want > INT64_MAX / dims[i])) return &v->t;
+        want *= dims[i];
+    }
+    for (size_t i = 0; i < v->rank; i++)
+        have *= v->dims[i]; /* onnxruntime's sizes fit */
+    if (have == want) {
+        memcpy(v->dims, dims, (size_t)rank * sizeof *dims);
+        v->rank = (size_t)rank;
+        v->t = ropekit_tensor_contiguous(v->t.data, v->t.dtype, rank, dims);
+    }
+    return &v->t;
+}
+
 static OrtStatus *rk_compute_qknorm(rk_kernel *k, OrtKernelContext *ctx, const rk_exec *ex) {
     static const char *const names[5] = {"query", "kv", "kv_norm_weight", "cos", "sin"};
     rk_value in[5], qo, ko;
@@ -459,15 +485,18 @@ static OrtStatus *rk_compute_qknorm(rk_kernel *k, OrtKernelContext *ctx, const r
     int64_t qdims[4] = {in[0].dims[0], in[0].dims[1], a->num_heads, a->head_dim};
     RK_TRY(rk_output(k, ctx, 0, "query_out", qdims, 4, &qo));
     RK_TRY(rk_output(k, ctx, 1, "kv_out", in[1].dims, in[1].rank, &ko));
+    int64_t wdims[1] = {a->head_dim}, tdims[3] = {in[0].dims[0], in[0].dims[1], a->rope_head_dim};
+    const ropekit_tensor *w = rk_lenient(k, &in[2], 1, wdims, 0);
+    const ropekit_tensor *c = rk_lenient(k, &in[3], 3, tdims, a->rope_head_dim == 0);
+    const ropekit_tensor *sn = rk_lenient(k, &in[4], 3, tdims, a->rope_head_dim == 0);
     ropekit_status s;
 #ifdef ROPEKIT_ORT_CUDA
     if (k->op->cuda)
-        s = ropekit_cuda_qknorm_rotary_embedding(&in[0].t, &in[1].t, &in[2].t, &in[3].t, &in[4].t,
-                                                 a, &qo.t, &ko.t, ex->stream);
+        s = ropekit_cuda_qknorm_rotary_embedding(&in[0].t, &in[1].t, w, c, sn, a, &qo.t, &ko.t,
+                                                 ex->stream);
     else
 #endif
-        s = ropekit_qknorm_rotary_embedding(&in[0].t, &in[1].t, &in[2].t, &in[3].t, &in[4].t, a,
-                                            &qo.t, &ko.t);
+        s = ropekit_qknorm_rotary_embedding(&in[0].t, &in[1].t, w, c, sn, a, &qo.t, &ko.t);
     (void)ex;
     return s == ROPEKIT_OK ? NULL : rk_fail(k, s, rk_last_message(k));
 }
@@ -506,14 +535,16 @@ static OrtStatus *rk_compute_regroup(rk_kernel *k, OrtKernelContext *ctx, const 
                               (long long)in[0].dims[1], (long long)width);
     int64_t odims[3] = {a->num_groups, in[0].dims[0], width / a->num_groups};
     RK_TRY(rk_output(k, ctx, 0, "output", odims, 3, &out));
+    int64_t tdims[2] = {in[0].dims[0], a->rope_head_dim};
+    const ropekit_tensor *c = rk_lenient(k, &in[1], 2, tdims, a->rope_head_dim == 0);
+    const ropekit_tensor *sn = rk_lenient(k, &in[2], 2, tdims, a->rope_head_dim == 0);
     ropekit_status s;
 #ifdef ROPEKIT_ORT_CUDA
     if (k->op->cuda)
-        s = ropekit_cuda_inverse_rotary_regroup(&in[0].t, &in[1].t, &in[2].t, a, &out.t,
-                                                ex->stream);
+        s = ropekit_cuda_inverse_rotary_regroup(&in[0].t, c, sn, a, &out.t, ex->stream);
     else
 #endif
-        s = ropekit_inverse_rotary_regroup(&in[0].t, &in[1].t, &in[2].t, a, &out.t);
+        s = ropekit_inverse_rotary_regroup(&in[0].t, c, sn, a, &out.t);
     (void)ex;
     return s == ROPEKIT_OK ? NULL : rk_fail(k, s, rk_last_message(k));
 }
@@ -609,7 +640,7 @@ static int ORT_API_CALL rk_start_version(const OrtCustomOp *op) {
 }
 static int ORT_API_CALL rk_end_version(const OrtCustomOp *op) {
     (void)op;
-    return 2147483647;
+    return 1;
 }
 
 /* ---- the operator table ---- */
@@ -617,9 +648,6 @@ static int ORT_API_CALL rk_end_version(const OrtCustomOp *op) {
 #define F32 ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT
 #define F16 ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16
 #define BF16 ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16
-
-static const char k_ms_domain[] = "com.microsoft";
-static const char k_rk_domain[] = "ai.ropekit";
 
 /* One registration per (operator, T, M): onnxruntime builds the type constraints of each
  * operator from the set of its registrations. Rotary tables are T, or float for any T. */
@@ -741,7 +769,12 @@ RK_EXPORT OrtStatus *ORT_API_CALL RegisterCustomOps(OrtSessionOptions *options,
     g_api = api;
     pthread_once(&g_ops_once, rk_init_ops);
     pthread_once(&g_once, rk_install_hook);
-    OrtStatus *st = rk_add_domain(options, k_ms_domain);
+    /* A custom domain named com.microsoft is accepted, but while it is registered onnxruntime
+     * (seen in 1.32) fails on models that do not import com.microsoft themselves as soon as its
+     * optimizer inserts contrib nodes ("com.microsoft:FusedMatMul(-1) is not a registered
+     * function/op"). ROPEKIT_ORT_COM_MICROSOFT=0 registers only ai.ropekit for such models. */
+    const char *ms = getenv("ROPEKIT_ORT_COM_MICROSOFT");
+    OrtStatus *st = ms && !strcmp(ms, "0") ? NULL : rk_add_domain(options, k_ms_domain);
     if (st == NULL) st = rk_add_domain(options, k_rk_domain);
     return st;
 }

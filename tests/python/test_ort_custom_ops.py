@@ -410,3 +410,56 @@ def test_library_path(monkeypatch, tmp_path):
     monkeypatch.setenv("ROPEKIT_ORT_LIB", str(tmp_path / "missing.so"))
     with pytest.raises(FileNotFoundError, match="missing.so"):
         ropekit.ort_custom_ops_library()
+
+
+def test_com_microsoft_accepts_what_onnxruntime_accepts():
+    """onnxruntime's contrib kernels check only element counts of kv_norm_weight and the tables
+    (and ignore the tables at rope_head_dim 0): the com.microsoft ops accept that, ai.ropekit
+    keeps ropekit's exact shapes."""
+    rng = np.random.default_rng(41)
+    B, S, nh, hd, rd = 1, 3, 2, 64, 0
+    base = qknorm_inputs(rng, np.float32, B, S, nh, hd, 16)
+    attrs = dict(num_heads=nh, head_dim=hd, rope_head_dim=16, simulate_fp8=0)
+    want = ropekit.qknorm_rotary_embedding(*[a for _, a in base], **attrs)
+    odd = [base[0], base[1], ("kv_norm_weight", base[2][1].reshape(1, hd)),
+           ("cos", base[3][1].reshape(B * S, 16)), ("sin", base[4][1].reshape(B * S, 16))]
+    outs = [("q", np.float32), ("k", np.float32)]
+    got = run("QKNormRotaryEmbedding", "com.microsoft", odd, attrs, outs)
+    for g, w in zip(got, want):
+        same_bits(g, w)
+    expect_error("QKNormRotaryEmbedding", "ai.ropekit", odd, attrs, outs, "kv_norm_weight")
+    # rope_head_dim 0: tables of any shape are not read
+    attrs0 = dict(num_heads=nh, head_dim=hd, rope_head_dim=rd)
+    junk = [base[0], base[1], base[2], ("cos", np.zeros(5, np.float32)), ("sin", np.zeros(5, np.float32))]
+    got = run("QKNormRotaryEmbedding", "com.microsoft", junk, attrs0, outs)
+    want = ropekit.qknorm_rotary_embedding(base[0][1], base[1][1], base[2][1], **attrs0)
+    for g, w in zip(got, want):
+        same_bits(g, w)
+    c, s = tables(rng, 4, 8)
+    x = rand(rng, (4, 32), np.float32)
+    rattrs = dict(num_heads=2, head_dim=16, rope_head_dim=8, num_groups=2)
+    (y,) = run("InverseRotaryRegroup", "com.microsoft", [("input", x), ("cos", c.reshape(1, 4, 8)),
+               ("sin", s.reshape(2, 16))], rattrs, [("y", np.float32)])
+    same_bits(y, ropekit.inverse_rotary_regroup(x, c, s, **rattrs))
+
+
+def test_env_registers_only_ai_ropekit(monkeypatch):
+    """ROPEKIT_ORT_COM_MICROSOFT=0: only the ai.ropekit domain (for models that do not import
+    com.microsoft: while a custom com.microsoft domain is registered, onnxruntime's optimizer
+    cannot add its contrib nodes to them). A model that does not import com.microsoft and whose
+    MatMuls onnxruntime fuses then loads next to the library."""
+    import pathlib
+    fixture = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "deepseek_v4" / "dsv4_tiny_f32.onnx"
+    monkeypatch.setenv("ROPEKIT_ORT_COM_MICROSOFT", "0")
+    sess = session(fixture.read_bytes())
+    ids = np.zeros((1, 3), np.int64)
+    plain = ort.InferenceSession(str(fixture), providers=["CPUExecutionProvider"])
+    same_bits(sess.run(None, {"input_ids": ids})[0], plain.run(None, {"input_ids": ids})[0])
+    rng = np.random.default_rng(51)
+    c, s = tables(rng, 4, 8)
+    inputs = [("input", rand(rng, (4, 32), np.float32)), ("cos", c), ("sin", s)]
+    attrs = dict(num_heads=2, head_dim=16, rope_head_dim=8)
+    (y,) = run("InverseRotaryRegroup", "ai.ropekit", inputs, attrs, [("y", np.float32)])
+    same_bits(y, ropekit.inverse_rotary_regroup(*[a for _, a in inputs], **attrs))
+    with pytest.raises(Exception):  # com.microsoft.InverseRotaryRegroup is then not registered
+        run("InverseRotaryRegroup", "com.microsoft", inputs, attrs, [("y", np.float32)])
