@@ -602,7 +602,7 @@ static ropekit_status check_table_bytes(const ropekit_fuse_report *r) {
     double per_row = 0, fixed = 0;
     for (size_t i = 0; i < r->n_sites; ++i) {
         const rk_site *s = &r->sites[i];
-        if (s->reason[0] || !s->angles_ok) continue;
+        if (s->reason[0] || !s->angles_ok || s->angles.kind == RK_ANGLES_ROWS) continue; /* no table */
         int seen = 0;
         for (size_t k = 0; k < i && !seen; ++k) {
             const rk_site *o = &r->sites[k];
