@@ -1,4 +1,5 @@
-/* ropekit bench [--json] [--threads 1,2] [--filter NAME] [--dtypes f32,f16,bf16] [--time S] [--sweep]
+/* ropekit bench [--json] [--threads 1,2] [--filter NAME] [--dtypes f32,f16,bf16] [--time S]
+ * [--sweep]
  *
  * The CPU benchmark (bench/bench_cpu.c, built as ropekit_bench and installed next to ropekit):
  * this subcommand runs that program with the same arguments, the way git runs git-<command>.

@@ -73,8 +73,10 @@ static int usage_error(const char *cmd, const char *fmt, const char *arg) {
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\n");
     const command *c = cmd ? find_command(cmd) : NULL;
-    if (c) fprintf(stderr, "usage: ropekit %s %s\n", c->name, c->args);
-    else fprintf(stderr, "run 'ropekit --help' for usage\n");
+    if (c)
+        fprintf(stderr, "usage: ropekit %s %s\n", c->name, c->args);
+    else
+        fprintf(stderr, "run 'ropekit --help' for usage\n");
     return EXIT_USAGE;
 }
 
@@ -112,8 +114,8 @@ static int cmd_inspect(int argc, char **argv) {
     ropekit_status s = ropekit_model_load(in, &model);
     if (s == ROPEKIT_OK) s = ropekit_model_inspect(model, &info);
     if (s == ROPEKIT_OK)
-        s = ropekit_model_info_format(info, json ? ROPEKIT_ONNX_FORMAT_JSON : ROPEKIT_ONNX_FORMAT_TEXT,
-                                      &text);
+        s = ropekit_model_info_format(
+            info, json ? ROPEKIT_ONNX_FORMAT_JSON : ROPEKIT_ONNX_FORMAT_TEXT, &text);
     int rc = s == ROPEKIT_OK ? EXIT_OK : runtime_error("inspect", s);
     for (size_t i = 0; info && i < info->n_external_files; ++i)
         if (info->external_files[i].problem)

@@ -56,8 +56,8 @@ static int64_t take_length(rk_hf_config_part *part, const char *key, double v, c
     return -1;
 }
 
-static void take_number(rk_hf_config *cfg, const char *key, double v, const char *text,
-                        int in_rope, int in_text) {
+static void take_number(rk_hf_config *cfg, const char *key, double v, const char *text, int in_rope,
+                        int in_text) {
     rk_hf_config_part *part = in_text ? &cfg->text : &cfg->top;
     if (in_rope) {
         if (!strcmp(key, "factor")) part->factor = isfinite(v) ? v : 0.0;
@@ -119,8 +119,8 @@ static int object(parser *ps, rk_hf_config *cfg, int in_rope, int in_text) {
             char sv[64];
             if (!string(ps, sv, sizeof sv)) return 0;
             take_string(cfg, key, sv, in_rope, in_text);
-        } else if (in_rope && ps->p < ps->end && *ps->p == '"' &&
-                   strcmp(key, "rope_type") != 0 && strcmp(key, "type") != 0) {
+        } else if (in_rope && ps->p < ps->end && *ps->p == '"' && strcmp(key, "rope_type") != 0 &&
+                   strcmp(key, "type") != 0) {
             char sv[64];
             if (!string(ps, sv, sizeof sv)) return 0;
             take_string(cfg, key, sv, in_rope, in_text);
@@ -263,7 +263,8 @@ int64_t rk_hf_config_max_positions(const rk_hf_config *cfg, char *how, size_t ho
     int extends = !strcmp(p->rope_type, "linear") || !strcmp(p->rope_type, "yarn") ||
                   !strcmp(p->rope_type, "dynamic") || !strcmp(p->rope_type, "longrope") ||
                   !strcmp(p->rope_type, "llama3");
-    if (extends && p->factor > 1.0 && (orig <= 0 || orig == maxp) && p->factor * (double)maxp < 1e9) {
+    if (extends && p->factor > 1.0 && (orig <= 0 || orig == maxp) &&
+        p->factor * (double)maxp < 1e9) {
         snprintf(how, how_n, "max_position_embeddings %lld x %s factor %g", (long long)maxp,
                  p->rope_type, p->factor);
         return (int64_t)(p->factor * (double)maxp + 0.5);

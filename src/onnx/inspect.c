@@ -221,8 +221,10 @@ static ropekit_status rk_file_problem(rk_info *info, const ropekit_model *model,
             snprintf(buf, sizeof buf, "is missing (%s)", strerror(errno));
         else if (!S_ISREG(st.st_mode))
             snprintf(buf, sizeof buf, "is %s, not a regular file",
-                     S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
-                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "special");
+                     S_ISDIR(st.st_mode)                          ? "a directory"
+                     : S_ISFIFO(st.st_mode)                       ? "a FIFO"
+                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                  : "special");
         else if ((int64_t)st.st_size < end)
             snprintf(buf, sizeof buf, "has %lld bytes, its tensors need %lld",
                      (long long)st.st_size, (long long)end);

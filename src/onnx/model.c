@@ -778,7 +778,7 @@ static void rk_keep_owner_mode(int fd, const struct stat *old) {
     if (fstat(fd, &now) != 0) return;
     if (now.st_uid != old->st_uid || now.st_gid != old->st_gid)
         (void)fchown(fd, old->st_uid, old->st_gid); /* EPERM: stays ours */
-    (void)fchmod(fd, old->st_mode & 07777);          /* after chown, which clears set-id bits */
+    (void)fchmod(fd, old->st_mode & 07777);         /* after chown, which clears set-id bits */
 }
 
 /* fsync, close; then rename over `dest`. */
@@ -956,8 +956,8 @@ ropekit_status ropekit_model_save_with(const ropekit_model *m, const char *path,
     if (!*path) return rk_fail(ROPEKIT_ERROR_IO, "the output path is empty");
     int64_t min_bytes = options ? options->external_min_bytes : 0;
     if (min_bytes < 0)
-        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "external_min_bytes = %" PRId64
-                       " is negative", min_bytes);
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE,
+                       "external_min_bytes = %" PRId64 " is negative", min_bytes);
     char *real = NULL, *dir = NULL, *data_path = NULL;
     const char *base;
     struct stat dest_st, data_st;
@@ -1009,8 +1009,10 @@ ropekit_status ropekit_model_save_with(const ropekit_model *m, const char *path,
     char *loc = NULL;
     if (view.n_moved) {
         if (strlen(base) + 5 > NAME_MAX) {
-            s = rk_fail(ROPEKIT_ERROR_IO, "%s: the name is too long for its external data file "
-                        "'%s.data' (at most %d bytes)", path, base, NAME_MAX);
+            s = rk_fail(ROPEKIT_ERROR_IO,
+                        "%s: the name is too long for its external data file "
+                        "'%s.data' (at most %d bytes)",
+                        path, base, NAME_MAX);
             goto done;
         }
         if (data_exists && !S_ISREG(data_st.st_mode)) {
@@ -1149,20 +1151,20 @@ ropekit_status rk_tensor_bytes(const ropekit_model *m, const Onnx__TensorProto *
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0) {
         ropekit_status st =
-            rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': external data file '%s': %s (in %s)", name,
-                    loc, strerror(errno), m->dir);
+            rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': external data file '%s': %s (in %s)", name, loc,
+                    strerror(errno), m->dir);
         free(path);
         return st;
     }
     struct stat st;
     ropekit_status r = ROPEKIT_OK;
     if (fstat(fd, &st) != 0)
-        r = rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': external data file '%s': %s (in %s)", name,
-                    loc, strerror(errno), m->dir);
+        r = rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': external data file '%s': %s (in %s)", name, loc,
+                    strerror(errno), m->dir);
     else if (!S_ISREG(st.st_mode))
         r = rk_fail(ROPEKIT_ERROR_IO,
-                    "tensor '%s': external data file '%s' is %s, not a regular file (in %s)",
-                    name, loc, rk_file_kind(st.st_mode), m->dir);
+                    "tensor '%s': external data file '%s' is %s, not a regular file (in %s)", name,
+                    loc, rk_file_kind(st.st_mode), m->dir);
     int64_t fsize = r == ROPEKIT_OK ? (int64_t)st.st_size : 0;
     if (r == ROPEKIT_OK) {
         if (length < 0) length = offset <= fsize ? fsize - offset : -1;

@@ -6,10 +6,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1369,19 +1369,25 @@ static void test_config(void) {
         int64_t want;
     } cases[] = {
         {"{\"max_position_embeddings\": 4096}", "max_position_embeddings 4096", 4096},
-        {"{\"max_position_embeddings\": -5}", "max_position_embeddings is -5, not a positive integer", 0},
-        {"{\"max_position_embeddings\": \"2048\"}", "max_position_embeddings is the string \"2048\", not a number", 0},
-        {"{\"max_position_embeddings\": 1e300}", "max_position_embeddings is 1e300, not a positive integer (out of range)", 0},
+        {"{\"max_position_embeddings\": -5}",
+         "max_position_embeddings is -5, not a positive integer", 0},
+        {"{\"max_position_embeddings\": \"2048\"}",
+         "max_position_embeddings is the string \"2048\", not a number", 0},
+        {"{\"max_position_embeddings\": 1e300}",
+         "max_position_embeddings is 1e300, not a positive integer (out of range)", 0},
         {"{\"max_position_embeddings\": 9.3e18}", "(out of range)", 0},
         {"{\"max_position_embeddings\": 2048.5}", "is 2048.5, not a positive integer", 0},
         {"{\"max_position_embeddings\": 0}", "is 0, not a positive integer", 0},
         {"{\"max_position_embeddings\": NaN}", "gives no max_position_embeddings", 0},
         {"{\"hidden_size\": 64}", "gives no max_position_embeddings", 0},
-        {"{\"text_config\": {\"max_position_embeddings\": -1}}", "is -1, not a positive integer (in text_config)", 0},
+        {"{\"text_config\": {\"max_position_embeddings\": -1}}",
+         "is -1, not a positive integer (in text_config)", 0},
         {"{\"n_positions\": 1024}", "max_position_embeddings 1024", 1024},
         /* scaling fields out of range are ignored, never converted */
-        {"{\"max_position_embeddings\": 100, \"rope_scaling\": {\"type\": \"linear\", \"factor\": 1e300, "
-         "\"original_max_position_embeddings\": 1e300}}", "max_position_embeddings 100", 100},
+        {"{\"max_position_embeddings\": 100, \"rope_scaling\": {\"type\": \"linear\", \"factor\": "
+         "1e300, "
+         "\"original_max_position_embeddings\": 1e300}}",
+         "max_position_embeddings 100", 100},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         rk_hf_config cfg;
