@@ -175,6 +175,10 @@ typedef struct ropekit_onnx_external_file {
     const char *location; /* as written in the model */
     int64_t tensors;
     int64_t bytes; /* sum of the tensors' lengths (from `length`, else dims x element size) */
+    /* NULL, or why reading it fails: "is an absolute path", "leaves the model directory",
+     * "is missing (No such file or directory)", "is a FIFO, not a regular file", "has 10 bytes,
+     * its tensors need 56", ... (the file is looked at, never read) */
+    const char *problem;
 } ropekit_onnx_external_file;
 
 typedef struct ropekit_onnx_attr {

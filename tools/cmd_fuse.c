@@ -5,7 +5,8 @@
  * The table length comes from --max-positions, else from --config, else from a Hugging Face
  * config next to the model (IN's stem + ".config.json", then "config.json" in IN's directory),
  * else a default (with a warning). The input file is never modified; the output is written
- * atomically. Exit status: 0 written (or, with --dry-run, matched), 1 error, 2 usage. */
+ * atomically. Warnings go to stderr. Exit status: 0 written (or, with --dry-run, matched), 1 error,
+ * 2 usage, 3 written but RoPE sites were found and none was fused (dry run: none is fusable). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +58,7 @@ static int parse_i64(const char *s, int64_t *out) {
 
 int ropekit_cmd_fuse(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *config = NULL;
-    int json = 0;
+    int json = 0, fixed = 0;
     ropekit_fuse_options o = ROPEKIT_FUSE_OPTIONS_INIT;
     ropekit_save_options so = ROPEKIT_SAVE_OPTIONS_INIT;
     int options = 1;
@@ -81,6 +82,8 @@ int ropekit_cmd_fuse(int argc, char **argv) {
             json = 1;
         } else if (!strcmp(a, "--dry-run")) {
             o.dry_run = 1;
+        } else if (!strcmp(a, "--fixed-table")) {
+            fixed = 1;
         } else if (!strcmp(a, "--max-positions") || !strcmp(a, "--config") || !strcmp(a, "--target")) {
             if (i + 1 >= argc) return fuse_usage("%s needs a value", a);
             const char *v = argv[++i];
@@ -107,7 +110,12 @@ int ropekit_cmd_fuse(int argc, char **argv) {
     if (!out && !o.dry_run) return fuse_usage("%s", "missing the output file (or --dry-run)");
     if (out && !*out) return fuse_usage("%s", "the output path is empty");
     char *found = NULL;
-    if (!config && o.max_positions == 0) config = found = find_config(in);
+    /* a fixed table (its length from --max-positions, --config or a config.json beside IN)
+     * only when asked for; the default needs no length */
+    if (o.max_positions == 0 && (fixed || config)) {
+        o.max_positions = ROPEKIT_FUSE_TABLE_FROM_CONFIG;
+        if (!config) config = found = find_config(in);
+    }
     o.config_path = config;
 
     ropekit_model *m = NULL;
@@ -121,7 +129,10 @@ int ropekit_cmd_fuse(int argc, char **argv) {
         goto fail;
     fputs(text, stdout);
     if (!json && !o.dry_run) printf("wrote %s\n", out);
-    rc = 0;
+    fflush(stdout);
+    for (int64_t i = 0; i < ropekit_fuse_report_warning_count(r); ++i)
+        fprintf(stderr, "ropekit fuse: warning: %s\n", ropekit_fuse_report_warning(r, i));
+    rc = ropekit_fuse_exit_status(r);
     goto done;
 fail:
     fprintf(stderr, "ropekit fuse: %s\n", ropekit_last_error());

@@ -115,6 +115,10 @@ static int cmd_inspect(int argc, char **argv) {
         s = ropekit_model_info_format(info, json ? ROPEKIT_ONNX_FORMAT_JSON : ROPEKIT_ONNX_FORMAT_TEXT,
                                       &text);
     int rc = s == ROPEKIT_OK ? EXIT_OK : runtime_error("inspect", s);
+    for (size_t i = 0; info && i < info->n_external_files; ++i)
+        if (info->external_files[i].problem)
+            fprintf(stderr, "ropekit inspect: warning: external data file '%s' %s\n",
+                    info->external_files[i].location, info->external_files[i].problem);
     if (text && (fputs(text, stdout) == EOF || fflush(stdout) != 0)) {
         fprintf(stderr, "ropekit inspect: cannot write the output\n");
         rc = EXIT_RUNTIME;

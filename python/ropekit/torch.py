@@ -33,6 +33,7 @@ checks after every call instead, at the cost of a synchronization).
 from __future__ import annotations
 
 import ctypes
+import struct
 
 import torch
 
@@ -52,6 +53,9 @@ __all__ = [
     "cuda_library_path",
 ]
 
+# ropekit_tensor packed in one go (faster than setting the ctypes fields one by one)
+_PACK = struct.Struct("=Qii4q4q")
+assert _PACK.size == ctypes.sizeof(_rk._Tensor)
 _DTYPES = {torch.float32: 1, torch.float16: 2, torch.bfloat16: 3, torch.int64: 4}
 _T = ctypes.POINTER(_rk._Tensor)
 _cuda = None
@@ -104,16 +108,32 @@ def _view(t: torch.Tensor | None, name: str):
     code = _DTYPES.get(t.dtype)
     if code is None:
         raise TypeError(f"{name}: dtype {t.dtype} is not float32, float16, bfloat16 or int64")
-    if t.dim() < 1 or t.dim() > _rk.MAX_RANK:
-        raise Error(3, f"{name}: rank {t.dim()} is outside [1, {_rk.MAX_RANK}]")
-    v = _rk._Tensor()
-    v.data = t.data_ptr() if t.numel() else None
-    v.dtype = code
-    v.rank = t.dim()
-    for i, (n, s) in enumerate(zip(t.shape, t.stride())):
-        v.shape[i] = n
-        v.strides[i] = s
-    return v
+    r = t.dim()
+    if r < 1 or r > 4:
+        raise Error(3, f"{name}: rank {r} is outside [1, {_rk.MAX_RANK}]")
+    pad = (0,) * (4 - r)
+    return _rk._Tensor.from_buffer_copy(_PACK.pack(t.data_ptr() if t.numel() else 0, code, r, *t.shape, *pad,
+                                                   *t.stride(), *pad))
+
+
+try:  # the raw cudaStream_t of the current stream, without building a torch.cuda.Stream object
+    _raw_stream = torch._C._cuda_getCurrentRawStream
+except AttributeError:  # pragma: no cover
+    def _raw_stream(index):
+        return torch.cuda.current_stream(index).cuda_stream
+
+
+def _eager(*tensors) -> bool:
+    """Call the C library directly (no dispatcher round trip): plain tensors outside tracing.
+    Under torch.compile / torch.export / FX tracing, tensors are fakes or proxies and the call
+    goes through the registered custom op instead, as do tensors that require grad (the ops have
+    no backward: torch then says so instead of a result silently cut from the graph)."""
+    if torch.compiler.is_compiling():
+        return False
+    for t in tensors:
+        if t is not None and (type(t) is not torch.Tensor or t.requires_grad):
+            return False
+    return True
 
 
 def _ref(v):
@@ -153,7 +173,7 @@ def _launch(cpu_fn: str, cuda_fn: str, x: torch.Tensor, args, attrs, y: torch.Te
     elif dev.type == "cuda":
         lib = _cuda_lib()
         st = _state(lib, dev)
-        stream = ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream)
+        stream = ctypes.c_void_p(_raw_stream(dev.index if dev.index is not None else torch.cuda.current_device()))
         fn = getattr(lib, cuda_fn)
         call = (ctypes.byref(vx), *[_ref(v) for v in views], ctypes.byref(attrs), ctypes.byref(vy), stream, st)
         if dev.index is None or dev.index == torch.cuda.current_device():
@@ -260,9 +280,14 @@ def rotary_embedding(x, cos_cache, sin_cache, position_ids=None, *, interleaved=
     c, s = _tensor(cos_cache, "cos_cache"), _tensor(sin_cache, "sin_cache")
     p = _ids(position_ids, x, "position_ids")
     a = (int(interleaved), int(rotary_embedding_dim), int(num_heads), int(inverse))
+    if out is not None:
+        _check_out(out, x)
+    if _eager(x, c, s, p, out):
+        y = torch.empty_like(x) if out is None else out
+        _rotary(x, c, s, p, *a, y)
+        return y
     if out is None:
         return torch.ops.ropekit.rotary_embedding(x, c, s, p, *a)
-    _check_out(out, x)
     torch.ops.ropekit.rotary_embedding_out(x, c, s, p, *a, out)
     return out
 
@@ -275,9 +300,14 @@ def ms_rotary_embedding(x, position_ids, cos_cache, sin_cache, *, interleaved=0,
     c, s = _tensor(cos_cache, "cos_cache"), _tensor(sin_cache, "sin_cache")
     p = _ids(_tensor(position_ids, "position_ids"), x, "position_ids")
     a = (int(interleaved), int(rotary_embedding_dim), int(num_heads), float(scale), int(inverse))
+    if out is not None:
+        _check_out(out, x)
+    if _eager(x, c, s, p, out):
+        y = torch.empty_like(x) if out is None else out
+        _ms_rotary(x, p, c, s, *a, y)
+        return y
     if out is None:
         return torch.ops.ropekit.ms_rotary_embedding(x, p, c, s, *a)
-    _check_out(out, x)
     torch.ops.ropekit.ms_rotary_embedding_out(x, p, c, s, *a, out)
     return out
 
@@ -318,7 +348,10 @@ def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
         s = torch.broadcast_to(sin, (B, S, R))[..., : R // 2]
         y = torch.empty_like(x)
         yv = y if unsqueeze_dim == 1 else y.transpose(1, 2)
-        torch.ops.ropekit.rotary_embedding_out(xv, c, s, None, 0, R, 0, 0, yv)
+        if _eager(xv, c, s):
+            _rotary(xv, c, s, None, 0, R, 0, 0, yv)
+        else:
+            torch.ops.ropekit.rotary_embedding_out(xv, c, s, None, 0, R, 0, 0, yv)
         out.append(y)
     return out[0], out[1]
 
@@ -344,6 +377,7 @@ def apply_rope_with_cos_sin_cache_inplace(positions, query, key, head_size, cos_
         raise Error(3, f"positions must be 1D (nnz,), got {tuple(positions.shape)}")
     p = _ids(positions, query, "positions").unsqueeze(0)  # (1, nnz)
     c, s = cache[:, : R // 2], cache[:, R // 2:]
+    views = []
     for name, x in (("query", query), ("key", key)):
         if x.dim() == 3:
             if x.shape[2] != head_size:
@@ -361,9 +395,27 @@ def apply_rope_with_cos_sin_cache_inplace(positions, query, key, head_size, cos_
             raise Error(3, f"{name} has {x2.shape[0]} tokens, positions has {positions.shape[0]}")
         if head_size <= 0 or x2.shape[1] % head_size:
             raise Error(3, f"{name} has {x2.shape[1]} features per token, not a multiple of head_size {head_size}")
+        views.append(x2)
+    q2, k2 = views
+    eager = _eager(q2, k2, p, c)
+    if eager and _adjacent(q2, k2):
+        # key's columns follow query's in the same rows (a packed QKV buffer): one launch for both
+        views = [q2.as_strided((q2.shape[0], q2.shape[1] + k2.shape[1]), q2.stride())]
+    for x2 in views:
         xv = x2.unsqueeze(0)  # (1, nnz, heads * head_size), a view: written in place
-        torch.ops.ropekit.ms_rotary_embedding_out(xv, p, c, s, 0 if is_neox else 1, R, x2.shape[1] // head_size,
-                                                  1.0, 0, xv)
+        a = (0 if is_neox else 1, R, x2.shape[1] // head_size, 1.0, 0)
+        if eager:
+            _ms_rotary(xv, p, c, s, *a, xv)
+        else:
+            torch.ops.ropekit.ms_rotary_embedding_out(xv, p, c, s, *a, xv)
+
+
+def _adjacent(q: torch.Tensor, k: torch.Tensor) -> bool:
+    """k is the column range right after q's in the same 2D buffer (same rows, unit column stride)."""
+    return (q.dtype == k.dtype and q.device == k.device and q.shape[0] == k.shape[0] and q.stride() == k.stride()
+            and q.stride(1) == 1 and q.numel() > 0 and k.numel() > 0
+            and k.data_ptr() == q.data_ptr() + q.shape[1] * q.element_size()
+            and q.untyped_storage().data_ptr() == k.untyped_storage().data_ptr())
 
 
 # ---- CUDA error state ------------------------------------------------------------------------

@@ -1091,33 +1091,34 @@ done:
 /* ---- tensor bytes, external data --------------------------------------------------------------
  */
 
-/* A location must be relative and stay inside the model directory, judged on its text. */
-static ropekit_status rk_check_location(const ropekit_model *m, const char *loc) {
-    if (loc[0] == '/')
-        return rk_fail(ROPEKIT_ERROR_PARSE, "%s: external data location '%s' is an absolute path",
-                       m->name, loc);
+const char *rk_location_problem(const char *loc) {
+    if (!loc || !*loc) return "has no location";
+    if (loc[0] == '/') return "is an absolute path";
     int depth = 0;
     const char *p = loc;
     while (*p) {
         const char *e = strchr(p, '/');
         size_t n = e ? (size_t)(e - p) : strlen(p);
         if (n == 2 && p[0] == '.' && p[1] == '.') {
-            if (--depth < 0)
-                return rk_fail(ROPEKIT_ERROR_PARSE,
-                               "%s: external data location '%s' leaves the "
-                               "model directory",
-                               m->name, loc);
+            if (--depth < 0) return "leaves the model directory";
         } else if (n > 0 && !(n == 1 && p[0] == '.')) {
             ++depth;
         }
         p += n + (e != NULL);
     }
-    if (depth == 0)
-        return rk_fail(ROPEKIT_ERROR_PARSE, "%s: external data location '%s' names no file",
-                       m->name, loc);
+    return depth == 0 ? "is not a file name" : NULL;
+}
+
+/* A location must be relative and stay inside the model directory, judged on its text. */
+static ropekit_status rk_check_location(const Onnx__TensorProto *t, const char *loc) {
+    const char *why = rk_location_problem(loc);
+    if (why)
+        return rk_fail(ROPEKIT_ERROR_PARSE, "tensor '%s': external data location %s: '%s'",
+                       rk_s(t->name), why, loc);
     return ROPEKIT_OK;
 }
 
+/* Messages put the cause before the directory, which can be long. */
 ropekit_status rk_tensor_bytes(const ropekit_model *m, const Onnx__TensorProto *t,
                                ropekit_tensor_bytes *out) {
     memset(out, 0, sizeof *out);
@@ -1138,43 +1139,47 @@ ropekit_status rk_tensor_bytes(const ropekit_model *m, const Onnx__TensorProto *
                        "tensor '%s' is in external file '%s' but the model has "
                        "no directory (loaded from memory)",
                        name, loc);
-    RK_TRY(rk_check_location(m, loc));
+    RK_TRY(rk_check_location(t, loc));
     int64_t offset = 0, length = -1;
     const char *s;
     if ((s = rk_tensor_external(t, "offset"))) rk_parse_u64(s, &offset); /* checked at load */
     if ((s = rk_tensor_external(t, "length"))) rk_parse_u64(s, &length);
     char *path = rk_join(m->dir, loc);
     if (!path) return RK_OOM();
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0) {
-        ropekit_status st = rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': external data %s: %s", name,
-                                    path, strerror(errno));
+        ropekit_status st =
+            rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': external data file '%s': %s (in %s)", name,
+                    loc, strerror(errno), m->dir);
         free(path);
         return st;
     }
     struct stat st;
     ropekit_status r = ROPEKIT_OK;
     if (fstat(fd, &st) != 0)
-        r = rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': %s: %s", name, path, strerror(errno));
+        r = rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': external data file '%s': %s (in %s)", name,
+                    loc, strerror(errno), m->dir);
     else if (!S_ISREG(st.st_mode))
-        r = rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': %s is not a regular file", name, path);
-    int64_t fsize = (int64_t)st.st_size;
+        r = rk_fail(ROPEKIT_ERROR_IO,
+                    "tensor '%s': external data file '%s' is %s, not a regular file (in %s)",
+                    name, loc, rk_file_kind(st.st_mode), m->dir);
+    int64_t fsize = r == ROPEKIT_OK ? (int64_t)st.st_size : 0;
     if (r == ROPEKIT_OK) {
         if (length < 0) length = offset <= fsize ? fsize - offset : -1;
         int64_t end;
         if (length < 0 || !rk_add(offset, length, &end) || end > fsize)
             r = rk_fail(ROPEKIT_ERROR_PARSE,
-                        "tensor '%s': bytes [%" PRId64 ", +%" PRId64 ") are "
-                        "outside %s (%" PRId64 " bytes)",
-                        name, offset, length, path, fsize);
+                        "tensor '%s': external data offset %" PRId64 " + length %" PRId64
+                        " is past the end of '%s' (%" PRId64 " bytes; in %s)",
+                        name, offset, length < 0 ? 0 : length, loc, fsize, m->dir);
     }
     if (r == ROPEKIT_OK) {
         int64_t want = rk_data_bytes(t->has_data_type ? t->data_type : 0, rk_tensor_numel(t));
         if (want >= 0 && want != length)
             r = rk_fail(ROPEKIT_ERROR_PARSE,
-                        "tensor '%s': %" PRId64 " bytes in %s, dims and type "
-                        "need %" PRId64,
-                        name, length, path, want);
+                        "tensor '%s': %" PRId64 " bytes in '%s', dims and type need %" PRId64
+                        " (in %s)",
+                        name, length, loc, want, m->dir);
     }
     if (r == ROPEKIT_OK && length > 0) {
         long page = sysconf(_SC_PAGESIZE);
@@ -1182,7 +1187,8 @@ ropekit_status rk_tensor_bytes(const ropekit_model *m, const Onnx__TensorProto *
         size_t maplen = (size_t)(offset + length - base);
         void *map = mmap(NULL, maplen, PROT_READ, MAP_PRIVATE, fd, (off_t)base);
         if (map == MAP_FAILED) {
-            r = rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': mmap %s: %s", name, path, strerror(errno));
+            r = rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': mmap of '%s': %s (in %s)", name, loc,
+                        strerror(errno), m->dir);
         } else {
             out->map_base_ = map;
             out->map_len_ = maplen;

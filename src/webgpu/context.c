@@ -547,11 +547,6 @@ rk_wg_kind rk_wg_kind_of(const ropekit_webgpu *ctx, ropekit_dtype dt) {
     return RK_WG_F32;
 }
 
-const char *rk_wg_kind_name(rk_wg_kind k) {
-    static const char *names[] = {"f32", "f16", "f16p", "bf16p", "f16a", "bf16a", "v4"};
-    return names[k];
-}
-
 /* ---- pipelines ------------------------------------------------------------------------------ */
 
 ropekit_status rk_wg_pipeline(ropekit_webgpu *ctx, rk_wg_layout layout, const char *key,

@@ -74,3 +74,97 @@ void rk_wgsl_unused(rk_buf *b, int binding, int writable) {
     rk_buf_printf(b, "@group(0) @binding(%d) var<storage, %s> unused_%d: array<u32>;\n", binding,
                   writable ? "read_write" : "read", binding);
 }
+
+/* ---- whole variants -------------------------------------------------------------------------- */
+
+static void prelude(rk_buf *sb, int f16, uint32_t wg, uint32_t sw, const char *arith) {
+    if (f16) rk_buf_puts(sb, "enable f16;\n");
+    rk_buf_printf(sb, "const WG: u32 = %uu;\nconst SW: u32 = %uu;\n", wg, sw);
+    rk_wgsl_add_file(sb, "common.wgsl");
+    rk_wgsl_add_file(sb, arith);
+}
+
+static const char *arith_file(rk_wg_arith a) {
+    return a == RK_ARITH_NARROW ? "arith_narrow.wgsl"
+           : a == RK_ARITH_WIDE64 ? "arith_wide64.wgsl" : "arith_exact32.wgsl";
+}
+const char *rk_wg_arith_name(rk_wg_arith a) {
+    return a == RK_ARITH_NARROW ? "narrow" : a == RK_ARITH_WIDE64 ? "wide64" : "exact32";
+}
+const char *rk_wg_rows_name(uint32_t rows_mode) {
+    static const char *names[] = {"ids2d", "offset", "table3d", "mrope"};
+    return rows_mode < 4 ? names[rows_mode] : "?";
+}
+
+void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c) {
+    prelude(s, c->xk == RK_WG_F16 || c->tk == RK_WG_F16, c->wg, c->sw, arith_file(c->ar));
+    rk_buf_printf(s, "const ROWS: u32 = %uu;\nconst HG: u32 = %uu;\n", c->rows_mode, c->hg);
+    const rk_wg_kind xv = c->vec ? RK_WG_V4 : c->xk, yv = c->vec ? RK_WG_V4 : c->yk;
+    if (c->vec) {
+        static const char *conv[] = {
+            "fn elem_to_f32(b: u32) -> f32 { return bitcast<f32>(b); }\n"
+            "fn f32_to_elem(f: f32) -> u32 { return bitcast<u32>(f); }\n",
+            "fn elem_to_f32(b: u32) -> f32 { return f16_bits_to_f32(b); }\n"
+            "fn f32_to_elem(f: f32) -> u32 { return f32_to_f16_bits(f); }\n",
+            "fn elem_to_f32(b: u32) -> f32 { return bf16_bits_to_f32(b); }\n"
+            "fn f32_to_elem(f: f32) -> u32 { return f32_to_bf16_bits(f); }\n"};
+        const unsigned ve = 16u / (unsigned)ropekit_dtype_size(c->dtype);
+        rk_buf_printf(s, "const VE: u32 = %uu;\nconst EW: u32 = %uu;\n%s", ve, ve / 4,
+                      conv[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
+    }
+    if (c->inplace) {
+        rk_wgsl_unused(s, 1, 0);
+        rk_wgsl_tensor(s, 2, "y", yv, 0, 1);
+        rk_wgsl_alias_loads(s, "x", "y", yv);
+    } else {
+        rk_wgsl_tensor(s, 1, "x", xv, 1, 0);
+        rk_wgsl_tensor(s, 2, "y", yv, 0, 1);
+    }
+    rk_wgsl_tensor(s, 3, "c", c->tk, 1, 0);
+    rk_wgsl_tensor(s, 4, "s", c->tk, 1, 0);
+    rk_buf_puts(s, "@group(0) @binding(5) var<storage, read> ids: array<u32>;\n");
+    rk_wgsl_add_file(s, "rotary_common.wgsl");
+    rk_wgsl_add_file(s, c->vec ? "rotary_vec.wgsl" : "rotary.wgsl");
+}
+
+void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c) {
+    prelude(s, c->k == RK_WG_F16, 64, c->ok == RK_WG_F16P || c->ok == RK_WG_BF16P ? 2 : 1,
+            arith_file(c->ar));
+    rk_wgsl_add_file(s, c->ar == RK_ARITH_WIDE64 ? "round64.wgsl" : "round32.wgsl");
+    if (c->q_inplace) {
+        rk_wgsl_unused(s, 1, 0);
+        rk_wgsl_tensor(s, 6, "qo", c->ok, 0, 1);
+        rk_wgsl_alias_loads(s, "q", "qo", c->ok);
+    } else {
+        rk_wgsl_tensor(s, 1, "q", c->k, 1, 0);
+        rk_wgsl_tensor(s, 6, "qo", c->ok, 0, 1);
+    }
+    if (c->kv_inplace) {
+        rk_wgsl_unused(s, 2, 0);
+        rk_wgsl_tensor(s, 7, "kvo", c->ok, 0, 1);
+        rk_wgsl_alias_loads(s, "kv", "kvo", c->ok);
+    } else {
+        rk_wgsl_tensor(s, 2, "kv", c->k, 1, 0);
+        rk_wgsl_tensor(s, 7, "kvo", c->ok, 0, 1);
+    }
+    rk_wgsl_tensor(s, 3, "w", RK_WG_F32, 1, 0);
+    rk_wgsl_tensor(s, 4, "c", RK_WG_F32, 1, 0);
+    rk_wgsl_tensor(s, 5, "s", RK_WG_F32, 1, 0);
+    rk_wgsl_add_file(s, "qknorm.wgsl");
+}
+
+void rk_wg_regroup_wgsl(rk_buf *s, const rk_wg_regroup_cfg *c) {
+    prelude(s, c->k == RK_WG_F16, c->wg, c->ok == RK_WG_F16P || c->ok == RK_WG_BF16P ? 2 : 1,
+            arith_file(c->ar));
+    rk_buf_printf(s, "const UE: u32 = %uu;\n", c->ue);
+    rk_wgsl_tensor(s, 1, "x", c->k, 1, 0);
+    rk_wgsl_tensor(s, 2, "o", c->ok, 0, 1);
+    rk_wgsl_tensor(s, 3, "c", RK_WG_F32, 1, 0);
+    rk_wgsl_tensor(s, 4, "s", RK_WG_F32, 1, 0);
+    rk_wgsl_add_file(s, "regroup.wgsl");
+}
+
+const char *rk_wg_kind_name(rk_wg_kind k) {
+    static const char *names[] = {"f32", "f16", "f16p", "bf16p", "f16a", "bf16a", "v4"};
+    return names[k];
+}

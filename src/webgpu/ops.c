@@ -52,21 +52,6 @@ static ropekit_status check_writable_ranges(const rk_wg_binding *b, int n, unsig
     return ROPEKIT_OK;
 }
 
-static void prelude(rk_buf *sb, int f16, uint32_t wg, uint32_t sw, const char *arith) {
-    if (f16) rk_buf_puts(sb, "enable f16;\n");
-    rk_buf_printf(sb, "const WG: u32 = %uu;\nconst SW: u32 = %uu;\n", wg, sw);
-    rk_wgsl_add_file(sb, "common.wgsl");
-    rk_wgsl_add_file(sb, arith);
-}
-
-static const char *arith_file(rk_wg_arith a) {
-    return a == RK_ARITH_NARROW ? "arith_narrow.wgsl"
-           : a == RK_ARITH_WIDE64 ? "arith_wide64.wgsl" : "arith_exact32.wgsl";
-}
-static const char *arith_name(rk_wg_arith a) {
-    return a == RK_ARITH_NARROW ? "narrow" : a == RK_ARITH_WIDE64 ? "wide64" : "exact32";
-}
-
 /* ---- rotary: RotaryEmbedding (both), MRotaryEmbedding ----------------------------------------- */
 
 /* Heads per invocation (HG): they share the index arithmetic and the cos/sin loads, and their
@@ -177,41 +162,16 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     memcpy(&prm[32], &p->scale, 4);
     prm[33] = (uint32_t)ng;
 
-    static const char *rows_names[] = {"ids2d", "offset", "table3d", "mrope"};
     char key[160];
-    snprintf(key, sizeof key, "rotary %s x=%s y=%s t=%s %s%s %s wg%u", rows_names[rows_mode],
-             rk_wg_kind_name(xk), rk_wg_kind_name(yk), rk_wg_kind_name(tk), arith_name(ar),
+    snprintf(key, sizeof key, "rotary %s x=%s y=%s t=%s %s%s %s wg%u", rk_wg_rows_name(rows_mode),
+             rk_wg_kind_name(xk), rk_wg_kind_name(yk), rk_wg_kind_name(tk), rk_wg_arith_name(ar),
              vec ? " vec16" : "", inplace ? "inplace" : "outofplace", ctx->wg);
     WGPUComputePipeline pipe;
     {
+        const rk_wg_rotary_cfg cfg = {rows_mode, xk, yk, tk, ar, vec, inplace, ctx->wg, sw,
+                                      (uint32_t)hg, p->dtype};
         rk_buf s = {0};
-        prelude(&s, xk == RK_WG_F16 || tk == RK_WG_F16, ctx->wg, sw, arith_file(ar));
-        rk_buf_printf(&s, "const ROWS: u32 = %uu;\nconst HG: u32 = %lldu;\n", rows_mode, (long long)hg);
-        const rk_wg_kind xv = vec ? RK_WG_V4 : xk, yv = vec ? RK_WG_V4 : yk;
-        if (vec) {
-            static const char *conv[] = {
-                "fn elem_to_f32(b: u32) -> f32 { return bitcast<f32>(b); }\n"
-                "fn f32_to_elem(f: f32) -> u32 { return bitcast<u32>(f); }\n",
-                "fn elem_to_f32(b: u32) -> f32 { return f16_bits_to_f32(b); }\n"
-                "fn f32_to_elem(f: f32) -> u32 { return f32_to_f16_bits(f); }\n",
-                "fn elem_to_f32(b: u32) -> f32 { return bf16_bits_to_f32(b); }\n"
-                "fn f32_to_elem(f: f32) -> u32 { return f32_to_bf16_bits(f); }\n"};
-            rk_buf_printf(&s, "const VE: u32 = %lldu;\nconst EW: u32 = %lldu;\n%s", (long long)ve, (long long)ve / 4,
-                          conv[p->dtype == ROPEKIT_FLOAT32 ? 0 : p->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
-        }
-        if (inplace) {
-            rk_wgsl_unused(&s, 1, 0);
-            rk_wgsl_tensor(&s, 2, "y", yv, 0, 1);
-            rk_wgsl_alias_loads(&s, "x", "y", yv);
-        } else {
-            rk_wgsl_tensor(&s, 1, "x", xv, 1, 0);
-            rk_wgsl_tensor(&s, 2, "y", yv, 0, 1);
-        }
-        rk_wgsl_tensor(&s, 3, "c", tk, 1, 0);
-        rk_wgsl_tensor(&s, 4, "s", tk, 1, 0);
-        rk_buf_puts(&s, "@group(0) @binding(5) var<storage, read> ids: array<u32>;\n");
-        rk_wgsl_add_file(&s, "rotary_common.wgsl");
-        rk_wgsl_add_file(&s, vec ? "rotary_vec.wgsl" : "rotary.wgsl");
+        rk_wg_rotary_wgsl(&s, &cfg);
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
                                   : rk_wg_pipeline(ctx, RK_LAYOUT_ROTARY, key, s.p, &pipe);
         free(s.p);
@@ -332,7 +292,6 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
                      in_runs_of(2, p.kvos, 2, p.kvos[2], kvo0);
         if (!paired) ok_ = atomic_of(k);
     }
-    const uint32_t sw = is_packed(ok_) ? 2 : 1;
     int64_t rows = p.B * p.S;
     if (rows > (int64_t)UINT32_MAX / (p.num_heads + 1))
         return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many rows for the WebGPU kernel");
@@ -359,33 +318,13 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
 
     char key[160];
     const rk_wg_arith ar = ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_EXACT32;
-    snprintf(key, sizeof key, "qknorm x=%s y=%s %s q_%s kv_%s", rk_wg_kind_name(k), rk_wg_kind_name(ok_), arith_name(ar),
+    snprintf(key, sizeof key, "qknorm x=%s y=%s %s q_%s kv_%s", rk_wg_kind_name(k), rk_wg_kind_name(ok_), rk_wg_arith_name(ar),
              q_inplace ? "inplace" : "outofplace", kv_inplace ? "inplace" : "outofplace");
     WGPUComputePipeline pipe;
     {
+        const rk_wg_qknorm_cfg cfg = {k, ok_, ar, q_inplace, kv_inplace};
         rk_buf s = {0};
-        prelude(&s, k == RK_WG_F16, 64, sw, arith_file(ar));
-        rk_wgsl_add_file(&s, ar == RK_ARITH_WIDE64 ? "round64.wgsl" : "round32.wgsl");
-        if (q_inplace) {
-            rk_wgsl_unused(&s, 1, 0);
-            rk_wgsl_tensor(&s, 6, "qo", ok_, 0, 1);
-            rk_wgsl_alias_loads(&s, "q", "qo", ok_);
-        } else {
-            rk_wgsl_tensor(&s, 1, "q", k, 1, 0);
-            rk_wgsl_tensor(&s, 6, "qo", ok_, 0, 1);
-        }
-        if (kv_inplace) {
-            rk_wgsl_unused(&s, 2, 0);
-            rk_wgsl_tensor(&s, 7, "kvo", ok_, 0, 1);
-            rk_wgsl_alias_loads(&s, "kv", "kvo", ok_);
-        } else {
-            rk_wgsl_tensor(&s, 2, "kv", k, 1, 0);
-            rk_wgsl_tensor(&s, 7, "kvo", ok_, 0, 1);
-        }
-        rk_wgsl_tensor(&s, 3, "w", RK_WG_F32, 1, 0);
-        rk_wgsl_tensor(&s, 4, "c", RK_WG_F32, 1, 0);
-        rk_wgsl_tensor(&s, 5, "s", RK_WG_F32, 1, 0);
-        rk_wgsl_add_file(&s, "qknorm.wgsl");
+        rk_wg_qknorm_wgsl(&s, &cfg);
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
                                   : rk_wg_pipeline(ctx, RK_LAYOUT_QKNORM, key, s.p, &pipe);
         free(s.p);
@@ -466,18 +405,13 @@ ropekit_status ropekit_webgpu_inverse_rotary_regroup(ropekit_webgpu *ctx,
     }
     char key[160];
     snprintf(key, sizeof key, "regroup x=%s y=%s %s ue%u wg%u", rk_wg_kind_name(k),
-             rk_wg_kind_name(ok_), arith_name(ar), ue,
+             rk_wg_kind_name(ok_), rk_wg_arith_name(ar), ue,
              ctx->wg);
     WGPUComputePipeline pipe;
     {
+        const rk_wg_regroup_cfg cfg = {k, ok_, ar, ue, ctx->wg};
         rk_buf s = {0};
-        prelude(&s, k == RK_WG_F16, ctx->wg, is_packed(ok_) ? 2 : 1, arith_file(ar));
-        rk_buf_printf(&s, "const UE: u32 = %uu;\n", ue);
-        rk_wgsl_tensor(&s, 1, "x", k, 1, 0);
-        rk_wgsl_tensor(&s, 2, "o", ok_, 0, 1);
-        rk_wgsl_tensor(&s, 3, "c", RK_WG_F32, 1, 0);
-        rk_wgsl_tensor(&s, 4, "s", RK_WG_F32, 1, 0);
-        rk_wgsl_add_file(&s, "regroup.wgsl");
+        rk_wg_regroup_wgsl(&s, &cfg);
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
                                   : rk_wg_pipeline(ctx, RK_LAYOUT_REGROUP, key, s.p, &pipe);
         free(s.p);

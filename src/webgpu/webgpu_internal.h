@@ -107,4 +107,32 @@ void rk_wgsl_alias_loads(rk_buf *b, const char *name, const char *var_of, rk_wg_
 /* A placeholder declaration for a binding the variant does not read. */
 void rk_wgsl_unused(rk_buf *b, int binding, int writable);
 
+
+/* ---- whole variants (kernels.c): the text one pipeline is built from. The C host and the
+ * kernel packages (tools/webgpu_package.c, for the JavaScript runner) assemble it here. ---- */
+typedef struct rk_wg_rotary_cfg {
+    uint32_t rows_mode;        /* 0 ids2d, 1 offset, 2 table3d, 3 mrope */
+    rk_wg_kind xk, yk, tk;     /* x, y and table storage (x and y become V4 when vec) */
+    rk_wg_arith ar;
+    int vec, inplace;
+    uint32_t wg, sw, hg;       /* workgroup size, elements per store, heads per invocation */
+    ropekit_dtype dtype;       /* x's dtype (the vector kernel's element conversions) */
+} rk_wg_rotary_cfg;
+typedef struct rk_wg_qknorm_cfg {
+    rk_wg_kind k, ok;          /* input and output storage */
+    rk_wg_arith ar;
+    int q_inplace, kv_inplace;
+} rk_wg_qknorm_cfg;
+typedef struct rk_wg_regroup_cfg {
+    rk_wg_kind k, ok;
+    rk_wg_arith ar;
+    uint32_t ue, wg;           /* features per invocation, workgroup size */
+} rk_wg_regroup_cfg;
+
+void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c);
+void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c);
+void rk_wg_regroup_wgsl(rk_buf *s, const rk_wg_regroup_cfg *c);
+const char *rk_wg_arith_name(rk_wg_arith a);
+const char *rk_wg_rows_name(uint32_t rows_mode);
+
 #endif

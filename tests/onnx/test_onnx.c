@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../check.h"
+#include "config_json.h"
 #include "onnx_internal.h"
 
 static const char *g_src = ".";
@@ -505,6 +506,11 @@ static void expect_inspect(Onnx__ModelProto *mp, ropekit_status want, const char
     tm_free(mp);
 }
 
+static void rename_node(Onnx__NodeProto *n, const char *name) {
+    free(n->name);
+    n->name = rk_strdup(name);
+}
+
 static void test_crafted(void) {
     Onnx__ModelProto *m;
     float f4[4] = {1, 2, 3, 4};
@@ -555,6 +561,36 @@ static void test_crafted(void) {
     m = tm_relu();
     push((void ***)&m->graph->output, &m->graph->n_output, tm_vi("nowhere", 0, -1, NULL, NULL));
     expect_inspect(m, ROPEKIT_ERROR_PARSE, "'nowhere'", "dangling graph output");
+
+    /* cycles: a self-loop, a two-node cycle (named), and a 20000-node ring (linear time) */
+    m = tm_relu();
+    rename_node(tm_node(m, "Add", "x", "s", "s"), "selfish");
+    expect_inspect(m, ROPEKIT_ERROR_PARSE, "node 1 'selfish' (Add) reads its own output",
+                   "self-loop");
+    m = tm_relu();
+    rename_node(tm_node(m, "Add", "x", "b", "a"), "first");
+    rename_node(tm_node(m, "Neg", "a", NULL, "b"), "second");
+    tm_node(m, "Relu", "b", NULL, "after");
+    expect_inspect(m, ROPEKIT_ERROR_PARSE, "the nodes form a cycle: node ", "two-node cycle");
+    {
+        m = tm_relu();
+        enum { RING = 20000 };
+        char in[32], out[32];
+        for (int i = 0; i < RING; ++i) {
+            snprintf(in, sizeof in, "r%d", (i + RING - 1) % RING);
+            snprintf(out, sizeof out, "r%d", i);
+            tm_node(m, "Neg", in, NULL, out);
+        }
+        expect_inspect(m, ROPEKIT_ERROR_PARSE, "(20000 of 20001 nodes", "20000-node ring");
+        /* the same chain without the back edge is fine */
+        m = tm_relu();
+        for (int i = 0; i < RING; ++i) {
+            snprintf(in, sizeof in, i ? "r%d" : "x", i - 1);
+            snprintf(out, sizeof out, "r%d", i);
+            tm_node(m, "Neg", in, NULL, out);
+        }
+        expect_inspect(m, ROPEKIT_OK, NULL, "20000-node chain");
+    }
 
     /* a subgraph reading a name defined nowhere */
     m = tm_relu();
@@ -707,10 +743,10 @@ static void test_external(void) {
         } bad[] = {{"abs", "absolute", ROPEKIT_ERROR_PARSE},
                    {"escape", "leaves the model directory", ROPEKIT_ERROR_PARSE},
                    {"escape2", "leaves the model directory", ROPEKIT_ERROR_PARSE},
-                   {"beyond", "outside", ROPEKIT_ERROR_PARSE},
+                   {"beyond", "past the end", ROPEKIT_ERROR_PARSE},
                    {"missing", "No such file", ROPEKIT_ERROR_IO},
                    {"whole", "need 16", ROPEKIT_ERROR_PARSE},
-                   {"dir_only", "names no file", ROPEKIT_ERROR_PARSE},
+                   {"dir_only", "is not a file name", ROPEKIT_ERROR_PARSE},
                    {"x", "no initializer", ROPEKIT_ERROR_INVALID_ATTRIBUTE}};
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
             ropekit_status s = ropekit_model_initializer_bytes(m, bad[i].name, &b);
@@ -1324,6 +1360,60 @@ static void test_subgraph_consumers(void) {
     ropekit_model_free(m);
 }
 
+/* ---- G. config.json values -------------------------------------------------------------------
+ */
+
+static void test_config(void) {
+    const struct {
+        const char *json, *needle;
+        int64_t want;
+    } cases[] = {
+        {"{\"max_position_embeddings\": 4096}", "max_position_embeddings 4096", 4096},
+        {"{\"max_position_embeddings\": -5}", "max_position_embeddings is -5, not a positive integer", 0},
+        {"{\"max_position_embeddings\": \"2048\"}", "max_position_embeddings is the string \"2048\", not a number", 0},
+        {"{\"max_position_embeddings\": 1e300}", "max_position_embeddings is 1e300, not a positive integer (out of range)", 0},
+        {"{\"max_position_embeddings\": 9.3e18}", "(out of range)", 0},
+        {"{\"max_position_embeddings\": 2048.5}", "is 2048.5, not a positive integer", 0},
+        {"{\"max_position_embeddings\": 0}", "is 0, not a positive integer", 0},
+        {"{\"max_position_embeddings\": NaN}", "gives no max_position_embeddings", 0},
+        {"{\"hidden_size\": 64}", "gives no max_position_embeddings", 0},
+        {"{\"text_config\": {\"max_position_embeddings\": -1}}", "is -1, not a positive integer (in text_config)", 0},
+        {"{\"n_positions\": 1024}", "max_position_embeddings 1024", 1024},
+        /* scaling fields out of range are ignored, never converted */
+        {"{\"max_position_embeddings\": 100, \"rope_scaling\": {\"type\": \"linear\", \"factor\": 1e300, "
+         "\"original_max_position_embeddings\": 1e300}}", "max_position_embeddings 100", 100},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        rk_hf_config cfg;
+        char how[256] = "";
+        ropekit_status s = rk_hf_config_parse(cases[i].json, strlen(cases[i].json), "c.json", &cfg);
+        int64_t got = s == ROPEKIT_OK ? rk_hf_config_max_positions(&cfg, how, sizeof how) : -1;
+        CHECK(s == ROPEKIT_OK && got == cases[i].want && strstr(how, cases[i].needle),
+              "config %s: got %lld '%s', want %lld '%s'", cases[i].json, (long long)got, how,
+              (long long)cases[i].want, cases[i].needle);
+    }
+    /* a directory, a FIFO, a missing file */
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/ropekit_cfg_XXXXXX");
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    rk_hf_config cfg;
+    CHECK(rk_hf_config_read(dir, &cfg) == ROPEKIT_ERROR_IO &&
+              strstr(ropekit_last_error(), "is a directory; pass the config file itself"),
+          "config dir: %s", ropekit_last_error());
+    char *fifo = path2(dir, "fifo.json"), *none = path2(dir, "none.json");
+    CHECK(mkfifo(fifo, 0644) == 0, "mkfifo");
+    CHECK(rk_hf_config_read(fifo, &cfg) == ROPEKIT_ERROR_IO &&
+              strstr(ropekit_last_error(), "not a regular file"),
+          "config FIFO (never blocks): %s", ropekit_last_error());
+    CHECK(rk_hf_config_read(none, &cfg) == ROPEKIT_ERROR_IO &&
+              strstr(ropekit_last_error(), "No such file"),
+          "config missing: %s", ropekit_last_error());
+    unlink(fifo);
+    rmdir(dir);
+    free(fifo);
+    free(none);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) g_src = argv[1];
     umask(022);
@@ -1339,5 +1429,6 @@ int main(int argc, char **argv) {
     test_destinations();
     test_graph();
     test_subgraph_consumers();
+    test_config();
     return REPORT();
 }
