@@ -33,6 +33,8 @@ if [ "${1:-}" = "--python" ]; then
     dpkg -s libvulkan1 >/dev/null 2>&1 || need+=(libvulkan1)
     dpkg -s libegl-mesa0 >/dev/null 2>&1 || need+=(libegl-mesa0)
     dpkg -s libegl1 >/dev/null 2>&1 || need+=(libegl1)
+    # browser suite (tests/browser): Debian's chromium, driven by Playwright from .venv
+    [ -x /usr/lib/chromium/chromium ] || need+=(chromium)
 fi
 if [ ${#need[@]} -gt 0 ]; then
     echo "bootstrap: installing ${need[*]}"

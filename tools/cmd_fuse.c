@@ -58,7 +58,7 @@ static int parse_i64(const char *s, int64_t *out) {
 
 int ropekit_cmd_fuse(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *config = NULL;
-    int json = 0;
+    int json = 0, fixed = 0;
     ropekit_fuse_options o = ROPEKIT_FUSE_OPTIONS_INIT;
     ropekit_save_options so = ROPEKIT_SAVE_OPTIONS_INIT;
     int options = 1;
@@ -82,6 +82,8 @@ int ropekit_cmd_fuse(int argc, char **argv) {
             json = 1;
         } else if (!strcmp(a, "--dry-run")) {
             o.dry_run = 1;
+        } else if (!strcmp(a, "--fixed-table")) {
+            fixed = 1;
         } else if (!strcmp(a, "--max-positions") || !strcmp(a, "--config") || !strcmp(a, "--target")) {
             if (i + 1 >= argc) return fuse_usage("%s needs a value", a);
             const char *v = argv[++i];
@@ -92,8 +94,10 @@ int ropekit_cmd_fuse(int argc, char **argv) {
                     o.target = ROPEKIT_FUSE_TARGET_ORT;
                 else if (!strcmp(v, "onnx"))
                     o.target = ROPEKIT_FUSE_TARGET_ONNX;
+                else if (!strcmp(v, "ropekit")) /* ai.ropekit ops, run by libropekit_ort */
+                    o.target = ROPEKIT_FUSE_TARGET_ROPEKIT;
                 else
-                    return fuse_usage("--target must be 'ort' or 'onnx', not '%s'", v);
+                    return fuse_usage("--target must be 'ort', 'onnx' or 'ropekit', not '%s'", v);
             } else if (!parse_i64(v, &o.max_positions) || o.max_positions <= 0) {
                 return fuse_usage("--max-positions needs a positive integer, not '%s'", v);
             }
@@ -106,7 +110,12 @@ int ropekit_cmd_fuse(int argc, char **argv) {
     if (!out && !o.dry_run) return fuse_usage("%s", "missing the output file (or --dry-run)");
     if (out && !*out) return fuse_usage("%s", "the output path is empty");
     char *found = NULL;
-    if (!config && o.max_positions == 0) config = found = find_config(in);
+    /* a fixed table (its length from --max-positions, --config or a config.json beside IN)
+     * only when asked for; the default needs no length */
+    if (o.max_positions == 0 && (fixed || config)) {
+        o.max_positions = ROPEKIT_FUSE_TABLE_FROM_CONFIG;
+        if (!config) config = found = find_config(in);
+    }
     o.config_path = config;
 
     ropekit_model *m = NULL;

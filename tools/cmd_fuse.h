@@ -8,8 +8,10 @@
 #define ROPEKIT_FUSE_SUMMARY                                                                   \
     "Replace the RoPE subgraphs of a model with fused com.microsoft.RotaryEmbedding /\n"      \
     "MRotaryEmbedding nodes (ai.onnx.RotaryEmbedding with --target onnx, opset >= 23\n"       \
-    "models only). Tables are built from the model's own inv_freq; their length is\n"         \
-    "--max-positions, else from --config or a config.json next to the model (IN's\n"          \
+    "models only). By default the fused node reads the graph's own per-call cos/sin\n"       \
+    "rows (no table, no position limit, any angle source). --fixed-table builds tables\n"    \
+    "from the model's own inv_freq instead; their length is --max-positions (implies\n"      \
+    "it), else from --config (implies it) or a config.json next to the model (IN's\n"         \
     "stem + .config.json, then config.json), else 4096 with a warning. Prints each\n"        \
     "site (fused, or skipped with the reason), every Cos/Sin value left unfused with\n"      \
     "its reason, and node counts; --json for programs; warnings on stderr. Every site\n"     \

@@ -11,7 +11,7 @@ import pathlib
 
 from . import Error, _libpath
 
-_TARGETS = {"ort": 0, "onnx": 1}
+_TARGETS = {"ort": 0, "onnx": 1, "ropekit": 2}
 _onnx = None
 
 
@@ -98,11 +98,13 @@ def fuse(src, dst=None, *, max_positions=None, config=None, target="ort", dry_ru
     (a Hugging Face config.json), else from the config found next to `src` (SRC's stem +
     '.config.json', then config.json in its directory), else 4096 with a warning in the report.
     target: 'ort' (com.microsoft.RotaryEmbedding, stock onnxruntime) or 'onnx' (ai.onnx
-    RotaryEmbedding, only for opset >= 23 models). dry_run: match and report, write nothing
+    RotaryEmbedding, only for opset >= 23 models) or 'ropekit' (the ai.ropekit ops of
+    libropekit_ort). DeepSeek-V4 attention becomes QKNormRotaryEmbedding / InverseRotaryRegroup,
+    which need libropekit_ort (ropekit.ort_custom_ops_library()) in every target. dry_run: match and report, write nothing
     (`dst` may then be None). Sites that cannot be fused are left as they were and reported with
     the reason; that is not an error. Errors raise ropekit.Error with the library's message."""
     if target not in _TARGETS:
-        raise Error(2, f"target must be 'ort' or 'onnx', not {target!r}")
+        raise Error(2, f"target must be 'ort', 'onnx' or 'ropekit', not {target!r}")
     if max_positions is not None:
         if isinstance(max_positions, bool) or not isinstance(max_positions, int) or max_positions <= 0:
             raise Error(2, f"max_positions must be a positive integer, not {max_positions!r}")

@@ -23,18 +23,14 @@ _ENV = {"ropekit": "ROPEKIT_LIB", "ropekit_onnx": "ROPEKIT_ONNX_LIB", "ropekit_c
 def candidates(name: str) -> list[pathlib.Path]:
     """Where libNAME.so is looked for, in order."""
     fname = f"lib{name}.so"
-    own = os.environ.get(_ENV.get(name, ""), "") if name in _ENV else ""
-    if own:
+    own = os.environ.get(_ENV[name], "") if name in _ENV else ""
+    if own:  # an explicit choice is never silently replaced by another library
         return [pathlib.Path(own)]
     out = []
     env = os.environ.get("ROPEKIT_LIB")
     if env:
-        p = pathlib.Path(env)
-        if name == "ropekit":
-            return [p]  # an explicit choice is never silently replaced by another library
-        out.append(p.parent / fname)
-    out += [_HERE / fname, _HERE / "lib" / fname, _HERE.parent.parent / "build" / fname]
-    return out
+        out.append(pathlib.Path(env).parent / fname)
+    return out + [_HERE / fname, _HERE / "lib" / fname, _HERE.parent.parent / "build" / fname]
 
 
 def find(name: str) -> pathlib.Path | None:

@@ -126,11 +126,12 @@ except AttributeError:  # pragma: no cover
 def _eager(*tensors) -> bool:
     """Call the C library directly (no dispatcher round trip): plain tensors outside tracing.
     Under torch.compile / torch.export / FX tracing, tensors are fakes or proxies and the call
-    goes through the registered custom op instead."""
+    goes through the registered custom op instead, as do tensors that require grad (the ops have
+    no backward: torch then says so instead of a result silently cut from the graph)."""
     if torch.compiler.is_compiling():
         return False
     for t in tensors:
-        if t is not None and type(t) is not torch.Tensor:
+        if t is not None and (type(t) is not torch.Tensor or t.requires_grad):
             return False
     return True
 

@@ -23,7 +23,8 @@
 /* Where a site's cos/sin come from. */
 typedef enum rk_angle_kind {
     RK_ANGLES_INV_FREQ = 1, /* angle = float(position) * inv_freq[k] (on the fly in the graph) */
-    RK_ANGLES_TABLE = 2     /* rows of a constant table in the graph, gathered by position */
+    RK_ANGLES_TABLE = 2,    /* rows of a constant table in the graph, gathered by position */
+    RK_ANGLES_ROWS = 3      /* the graph's own per-call cos/sin (site->cos_term, sin_term) */
 } rk_angle_kind;
 
 typedef struct rk_angles {
@@ -54,10 +55,18 @@ typedef struct rk_site {
     int64_t rotary_dim; /* R */
     int64_t head_size;  /* H, -1 if unknown */
     int64_t num_heads;  /* N, -1 if unknown */
+    int64_t xdims[4];   /* x's inferred dims (-1 unknown; static exports: all known) */
     int32_t elem_type;  /* T of x and of the tables (ONNX data type), 0 if unknown */
     rk_angles angles;
     int angles_ok;            /* the angle source was verified */
     int verified;             /* checked numerically (match_verify.c) */
+    /* the tensors that multiply x and rot(x), before the broadcast over heads: (B', S, W) or
+     * (S, W) with B' 1 or B; W = R with duplicated halves / pairs (term_full) or R/2 */
+    char *cos_term, *sin_term;
+    int term_full;
+    int probe_mrope; /* per-call rows of an M-RoPE site: its positions are (3, B, S) */
+    int64_t probe_limit; /* per-call rows: probe positions below this (a graph table's rows), 0 */
+    char angle_reason[RK_REASON]; /* why the angle source is not a known table (table mode) */
     char reason[RK_REASON];   /* why it cannot be fused ("" when it can) */
     /* results */
     int fused;
@@ -196,5 +205,15 @@ void rk_sites_verify(const rk_graph *ix, rk_site *sites, size_t n, int64_t table
  * fills *site (owned) and returns 1. site->reason is set when the site cannot be fused. */
 int rk_match_rotate_half(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site *site);
 int rk_match_interleaved(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site *site);
+
+/* ---- DeepSeek-V4 attention (match_qknorm.c) ----------------------------------------------- */
+/* Find each layer's q/kv norm + RoPE and output inverse rotation + regroup, verify them
+ * numerically, and (unless dry_run) replace them with QKNormRotaryEmbedding /
+ * InverseRotaryRegroup of `domain`. One report line per site into log. Ends the match memo
+ * (rk_match_end) before changing the graph. */
+ropekit_status rk_fuse_qknorm(rk_graph *ix, const char *domain, int dry_run, rk_buf *log,
+                              int64_t *n_found, int64_t *n_fused);
+/* Set (or add) a metadata_props entry of the model. */
+ropekit_status rk_model_set_metadata(Onnx__ModelProto *m, const char *key, const char *value);
 
 #endif

@@ -28,6 +28,8 @@ void rk_site_free(rk_site *s) {
     free(s->output);
     free(s->anchor);
     free(s->fused_node);
+    free(s->cos_term);
+    free(s->sin_term);
     rk_angles_free(&s->angles);
     memset(s, 0, sizeof *s);
 }

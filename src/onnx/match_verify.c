@@ -18,8 +18,11 @@
 
 #include "fuse_internal.h"
 
-#define PROBE_B 2
-#define PROBE_S 3
+/* batch and sequence of the probes: 2 x 3, or the graph's own where its shapes are static */
+static _Thread_local int64_t tl_probe_b = 2, tl_probe_s = 3;
+#define PROBE_B tl_probe_b
+#define PROBE_S tl_probe_s
+#define PROBE_MAX_BS 1024
 #define PROBE_MAX_POS 8192
 #define MAX_ELEMS ((int64_t)1 << 22)
 #define BUDGET ((int64_t)1 << 25)
@@ -41,6 +44,13 @@ static void name_dims(rk_eval *e, const rk_graph *ix, const char *name, const in
             d->dim_param && d->dim_param[0])
             rk_eval_set_dim(e, d->dim_param, probe[i]);
     }
+}
+
+/* the site's static batch and sequence where known, else 2 x 3 */
+static void probe_bs(const rk_site *s, int64_t *b, int64_t *t) {
+    int64_t B = s->xdims[0], S = s->layout == RK_LAYOUT_BSNH ? s->xdims[1] : s->xdims[2];
+    *b = B > 0 ? B : 2;
+    *t = S > 0 ? S : 3;
 }
 
 static uint32_t lcg(uint32_t *s) {
@@ -109,18 +119,19 @@ static void cache_free(table_cache *tc) {
 
 /* run the fused operator on x (T bytes) -> y (T bytes) */
 static ropekit_status run_fused(table_cache *tc, const rk_site *s, const int64_t *xdims, void *x,
-                                void *y, const double *pos, int64_t npos, int64_t table_rows) {
+                                void *y, const double *pos, int64_t npos, int64_t table_rows,
+                                char *rows_cos, char *rows_sin, int64_t n_rows) {
     ropekit_dtype dt = to_dtype(s->elem_type);
-    char *cb = NULL, *sb = NULL;
-    int64_t rows = 0, maxp = 0;
+    char *cb = rows_cos, *sb = rows_sin;
+    int64_t rows = n_rows, maxp = 0;
     for (int64_t i = 0; i < npos; ++i) maxp = pos[i] > (double)maxp ? (int64_t)pos[i] : maxp;
     /* an inv_freq table's first rows do not depend on its length: build only what is read */
     int64_t P = s->angles.kind == RK_ANGLES_TABLE ? 0 : (maxp + 1 < table_rows ? maxp + 1 : table_rows);
-    RK_TRY(cached_tables(tc, s, P, &cb, &sb, &rows));
+    if (!rows_cos) RK_TRY(cached_tables(tc, s, P, &cb, &sb, &rows));
     int64_t tshape[2] = {rows, s->angles.half};
     ropekit_tensor ct = ropekit_tensor_contiguous(cb, dt, 2, tshape);
     ropekit_tensor st = ropekit_tensor_contiguous(sb, dt, 2, tshape);
-    int64_t pids[3 * PROBE_B * PROBE_S];
+    int64_t pids[3 * PROBE_MAX_BS];
     for (int64_t i = 0; i < npos; ++i) pids[i] = (int64_t)pos[i];
     int64_t pshape[3] = {3, PROBE_B, PROBE_S};
     ropekit_tensor pt = s->angles.mrope ? ropekit_tensor_contiguous(pids, ROPEKIT_INT64, 3, pshape)
@@ -178,7 +189,53 @@ static void verify_one(table_cache *tc, rk_eval *e, rk_site *s, const int64_t *x
         return;
     }
     for (int64_t i = 0; i < n; ++i) rk_store(xb, dt, i, (float)xv[i]);
-    ropekit_status r = run_fused(tc, s, xdims, xb, yb, pos, npos, table_rows);
+    char *rc = NULL, *rs = NULL;
+    int64_t n_rows = 0;
+    double rpos[3 * PROBE_MAX_BS];
+    if (s->angles.kind == RK_ANGLES_ROWS) {
+        /* the graph's own rows for these probes, as the rewrite feeds them, and the identity index */
+        const rk_ten *tcos = rk_eval_get(e, s->cos_term), *tsin = tcos ? rk_eval_get(e, s->sin_term) : NULL;
+        int64_t W = s->term_full ? s->rotary_dim : s->rotary_dim / 2, h = s->rotary_dim / 2;
+        if (!tcos || !tsin) {
+            refuse(s, "the site's cos/sin do not evaluate on probe inputs (%s); not fused",
+                   rk_eval_error(e));
+            free(xb), free(yb);
+            return;
+        }
+        int r = tcos->rank;
+        int64_t Bp = r == 3 ? tcos->dims[0] : 1, S = r >= 2 ? tcos->dims[r - 2] : -1;
+        int64_t lead = 1;
+        for (int q = 0; q < r - 1; ++q) lead *= tcos->dims[q];
+        if (r >= 2 && r <= 4 && S != PROBE_S) S = PROBE_S; /* rank 4: (B', 1, S, W) or (B', S, 1, W) */
+        Bp = S > 0 && lead % S == 0 ? lead / S : -1;
+        if (r < 2 || r > 4 || tsin->rank != r || memcmp(tsin->dims, tcos->dims, sizeof tcos->dims) ||
+            tcos->dims[r - 1] != W || (Bp != 1 && Bp != PROBE_B)) {
+            char d[96];
+            snprintf(d, sizeof d, "rank %d, last dim %lld for R = %lld", r,
+                     (long long)(r > 0 ? tcos->dims[r - 1] : -1), (long long)s->rotary_dim);
+            refuse(s, "the site's cos/sin are not per-token rows (B or 1, S, R) (%s)", d);
+            free(xb), free(yb);
+            return;
+        }
+        n_rows = Bp * S;
+        rc = malloc((size_t)(n_rows * h) * es + 1), rs = malloc((size_t)(n_rows * h) * es + 1);
+        if (!rc || !rs) {
+            free(rc), free(rs), free(xb), free(yb);
+            refuse(s, "%s", "out of memory while verifying the site");
+            return;
+        }
+        for (int64_t q = 0; q < n_rows; ++q)
+            for (int64_t k = 0; k < h; ++k) {
+                int64_t col = s->term_full && s->interleaved ? 2 * k : k;
+                rk_store(rc, dt, q * h + k, (float)tcos->v[q * W + col]);
+                rk_store(rs, dt, q * h + k, (float)tsin->v[q * W + col]);
+            }
+        for (int64_t b = 0; b < PROBE_B; ++b)
+            for (int64_t t = 0; t < PROBE_S; ++t) rpos[b * PROBE_S + t] = (double)((Bp == 1 ? 0 : b) * S + t);
+        pos = rpos, npos = PROBE_B * PROBE_S;
+    }
+    ropekit_status r = run_fused(tc, s, xdims, xb, yb, pos, npos, table_rows, rc, rs, n_rows);
+    free(rc), free(rs);
     if (r != ROPEKIT_OK) {
         refuse(s, "the fused operator refuses the site's probe inputs: %s", ropekit_last_error());
         free(xb), free(yb);
@@ -211,29 +268,48 @@ void rk_sites_verify(const rk_graph *ix, rk_site *sites, size_t n, int64_t table
     for (size_t first = 0; first < n; ++first) {
         rk_site *s0 = &sites[first];
         if (s0->reason[0] || !s0->angles_ok || s0->verified) continue;
-        int mrope = s0->angles.mrope;
-        int64_t L = s0->angles.kind == RK_ANGLES_TABLE ? s0->angles.rows : table_rows;
+        int64_t gb, gs;
+        probe_bs(s0, &gb, &gs);
+        if (gb * gs > PROBE_MAX_BS) {
+            refuse(s0, "%s", "the static batch x sequence of the site is too large to verify");
+            continue;
+        }
+        tl_probe_b = gb, tl_probe_s = gs;
+        int mrope = s0->angles.mrope || s0->probe_mrope, rows_mode = s0->angles.kind == RK_ANGLES_ROWS;
+        const char *pname = s0->angles.positions;
+        int64_t L = s0->angles.kind == RK_ANGLES_TABLE ? s0->angles.rows
+                    : rows_mode ? (s0->probe_limit > 0 ? s0->probe_limit : PROBE_MAX_POS) : table_rows;
         if (L <= 0) L = 1;
         e = rk_eval_new(ix, MAX_ELEMS, BUDGET);
         if (!e) {
             refuse(s0, "%s", "out of memory while verifying the site");
             continue;
         }
-        double pos[3 * PROBE_B * PROBE_S];
+        double pos[3 * PROBE_MAX_BS];
         int64_t npos, pdims[3] = {3, PROBE_B, PROBE_S};
         /* probes up to 8191 at most: far enough to expose a low-precision angle (float16 is
          * exact to 2048), cheap enough that building the probe table costs little */
         probe_positions(L < PROBE_MAX_POS ? L : PROBE_MAX_POS, mrope, pos, &npos);
-        name_dims(e, ix, s0->angles.positions, mrope ? pdims : pdims + 1, mrope ? 3 : 2);
+        int ok = 1;
+        if (pname) {
+            /* (per-call rows: positions as the graph computes them from these probes) */
+            name_dims(e, ix, pname, mrope ? pdims : pdims + 1, mrope ? 3 : 2);
+            ok = rk_eval_bind(e, pname, RK_DT_INT64, mrope ? 3 : 2, mrope ? pdims : pdims + 1, pos);
+        }
         rk_eval_set_dim(e, NULL, 4); /* other unnamed dims */
-        int ok = rk_eval_bind(e, s0->angles.positions, RK_DT_INT64, mrope ? 3 : 2,
-                              mrope ? pdims : pdims + 1, pos);
         uint32_t seed = 0x9e3779b9u;
         for (size_t i = first; i < n; ++i) {
             rk_site *s = &sites[i];
-            if (s->reason[0] || !s->angles_ok || s->verified ||
-                strcmp(s->angles.positions, s0->angles.positions) != 0 ||
-                s->angles.mrope != mrope || (s->angles.kind == RK_ANGLES_TABLE ? s->angles.rows : table_rows) != L)
+            int64_t Ls = s->angles.kind == RK_ANGLES_TABLE ? s->angles.rows
+                         : s->angles.kind == RK_ANGLES_ROWS
+                             ? (s->probe_limit > 0 ? s->probe_limit : PROBE_MAX_POS) : table_rows;
+            int64_t sb, ss;
+            probe_bs(s, &sb, &ss);
+            if (s->reason[0] || !s->angles_ok || s->verified || (!pname) != (!s->angles.positions) ||
+                sb != gb || ss != gs ||
+                (pname && strcmp(s->angles.positions, pname) != 0) ||
+                (s->angles.mrope || s->probe_mrope) != mrope ||
+                (s->angles.kind == RK_ANGLES_ROWS) != rows_mode || Ls != L)
                 continue;
             s->verified = 1;
             int64_t xdims[4];
@@ -279,4 +355,5 @@ void rk_sites_verify(const rk_graph *ix, rk_site *sites, size_t n, int64_t table
         e = NULL;
     }
     cache_free(&tc);
+    tl_probe_b = 2, tl_probe_s = 3;
 }

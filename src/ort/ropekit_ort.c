@@ -640,7 +640,7 @@ static int ORT_API_CALL rk_start_version(const OrtCustomOp *op) {
 }
 static int ORT_API_CALL rk_end_version(const OrtCustomOp *op) {
     (void)op;
-    return 2147483647;
+    return 1;
 }
 
 /* ---- the operator table ---- */
@@ -769,7 +769,12 @@ RK_EXPORT OrtStatus *ORT_API_CALL RegisterCustomOps(OrtSessionOptions *options,
     g_api = api;
     pthread_once(&g_ops_once, rk_init_ops);
     pthread_once(&g_once, rk_install_hook);
-    OrtStatus *st = rk_add_domain(options, k_ms_domain);
+    /* A custom domain named com.microsoft is accepted, but while it is registered onnxruntime
+     * (seen in 1.32) fails on models that do not import com.microsoft themselves as soon as its
+     * optimizer inserts contrib nodes ("com.microsoft:FusedMatMul(-1) is not a registered
+     * function/op"). ROPEKIT_ORT_COM_MICROSOFT=0 registers only ai.ropekit for such models. */
+    const char *ms = getenv("ROPEKIT_ORT_COM_MICROSOFT");
+    OrtStatus *st = ms && !strcmp(ms, "0") ? NULL : rk_add_domain(options, k_ms_domain);
     if (st == NULL) st = rk_add_domain(options, k_rk_domain);
     return st;
 }

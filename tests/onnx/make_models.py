@@ -241,6 +241,14 @@ def main():
     onnx.save_model(cycle_model(), os.path.join(DATA, "cycle.onnx"))
     onnx.save_model(cycle_model(self_loop=True), os.path.join(DATA, "self_loop.onnx"))
     onnx.save_model(bad_external_model(), os.path.join(DATA, "bad_external.onnx"))
+    # a RoPE seed whose graph is made cyclic: the first node reads the last node's output
+    qwen = os.path.join(CORPUS, "rope_qwen3.onnx")
+    if os.path.exists(qwen):
+        m = onnx.load(qwen)
+        first = next(n for n in m.graph.node if n.input)
+        first.input[0] = m.graph.node[-1].output[0]
+        with open(os.path.join(CORPUS, "rope_qwen3_cycle.onnx"), "wb") as f:
+            f.write(m.SerializeToString())
     for name in ("tiny_rope.onnx", "subgraph_if.onnx", "external.onnx", "cycle.onnx",
                  "self_loop.onnx", "bad_external.onnx", "not_onnx.onnx"):
         shutil.copy(os.path.join(DATA, name), os.path.join(CORPUS, name))

@@ -35,15 +35,22 @@ FUSE_ALL = [
     "ts_phi3_longrope",
     "ts_gpt_neox", "ts_phi_partial", "ts_gptj", "ts_qwen2_vl_text", "ts_qwen2_5_vl_text",
     "ts_qwen3_vl_text",
+    # longrope: the graph's own switch between the short and long factors stays in the graph
+    # (per-call rows), so the fused model computes what the original computes
+    "phi3_longrope",
 ]
-REFUSED = {"phi3_longrope": "longrope short/long factor switching"}
+# refused in the fixed-table mode (--fixed-table / --max-positions), with the reason
+REFUSED = {}
+REFUSED_FIXED_TABLE = {"phi3_longrope": "longrope short/long factor switching"}
+# fixtures whose positions are bounded by a table in the graph itself (the original fails past it)
+GRAPH_TABLE = {"gptj", "ts_gptj"}
 # Sites that are found but not fused yet; the reason the tool gives is part of the contract.
 KNOWN_GAPS = {}
 
 
 def test_every_fixture_has_an_expectation():
     names = {p.stem for p in MODELS.glob("*.onnx")}
-    listed = set(FUSE_ALL) | set(REFUSED) | set(KNOWN_GAPS)
+    listed = set(FUSE_ALL) | set(REFUSED) | set(KNOWN_GAPS) | set(REFUSED_FIXED_TABLE)
     assert names == listed, (sorted(names - listed), sorted(listed - names))
 
 
@@ -84,12 +91,13 @@ def feeds_for(sess, B, S, base, rng):
     return feeds
 
 
-def check_parity(orig, fused, fp16):
+def check_parity(orig, fused, fp16, bases=None):
     a, b = session(orig), session(fused)
     rng = np.random.default_rng(1234)
     worst = 0.0
-    for B, S in ((1, 1), (2, 7), (2, 33)):  # the fixtures were exported with S <= 8
-        base = int(rng.integers(0, 1900))   # positions stay inside the 2048-row tables
+    for k, (B, S) in enumerate(((1, 1), (2, 7), (2, 33))):  # the fixtures were exported with S <= 8
+        # positions stay inside 2048-row tables unless bases are given
+        base = int(rng.integers(0, 1900)) if bases is None else bases[k % len(bases)]
         feeds = feeds_for(a, B, S, base, rng)
         ya = a.run(None, feeds)[0].astype(np.float64)
         yb = b.run(None, feeds)[0].astype(np.float64)
@@ -115,18 +123,35 @@ def test_fuses_every_site_with_parity(name, tmp_path):
     assert report["sites_fused"] == expected, [s["reason"] for s in report["sites"]]
     fused = onnx.load(str(dst))
     assert count_ops(fused, {"RotaryEmbedding", "MRotaryEmbedding"}) == expected
-    assert count_ops(fused, {"Cos", "Sin"}) == 0, "shared Cos/Sin should be gone with their last use"
+    # per-call rows: the graph's Cos/Sin stay, read only by the fused nodes' rows
+    assert report["mode"] == "per-call rows" and report["unfused"] == [], report["unfused"]
     assert report["nodes_after"] == len(fused.graph.node) < report["nodes_before"]
     onnx.checker.check_model(fused, full_check=True)
     for level in (ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_ALL):
         session(dst, level)
     check_parity(src, dst, fp16="fp16" in name)
+    if name not in GRAPH_TABLE:  # no position cliff: far past the export and any table length
+        check_parity(src, dst, fp16="fp16" in name, bases=(70000, 150000))
 
 
-@pytest.mark.parametrize("name,reason", sorted(REFUSED.items()) + sorted(KNOWN_GAPS.items()))
-def test_sites_left_alone_with_a_reason(name, reason, tmp_path):
+@pytest.mark.parametrize("name", ["llama", "qwen3_fp16", "gptj", "ts_qwen2_vl_text", "phi_partial"])
+def test_fixed_table_mode_fuses_with_parity(name, tmp_path):
+    src, dst = MODELS / f"{name}.onnx", tmp_path / f"{name}_fixed.onnx"
+    report = run_fuse(src, dst, "--max-positions", "2048")
+    expected = fixture_info(name)["rope_sites_expected"]
+    assert report["mode"] == "fixed table" and report["sites_fused"] == expected
+    fused = onnx.load(str(dst))
+    assert count_ops(fused, {"Cos", "Sin"}) == 0, "shared Cos/Sin should be gone with their last use"
+    onnx.checker.check_model(fused, full_check=True)
+    check_parity(src, dst, fp16="fp16" in name)
+
+
+@pytest.mark.parametrize("name,reason,extra",
+                         [(n, r, ()) for n, r in sorted(REFUSED.items()) + sorted(KNOWN_GAPS.items())] +
+                         [(n, r, ("--fixed-table",)) for n, r in sorted(REFUSED_FIXED_TABLE.items())])
+def test_sites_left_alone_with_a_reason(name, reason, extra, tmp_path):
     src, dst = MODELS / f"{name}.onnx", tmp_path / "out.onnx"
-    report = run_fuse(src, dst)
+    report = run_fuse(src, dst, *extra)
     assert report["sites_found"] == fixture_info(name)["rope_sites_expected"]
     assert report["sites_fused"] == 0
     for s in report["sites"]:
@@ -147,9 +172,12 @@ def test_max_positions_sources(tmp_path):
     assert r["max_positions"] == 16384, r["max_positions_source"]
     lone = tmp_path / "lone.onnx"
     lone.write_bytes(src.read_bytes())
-    r = run_fuse(lone, tmp_path / "c.onnx")
+    r = run_fuse(lone, tmp_path / "c.onnx", "--fixed-table")
     assert r["max_positions"] == 4096 and r["max_positions_source"] == "default"
     assert any("default" in w for w in r["warnings"])
+    # the default needs no length at all (config.json beside the model or not)
+    r = run_fuse(src, tmp_path / "d.onnx")
+    assert r["mode"] == "per-call rows" and r["max_positions"] == 0 and r["tables"] == 0
     # the table length is what the fused op enforces: a position past it is an error in ORT
     sess = session(tmp_path / "a.onnx")
     feeds = feeds_for(sess, 1, 3, 99, np.random.default_rng(0))
@@ -239,14 +267,21 @@ def test_minimal_site_fuses_and_dynamic_inv_freq_is_refused(tmp_path):
                                rtol=0, atol=2e-6)
     dyn = tmp_path / "dyn.onnx"
     onnx.save(rope_graph(True), str(dyn))
-    r = run_fuse(dyn, tmp_path / "dyn_out.onnx")
+    r = run_fuse(dyn, tmp_path / "dyn_out.onnx", "--max-positions", "64")
     assert r["sites_found"] == 1 and r["sites_fused"] == 0
     assert "graph input" in r["sites"][0]["reason"]
+    # per-call rows: whatever computes the angles stays in the graph, so it fuses, exactly
+    r = run_fuse(dyn, tmp_path / "dyn_rows.onnx")
+    assert r["sites_fused"] == 1, r["sites"]
+    a, b = session(dyn), session(tmp_path / "dyn_rows.onnx")
+    inv = rng.random(4).astype(np.float32)
+    feeds = {"q": q, "pos": pos + 100000, "inv_freq": inv}
+    np.testing.assert_allclose(b.run(None, feeds)[0], a.run(None, feeds)[0], rtol=0, atol=2e-6)
 
 
 def test_fp16_tables_are_fp16(tmp_path):
     dst = tmp_path / "f.onnx"
-    run_fuse(MODELS / "qwen3_fp16.onnx", dst)
+    run_fuse(MODELS / "qwen3_fp16.onnx", dst, "--max-positions", "2048")
     m = onnx.load(str(dst))
     tables = [i for i in m.graph.initializer if i.name.startswith("ropekit_")]
     assert len(tables) == 2 and all(t.data_type == TensorProto.FLOAT16 for t in tables)
@@ -297,9 +332,14 @@ def test_torchscript_assemblies_are_verified(name, mutate, tmp_path):
     mutate(m)
     src = tmp_path / "mutated.onnx"
     onnx.save(m, str(src))
-    report = run_fuse(src, tmp_path / "out.onnx")
+    # the fixed table is built from inv_freq: the changed assembly must be refused
+    report = run_fuse(src, tmp_path / "out.onnx", "--max-positions", "2048")
     assert report["sites_found"] == fixture_info(name)["rope_sites_expected"]
     assert report["sites_fused"] < report["sites_found"], report["sites"]
+    # per-call rows read what the changed graph computes: fused sites compute the same
+    report = run_fuse(src, tmp_path / "rows.onnx")
+    if report["sites_fused"]:
+        check_parity(src, tmp_path / "rows.onnx", fp16=False)
 
 
 # ---- hostile graphs: the analysis stays linear (issue #13, item 1) -----------------------------
@@ -404,8 +444,8 @@ def test_a_float16_angle_is_not_replaced_by_a_float32_table(tmp_path):
 
 
 def test_honest_outcome_exit_status_and_unfused_cos_sin(tmp_path):
-    src = MODELS / "phi3_longrope.onnx"
-    res = subprocess.run([str(CLI), "fuse", str(src), str(tmp_path / "o.onnx")],
+    src = MODELS / "phi3_longrope.onnx"  # refused in the fixed-table mode
+    res = subprocess.run([str(CLI), "fuse", str(src), str(tmp_path / "o.onnx"), "--max-positions", "64"],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 3, res.stderr
     assert "none fused" in res.stderr and "warning" in res.stderr
@@ -416,11 +456,13 @@ def test_honest_outcome_exit_status_and_unfused_cos_sin(tmp_path):
     assert trig
     for t in trig:
         assert f"'{t}': site" in res.stdout and "longrope" in res.stdout
-    r = run_fuse(src, tmp_path / "o2.onnx")
+    r = run_fuse(src, tmp_path / "o2.onnx", "--max-positions", "64")
     assert sorted(u["value"] for u in r["unfused"]) == sorted(trig)
     assert all("longrope" in u["reason"] for u in r["unfused"])
-    # fully fused: rc 0, nothing unfused
+    # fully fused: rc 0, nothing unfused (both modes)
     r = run_fuse(MODELS / "llama.onnx", tmp_path / "o3.onnx", "--max-positions", "64")
+    assert r["sites_fused"] == r["sites_found"] and r["unfused"] == []
+    r = run_fuse(src, tmp_path / "o5.onnx")
     assert r["sites_fused"] == r["sites_found"] and r["unfused"] == []
     # a Cos that feeds no RoPE site is listed as such (sinusoidal embedding, no rotation)
     g = helper.make_graph([helper.make_node("Cos", ["a"], ["c"]), helper.make_node("Mul", ["c", "a"], ["y"])],
@@ -431,3 +473,27 @@ def test_honest_outcome_exit_status_and_unfused_cos_sin(tmp_path):
     r = run_fuse(lone, tmp_path / "o4.onnx")
     assert r["sites_found"] == 0 and len(r["unfused"]) == 1
     assert "no RoPE site was recognized" in r["unfused"][0]["reason"]
+
+
+def test_per_call_rows_are_verified_column_by_column(tmp_path):
+    """cos/sin whose halves differ (Concat(freqs, 2 * freqs)): the fused op reads only the first
+    half of each row, so the site must be refused, in both modes."""
+    m = rope_graph(False)
+    cat = next(n for n in m.graph.node if n.output[0] == "emb")
+    m.graph.initializer.append(numpy_helper.from_array(np.array(2.0, np.float32), "two"))
+    m.graph.node.insert(list(m.graph.node).index(cat), helper.make_node("Mul", ["freqs", "two"], ["freqs2"]))
+    cat.input[1] = "freqs2"
+    src = tmp_path / "halves.onnx"
+    onnx.save(m, str(src))
+    for extra in ((), ("--max-positions", "64")):
+        r = run_fuse(src, tmp_path / "out.onnx", *extra)
+        assert r["sites_found"] == 1 and r["sites_fused"] == 0, (extra, r["sites"])
+    assert "disagree" in run_fuse(src, tmp_path / "out.onnx")["sites"][0]["reason"]
+
+
+def test_empty_half_and_float16_angle_in_the_default_mode(tmp_path):
+    m = rope_graph(False)
+    next(n for n in m.graph.node if n.output[0] == "q_hi").input[2] = "ch"
+    onnx.save(m, str(tmp_path / "e.onnx"))
+    r = run_fuse(tmp_path / "e.onnx", tmp_path / "e_out.onnx")
+    assert r["sites_fused"] == 0 and "does not evaluate" in r["sites"][0]["reason"]

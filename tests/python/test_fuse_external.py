@@ -81,6 +81,33 @@ def test_fuse_into_another_directory(tmp_path, one_file):
     assert a.get_inputs()
 
 
+def test_real_torch_export_into_another_directory(tmp_path):
+    """A real torch 2.11 dynamo export (tests/onnx/data/torch_llama: model.onnx +
+    model.onnx.data + config.json, made by export.py there) fused into another directory."""
+    src_dir = pathlib.Path(__file__).resolve().parents[1] / "onnx" / "data" / "torch_llama"
+    src = tmp_path / "in" / "model.onnx"
+    shutil.copytree(src_dir, src.parent)
+    assert external_locations(src) == {"model.onnx.data"}
+    before = digests(src.parent)
+    dst = tmp_path / "out" / "fused.onnx"
+    dst.parent.mkdir()
+    report = fuse(src, dst)
+    assert report["sites_fused"] == report["sites_found"] == 4
+    assert digests(src.parent) == before
+    assert sorted(p.name for p in dst.parent.iterdir()) == ["fused.onnx", "fused.onnx.data"]
+    assert external_locations(dst) == {"fused.onnx.data"}
+    fused = onnx.load(str(dst))
+    assert count_ops(fused, {"RotaryEmbedding"}) == 4
+    onnx.checker.check_model(fused, full_check=True)
+    a, b = session(src), session(dst, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    rng = np.random.default_rng(7)
+    for S, base in ((1, 0), (9, 100), (33, 1500)):  # the export has batch 1, dynamic length
+        feeds = {"input_ids": rng.integers(0, 128, (1, S)).astype(np.int64),
+                 "position_ids": (np.arange(S)[None] + base).astype(np.int64)}
+        ya, yb = a.run(None, feeds)[0], b.run(None, feeds)[0]
+        assert float(np.abs(ya - yb).max() / np.abs(ya).max()) <= 1e-5
+
+
 def test_fuse_beside_the_input_keeps_references(tmp_path):
     src = torch_style(tmp_path)
     dst = tmp_path / "fused.onnx"
@@ -150,7 +177,7 @@ def test_bad_external_inv_freq_is_reported(tmp_path, case):
         os.mkfifo(folder / "pipe.bin")
     src = bad_inv_freq_model(folder, location, offset)
     t0 = time.monotonic()
-    report = fuse(src, "-", "--dry-run", rc=3)  # sites found, none fused
+    report = fuse(src, "-", "--dry-run", rc=3)  # sites found, none fusable
     assert time.monotonic() - t0 < 30, "a FIFO must not block"
     assert report["sites_found"] == 4 and report["sites_fused"] == 0
     for s in report["sites"]:
@@ -224,3 +251,15 @@ def test_sigterm_during_save_leaves_no_temporary_file(tmp_path):
         pytest.skip("the save finished before the signal could be sent")  # not counted as pass
     assert proc.returncode == -signal.SIGTERM
     assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
+
+
+def test_huge_max_positions_fails_fast(tmp_path):
+    """Tables past what an .onnx file holds are refused before any is built (it took minutes and
+    gigabytes), with the length that fits."""
+    dst = tmp_path / "out.onnx"
+    t0 = time.monotonic()
+    res = fuse(MODELS / "llama.onnx", dst, "--max-positions", "40000000", rc=1)
+    assert time.monotonic() - t0 < 5
+    assert "over the 2 GiB an .onnx file can hold" in res.stderr, res.stderr
+    assert "at most 33554431" in res.stderr, res.stderr  # 2 GiB / (2 tables x 8 x 4 bytes)
+    assert not dst.exists() and os.listdir(tmp_path) == []

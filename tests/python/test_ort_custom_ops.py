@@ -441,3 +441,25 @@ def test_com_microsoft_accepts_what_onnxruntime_accepts():
     (y,) = run("InverseRotaryRegroup", "com.microsoft", [("input", x), ("cos", c.reshape(1, 4, 8)),
                ("sin", s.reshape(2, 16))], rattrs, [("y", np.float32)])
     same_bits(y, ropekit.inverse_rotary_regroup(x, c, s, **rattrs))
+
+
+def test_env_registers_only_ai_ropekit(monkeypatch):
+    """ROPEKIT_ORT_COM_MICROSOFT=0: only the ai.ropekit domain (for models that do not import
+    com.microsoft: while a custom com.microsoft domain is registered, onnxruntime's optimizer
+    cannot add its contrib nodes to them). A model that does not import com.microsoft and whose
+    MatMuls onnxruntime fuses then loads next to the library."""
+    import pathlib
+    fixture = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "deepseek_v4" / "dsv4_tiny_f32.onnx"
+    monkeypatch.setenv("ROPEKIT_ORT_COM_MICROSOFT", "0")
+    sess = session(fixture.read_bytes())
+    ids = np.zeros((1, 3), np.int64)
+    plain = ort.InferenceSession(str(fixture), providers=["CPUExecutionProvider"])
+    same_bits(sess.run(None, {"input_ids": ids})[0], plain.run(None, {"input_ids": ids})[0])
+    rng = np.random.default_rng(51)
+    c, s = tables(rng, 4, 8)
+    inputs = [("input", rand(rng, (4, 32), np.float32)), ("cos", c), ("sin", s)]
+    attrs = dict(num_heads=2, head_dim=16, rope_head_dim=8)
+    (y,) = run("InverseRotaryRegroup", "ai.ropekit", inputs, attrs, [("y", np.float32)])
+    same_bits(y, ropekit.inverse_rotary_regroup(*[a for _, a in inputs], **attrs))
+    with pytest.raises(Exception):  # com.microsoft.InverseRotaryRegroup is then not registered
+        run("InverseRotaryRegroup", "com.microsoft", inputs, attrs, [("y", np.float32)])

@@ -212,6 +212,37 @@ def test_torch_compile_keeps_the_custom_ops(device):
     assert any("ropekit.rotary_embedding" in t for t in gm_ops), gm_ops
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_compile_in_place_drop_ins(device):
+    """The FlashInfer form mutates graph inputs (views of a packed QKV buffer); the HF form
+    returns new tensors. Compiled (fullgraph) and eager must give the same bits."""
+    nnz, D = 5, 32
+    c, s = tables(64, D)
+    cache = torch.cat([c, s], -1).to(device)
+
+    def fi(qkv, positions):
+        rt.apply_rope_with_cos_sin_cache_inplace(positions, qkv[:, : 4 * D], qkv[:, 4 * D: 6 * D], D, cache, True)
+        return qkv * 1.0
+
+    def hf(q, k, cos, sin):
+        a, b = rt.apply_rotary_pos_emb(q, k, cos, sin)
+        return a + 1.0, b
+
+    qkv = torch.randn(nnz, 8 * D, device=device)
+    positions = torch.randint(0, 64, (nnz,), device=device)
+    torch._dynamo.reset()
+    e, cpl = qkv.clone(), qkv.clone()
+    fi(e, positions)
+    torch.compile(fi, fullgraph=True)(cpl, positions)
+    assert torch.equal(e, cpl) and not torch.equal(e, qkv)
+    q, k = torch.randn(2, 4, nnz, D, device=device), torch.randn(2, 2, nnz, D, device=device)
+    ang = torch.arange(nnz, dtype=torch.float32, device=device)[:, None] * torch.rand(D // 2, device=device)
+    cos, sin = torch.cat([ang, ang], -1).cos()[None], torch.cat([ang, ang], -1).sin()[None]
+    got = torch.compile(hf, fullgraph=True)(q, k, cos, sin)
+    ref = hf(q, k, cos, sin)
+    assert torch.equal(got[0], ref[0]) and torch.equal(got[1], ref[1])
+
+
 def test_opcheck():
     x = torch.randn(2, 3, 4, 8)
     cos, sin = tables(16, 8)
@@ -306,3 +337,12 @@ def test_cuda_graph_capture():
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(y, ref)
+
+
+def test_requires_grad_is_never_silently_detached():
+    x = torch.randn(1, 2, 3, 8, requires_grad=True)
+    cos, sin = tables(4, 8)
+    y = rt.rotary_embedding(x, cos, sin, torch.tensor([[0, 1, 2]]))
+    assert torch.equal(y, rt.rotary_embedding(x.detach(), cos, sin, torch.tensor([[0, 1, 2]])))
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        y.sum().backward()

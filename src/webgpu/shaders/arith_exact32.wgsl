@@ -139,11 +139,15 @@ fn dx_add(x: Dx, y: Dx) -> Dx {
 }
 
 fn dx_to_f32(x: Dx) -> f32 {
-    if ((x.s & 4u) != 0u) { return bitcast<f32>(0x7fc00000u); }
-    if ((x.s & 2u) != 0u) { return bitcast<f32>(0x7f800000u); }
+    if ((x.s & 4u) != 0u) { return bits_f32(0x7fc00000u); }
+    if ((x.s & 2u) != 0u) { return bits_f32(0x7f800000u); }
     if (u64_is0(x.m)) { return bitcast<f32>((x.s & 1u) << 31u); }
     return pack_f32(x.m, x.e, x.s & 1u);
 }
+
+// NaN and infinity bit patterns as runtime values (a constant NaN or infinity is a
+// shader-creation error in WGSL)
+fn bits_f32(u: u32) -> f32 { return bitcast<f32>(u); }
 
 fn is_finite32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u; }
 

@@ -21,7 +21,7 @@ fn div_rn(a: f32, b: f32) -> f32 {
     let s = (ua ^ ub) & 0x80000000u;
     let aa = ua & 0x7fffffffu;
     let ab = ub & 0x7fffffffu;
-    let nan = bitcast<f32>(0x7fc00000u);
+    let nan = bits_f32(0x7fc00000u);
     if (aa > 0x7f800000u || ab > 0x7f800000u) { return nan; }
     if (aa == 0x7f800000u) { return select(bitcast<f32>(s | 0x7f800000u), nan, ab == 0x7f800000u); }
     if (ab == 0x7f800000u) { return bitcast<f32>(s); }
@@ -47,7 +47,7 @@ fn div_rn(a: f32, b: f32) -> f32 {
 fn sqrt_rn(x: f32) -> f32 {
     let u = bitcast<u32>(x);
     if ((u & 0x7fffffffu) == 0u) { return x; }             // +-0
-    if (u > 0x80000000u || u > 0x7f800000u) { return bitcast<f32>(0x7fc00000u); } // x < 0, NaN
+    if (u > 0x80000000u || u > 0x7f800000u) { return bits_f32(0x7fc00000u); } // x < 0, NaN
     if (u == 0x7f800000u) { return x; }                     // +inf
     let X = f32_unpack(x);
     var m = u32(X.x);
