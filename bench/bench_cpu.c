@@ -230,18 +230,20 @@ typedef struct shape {
     int64_t B, S, N, H, R; /* rotary: N = q+kv heads. qknorm: N heads, H head_dim, R rope. */
     int64_t groups;        /* regroup */
     int packed;            /* rotary: x is the q+k part of a packed QKV buffer, rotated in place */
+    int bnsh;              /* rotary: rank-4 x (B, N, S, H), as fused dynamo models run it */
 } shape;
 
 static const shape g_shapes[] = {
-    {"llama3-8b prefill", K_ROTARY, 1, 4096, 40, 128, 128, 0, 0},
-    {"llama3-8b QKV in place", K_ROTARY, 1, 4096, 40, 128, 128, 0, 1},
-    {"qwen3-0.6b prefill", K_ROTARY, 4, 2048, 24, 128, 128, 0, 0},
-    {"phi-2 partial R=32", K_ROTARY, 1, 2048, 64, 80, 32, 0, 0},
-    {"qwen2.5-vl mrope", K_MROPE, 1, 4096, 32, 128, 128, 0, 0},
-    {"decode B=1 32x128", K_ROTARY, 1, 1, 32, 128, 128, 0, 0},
-    {"decode B=64 40x128", K_ROTARY, 64, 1, 40, 128, 128, 0, 0},
-    {"dsv4 qknorm S=256", K_QKNORM, 1, 256, 128, 512, 64, 0, 0},
-    {"dsv4 regroup N=256", K_REGROUP, 1, 256, 128, 512, 64, 8, 0},
+    {"llama3-8b prefill", K_ROTARY, 1, 4096, 40, 128, 128, 0, 0, 0},
+    {"llama3-8b QKV in place", K_ROTARY, 1, 4096, 40, 128, 128, 0, 1, 0},
+    {"bnsh 1x32x4096x128", K_ROTARY, 1, 4096, 32, 128, 128, 0, 0, 1},
+    {"qwen3-0.6b prefill", K_ROTARY, 4, 2048, 24, 128, 128, 0, 0, 0},
+    {"phi-2 partial R=32", K_ROTARY, 1, 2048, 64, 80, 32, 0, 0, 0},
+    {"qwen2.5-vl mrope", K_MROPE, 1, 4096, 32, 128, 128, 0, 0, 0},
+    {"decode B=1 32x128", K_ROTARY, 1, 1, 32, 128, 128, 0, 0, 0},
+    {"decode B=64 40x128", K_ROTARY, 64, 1, 40, 128, 128, 0, 0, 0},
+    {"dsv4 qknorm S=256", K_QKNORM, 1, 256, 128, 512, 64, 0, 0, 0},
+    {"dsv4 regroup N=256", K_REGROUP, 1, 256, 128, 512, 64, 8, 0, 0},
 };
 
 typedef struct run_ctx {
@@ -306,6 +308,11 @@ static result bench_one(const shape *sh, ropekit_dtype T, int threads) {
         int64_t xs[3] = {B, S, N * H}, tsh[2] = {P, h};
         c.x = ropekit_tensor_contiguous(x, T, 3, xs);
         c.y = ropekit_tensor_contiguous(y, T, 3, xs);
+        if (sh->bnsh) { /* rank 4 (B, N, S, H): num_heads comes from the shape */
+            int64_t x4[4] = {B, N, S, H};
+            c.x = ropekit_tensor_contiguous(x, T, 4, x4);
+            c.y = ropekit_tensor_contiguous(y, T, 4, x4);
+        }
         if (sh->packed) { /* (B, S, (N + N/5) * H): q and k heads, then v (8 of 40 heads) */
             int64_t row = (N + N / 5) * H;
             void *qkv = bufs[nb++] = xalloc((size_t)(B * S * row) * es);
@@ -326,7 +333,7 @@ static result bench_one(const shape *sh, ropekit_dtype T, int threads) {
         } else {
             int64_t psh[2] = {B, S};
             c.pos = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, psh);
-            c.a = (ropekit_rotary_embedding_attrs){0, R, N, 0};
+            c.a = (ropekit_rotary_embedding_attrs){0, R, sh->bnsh ? 0 : N, 0};
         }
         bytes = 2.0 * (double)nx * (double)es + (double)(B * S * R) * (double)es;
     } else if (sh->kind == K_QKNORM) {
@@ -425,7 +432,7 @@ int main(int argc, char **argv) {
     if (sweep) {
         for (int64_t S = 1; S <= 8192; S *= 2, ++nshapes) {
             snprintf(names[nshapes], sizeof names[0], "sweep S=%lld", (long long)S);
-            shapes[nshapes] = (shape){names[nshapes], K_ROTARY, 1, S, 40, 128, 128, 0, 0};
+            shapes[nshapes] = (shape){names[nshapes], K_ROTARY, 1, S, 40, 128, 128, 0, 0, 0};
         }
     } else {
         nshapes = sizeof g_shapes / sizeof g_shapes[0];

@@ -96,7 +96,8 @@ typedef enum ropekit_status {
     ROPEKIT_ERROR_POSITION_OUT_OF_RANGE = 5, /* a position id selects no row of the table */
     ROPEKIT_ERROR_OVERFLOW = 6,              /* a size or offset computation would overflow int64 */
     ROPEKIT_ERROR_ALIASING = 7,              /* an output partially overlaps an input or output */
-    ROPEKIT_ERROR_UNSUPPORTED = 8,           /* valid in the ONNX contract, not implemented here */
+    ROPEKIT_ERROR_UNSUPPORTED = 8,           /* valid in the ONNX contract, not implemented here
+                                                (and misaligned tensor data, see ropekit_tensor) */
     ROPEKIT_ERROR_OUT_OF_MEMORY = 9,
     ROPEKIT_ERROR_IO = 10,                   /* file could not be read or written (tools) */
     ROPEKIT_ERROR_PARSE = 11,                /* malformed input file (tools) */
@@ -132,6 +133,12 @@ ROPEKIT_API size_t ropekit_dtype_size(ropekit_dtype dtype);
  * A strided view of memory the caller owns. Element (i0, i1, ...) lives at
  * data + (i0*strides[0] + i1*strides[1] + ...) * element_size. Strides are in elements and may be
  * any value (zero and negative too) as long as the offsets fit in int64.
+ * Alignment: data must be a multiple of the element size (4 for float32, 2 for float16 and
+ * bfloat16, 8 for int64), as C requires for a float * or int64_t *; malloc, numpy and every
+ * framework allocator give that. A misaligned view (a float32 array at an odd address, e.g. a
+ * numpy view into a byte buffer) is refused with ROPEKIT_ERROR_UNSUPPORTED, nothing read.
+ * A view with no elements (some shape entry 0) reads no memory: data may then be NULL or any
+ * address.
  * Use ropekit_tensor_contiguous() to fill in row-major strides. Inputs are never written through.
  */
 typedef struct ropekit_tensor {
@@ -422,9 +429,15 @@ ROPEKIT_API ropekit_status ropekit_rotary_embedding_on_the_fly(
  *
  * Threads. A call is split by token (batch x sequence rows; the regroup's input rows) into
  * contiguous ranges, so results never depend on the thread count. ropekit keeps a small pool
- * of persistent threads, created at the first call that needs them. Calls that move less than
- * about 256 KiB run on the calling thread (a decode step pays no thread wake-up). One call at a
- * time uses the pool; a call made while another holds it runs on its caller's thread.
+ * of persistent threads, created at the first call that needs them. Cost model: a split costs a
+ * thread wake-up and a final join (a few microseconds), so calls that move less than 1 MiB (tens
+ * of microseconds of one-thread work) run on the calling thread alone (a decode step pays no
+ * wake-up). Larger calls are cut into a few chunks per thread that the caller and the woken
+ * threads claim one at a time: when another process holds a core, its thread wakes late, finds
+ * the chunks taken, and the caller has done the work alone, so a split call is not slower than a
+ * one-thread call by more than the wake-up. Streaming stores are chosen for the whole call
+ * (its output per thread), not per chunk. One call at a time uses the pool; a call made while
+ * another holds it runs on its caller's thread.
  * ========================================================================================== */
 
 /** Name of the variant in use: "ref", "avx2", "avx512" or "neon". Never NULL. */

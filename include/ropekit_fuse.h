@@ -12,11 +12,19 @@
  * Every structure and constant is verified (slice bounds, axes, the Neg on the right half, the
  * same tensor on every path, equal cos/sin sources); names are never used for matching.
  *
- * Tables are built from the graph's own inv_freq and scaling with the graph's arithmetic
- * (ROPEKIT_ANGLE_GRAPH: float32 angle), stored in the activation type. One cos/sin pair per
- * angle source is shared by all its sites. Refused, with the reason, leaving the site as it was:
- * inv_freq computed at run time (graph input, dynamic NTK, longrope short/long switching by a
- * Where), structures that do not verify, unknown head counts where the fused op needs them.
+ * The fused node's cos/sin: by default the graph's own per-call rows (see max_positions below:
+ * no table length, no position cliff, any angle source); with a fixed table (max_positions),
+ * tables built from the graph's own inv_freq and scaling with the graph's arithmetic
+ * (ROPEKIT_ANGLE_GRAPH: float32 angle), stored in the activation type, one pair per angle source.
+ * Every site is then checked numerically: its original subgraph is evaluated on probe inputs
+ * (src/onnx/eval.c) and compared with the fused operator (ropekit's CPU reference) on the same
+ * inputs; a mismatch, or a subgraph that cannot be evaluated, refuses the site. Refused, with
+ * the reason, leaving the site as it was: structures that do not verify, unknown head counts
+ * where the fused op needs them; in fixed-table mode also inv_freq computed at run time (graph
+ * input, dynamic NTK, longrope short/long switching by a Where).
+ * Trailing-channel rotations ([nope | rope], DeepSeek-V4) and one key head broadcast to all
+ * heads (MLA) are not matched: com.microsoft.RotaryEmbedding rotates leading channels of every
+ * head; such Cos/Sin are reported as unfused.
  */
 #ifndef ROPEKIT_FUSE_H
 #define ROPEKIT_FUSE_H
@@ -37,16 +45,37 @@ typedef enum ropekit_fuse_target {
     /* ai.onnx.RotaryEmbedding (opset 23): only when the model already imports opset >= 23;
      * otherwise the fusion is refused (ROPEKIT_ERROR_UNSUPPORTED) — bumping the opset of every
      * other node is not proven safe. M-RoPE sites still use com.microsoft.MRotaryEmbedding. */
-    ROPEKIT_FUSE_TARGET_ONNX = 1
+    ROPEKIT_FUSE_TARGET_ONNX = 1,
+    /* ropekit's own domain ai.ropekit (MsRotaryEmbedding, MRotaryEmbedding, QKNormRotaryEmbedding,
+     * InverseRotaryRegroup): bounds-checked, bfloat16; needs libropekit_ort. */
+    ROPEKIT_FUSE_TARGET_ROPEKIT = 2
 } ropekit_fuse_target;
+/* DeepSeek-V4 attention (q/kv norm + RoPE, output inverse rotation + group reshape) is fused into
+ * QKNormRotaryEmbedding / InverseRotaryRegroup (com.microsoft for ort and onnx, ai.ropekit for
+ * ropekit), which only libropekit_ort runs: the report says so and the model's metadata gets
+ * "ropekit.requires" = "libropekit_ort". */
 
 /* Default table length when neither the caller nor a config.json gives one (a warning says so). */
 #define ROPEKIT_FUSE_DEFAULT_MAX_POSITIONS 4096
 
+/* max_positions value: a fixed table whose length comes from the config (else the default). */
+#define ROPEKIT_FUSE_TABLE_FROM_CONFIG (-1)
+
 typedef struct ropekit_fuse_options {
-    /* Rows of the cos/sin tables = the largest position id + 1 the model will see. 0: from the
-     * config (max_position_embeddings, times the rope scaling factor when the scaling extends the
-     * context and no separate original_max_position_embeddings is given), else the default. */
+    /* How the fused node gets its cos/sin:
+     *   0 (default): per-call rows. The fused node reads the graph's own cos/sin for this call
+     *     (the tensors that multiply x and rot(x), cut to their R/2 distinct columns and reshaped
+     *     to (rows, R/2)) with an identity position index (Range, reshaped to (B, S)). Whatever
+     *     computes them — inv_freq on the fly (batch-expanded, cast, tiled), a Gather from a
+     *     precomputed cache, a Where, longrope's switch, past-length offsets — stays in the graph
+     *     and runs as before, so every position the original accepts works, at the original's cost
+     *     for the angles. Verified numerically per site (duplicated columns equal, rows per token).
+     *   N > 0: a fixed table of N rows built from the graph's constant inv_freq (or the graph's
+     *     own constant table); positions >= N are rejected by the fused op; sources computed at
+     *     run time (dynamic NTK, longrope switching, a graph input) are refused with the reason.
+     *   ROPEKIT_FUSE_TABLE_FROM_CONFIG: a fixed table of max_position_embeddings rows (times the
+     *     rope scaling factor when the scaling extends the context and no separate
+     *     original_max_position_embeddings is given) from config_path, else the default. */
     int64_t max_positions;
     /* A Hugging Face config.json to read max_position_embeddings from, or NULL. */
     const char *config_path;
@@ -69,6 +98,18 @@ ROPEKIT_API ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse
 /** Number of sites found / fused. */
 ROPEKIT_API int64_t ropekit_fuse_report_sites(const ropekit_fuse_report *report);
 ROPEKIT_API int64_t ropekit_fuse_report_fused(const ropekit_fuse_report *report);
+
+/** Warnings (for stderr): a default table length, sites left unfused, Cos/Sin values left in
+ *  the graph. i in [0, count); NULL otherwise. The text report does not repeat them. */
+ROPEKIT_API int64_t ropekit_fuse_report_warning_count(const ropekit_fuse_report *report);
+ROPEKIT_API const char *ropekit_fuse_report_warning(const ropekit_fuse_report *report, int64_t i);
+/** Cos/Sin values the fusion left in the graph (each is named, with its reason, in the text and
+ *  JSON reports: the site that reads it and why that site was not fused, or that no site was
+ *  recognized around it). */
+ROPEKIT_API int64_t ropekit_fuse_report_unfused_trig(const ropekit_fuse_report *report);
+/** The exit status `ropekit fuse` uses: 3 when RoPE sites were found but none was fused (with
+ *  dry_run: none is fusable), else 0 — so scripts notice a fusion that did nothing. */
+ROPEKIT_API int ropekit_fuse_exit_status(const ropekit_fuse_report *report);
 
 /** The report as text (one line per site, then totals) or JSON; free with ropekit_onnx_free. */
 ROPEKIT_API ropekit_status ropekit_fuse_report_text(const ropekit_fuse_report *report, char **text);

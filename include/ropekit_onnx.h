@@ -64,16 +64,50 @@ ROPEKIT_API void ropekit_model_free(ropekit_model *model);
 ROPEKIT_API ropekit_status ropekit_model_serialize(const ropekit_model *model, void **data,
                                                    size_t *size);
 
-/** Write the model to `path` atomically: a temporary file in the same directory, fsync, then
- *  rename over `path`; on any failure the temporary file is removed and `path` is untouched.
+/** Write the model to `path` atomically: a temporary file DIR/.ropekit-PID-N.tmp in the
+ *  destination's directory (a short hidden name, so any output name up to NAME_MAX works),
+ *  fsync, then rename over `path`; on any failure the temporary file is removed and `path` is
+ *  untouched. Same as ropekit_model_save_with(model, path, NULL).
+ *
+ *  Destinations: only regular files are ever replaced. A symbolic link to a regular file is
+ *  written through (the file it points to is replaced, the link stays); a dangling link, a link
+ *  to anything else, a directory, a device (/dev/stdout, ...), a FIFO or a socket is refused
+ *  with ROPEKIT_ERROR_IO and nothing is written. A replaced file keeps its permission bits, and
+ *  its owner and group where the process may set them; a new file gets 0666 minus the umask.
+ *
+ *  External data: when the output is in the directory the model was loaded from, the external
+ *  references are kept as they are. Otherwise every external tensor of the main graph is copied
+ *  into a new file OUT.data beside the output (OUT is the output's file name) and the output
+ *  references only that file: never a location that leaves its directory. External tensors
+ *  inside subgraphs, Constant nodes or sparse initializers are not copied (ROPEKIT_ERROR_UNSUPPORTED
+ *  for another directory). OUT.data is written like the model (temporary file, rename), before
+ *  it.
+ *
+ *  Temporary files: a process killed while saving leaves DIR/.ropekit-PID-N.tmp; the next save
+ *  into DIR removes those whose PID is not a running process. Programs that want them removed
+ *  on SIGINT/SIGTERM/SIGHUP call ropekit_onnx_remove_temp_files from their handler.
+ *
  *  Refused (nothing written):
- *    - output over 2 GiB (ROPEKIT_ERROR_OVERFLOW);
- *    - `path` is the file the model was loaded from, or one of its external data files
- *      (ROPEKIT_ERROR_IO: the input is never modified);
- *    - the model has external data and `path` is in another directory than the model it was
- *      loaded from (its relative locations would break; ROPEKIT_ERROR_UNSUPPORTED).
- *  The new file gets mode 0666 minus the umask. */
+ *    - output over 2 GiB (ROPEKIT_ERROR_OVERFLOW; move large initializers to external data);
+ *    - `path` (or OUT.data) is the file the model was loaded from, or one of its external data
+ *      files (ROPEKIT_ERROR_IO: the input is never modified). */
 ROPEKIT_API ropekit_status ropekit_model_save(const ropekit_model *model, const char *path);
+
+typedef struct ropekit_save_options {
+    /* 0: inline initializers stay inline. N > 0: every main-graph initializer with at least N
+     * bytes of raw data is written to OUT.data instead (as onnx.save_model's size_threshold). */
+    int64_t external_min_bytes;
+} ropekit_save_options;
+#define ROPEKIT_SAVE_OPTIONS_INIT {0}
+
+/** ropekit_model_save with options (NULL: the defaults). The model itself is not changed. */
+ROPEKIT_API ropekit_status ropekit_model_save_with(const ropekit_model *model, const char *path,
+                                                   const ropekit_save_options *options);
+
+/** Unlink the temporary files of saves in progress in this process. Async-signal-safe: meant
+ *  for SIGINT/SIGTERM/SIGHUP handlers (the `ropekit` tool installs them); the interrupted save
+ *  then fails or its rename finds no file. */
+ROPEKIT_API void ropekit_onnx_remove_temp_files(void);
 
 /** Free memory returned by this header's functions (serialized bytes, formatted text). */
 ROPEKIT_API void ropekit_onnx_free(void *p);
@@ -141,6 +175,10 @@ typedef struct ropekit_onnx_external_file {
     const char *location; /* as written in the model */
     int64_t tensors;
     int64_t bytes; /* sum of the tensors' lengths (from `length`, else dims x element size) */
+    /* NULL, or why reading it fails: "is an absolute path", "leaves the model directory",
+     * "is missing (No such file or directory)", "is a FIFO, not a regular file", "has 10 bytes,
+     * its tensors need 56", ... (the file is looked at, never read) */
+    const char *problem;
 } ropekit_onnx_external_file;
 
 typedef struct ropekit_onnx_attr {

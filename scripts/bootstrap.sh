@@ -44,6 +44,35 @@ if [ ${#need[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+# ONNX Runtime custom-op library (src/ort): the onnxruntime C API header, from Debian trixie's
+# libonnxruntime-dev (1.21) package. Downloaded with a private trixie source list (nothing is
+# installed, the system's apt state is untouched) and unpacked into .deps/onnxruntime/, where
+# CMake finds it (or pass -DROPEKIT_ORT_INCLUDE_DIR=). Skipped when apt is not available.
+ort_deps=.deps/onnxruntime
+if [ ! -e "$ort_deps/include/onnxruntime_c_api.h" ] && command -v apt-get >/dev/null \
+   && [ -e /usr/share/keyrings/debian-archive-keyring.gpg ]; then
+    echo "bootstrap: fetching libonnxruntime-dev (Debian trixie) for the onnxruntime C API header"
+    apt_dir="$(mktemp -d)"
+    mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" \
+        >"$apt_dir/sources.list"
+    touch "$apt_dir/status"
+    apt_opts=(-o "Dir::Etc::sourcelist=$apt_dir/sources.list" -o Dir::Etc::sourceparts=/nonexistent
+              -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache"
+              -o "Dir::State::status=$apt_dir/status" -o APT::Sandbox::User=root -qq)
+    if apt-get "${apt_opts[@]}" update >/dev/null \
+       && (cd "$apt_dir" && apt-get "${apt_opts[@]}" download libonnxruntime-dev >/dev/null); then
+        dpkg-deb -x "$apt_dir"/libonnxruntime-dev_*.deb "$apt_dir/x"
+        mkdir -p "$ort_deps"
+        rm -rf "$ort_deps/include"
+        cp -r "$apt_dir/x/usr/include/onnxruntime" "$ort_deps/include"
+        basename "$apt_dir"/libonnxruntime-dev_*.deb >"$ort_deps/PACKAGE"
+    else
+        echo "bootstrap: could not download libonnxruntime-dev; libropekit_ort will not be built"
+    fi
+    rm -rf "$apt_dir"
+fi
+
 if [ "${1:-}" = "--python" ]; then
     stamp=.venv/.requirements
     if [ ! -x .venv/bin/python ] || ! cmp -s tests/requirements.txt "$stamp"; then

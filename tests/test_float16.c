@@ -13,14 +13,21 @@ __attribute__((target("f16c"))) static uint16_t hw_f32_to_f16(float f) {
     return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
 }
 __attribute__((target("f16c"))) static float hw_f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
-/* F16C is VEX-encoded: it needs the CPU bit and the OS saving YMM state (OSXSAVE + XCR0). */
-static int have_f16c(void) {
+/* F16C is VEX-encoded: it needs the CPU bit and the OS saving YMM state (OSXSAVE + XCR0).
+ * Asked once: cpuid traps to the hypervisor in a VM (microseconds), and the probes call this
+ * millions of times. */
+static int query_f16c(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
     if (!(c & (1u << 29)) || !(c & (1u << 27))) return 0;
     unsigned lo, hi;
     __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return (lo & 6u) == 6u;
+}
+static int have_f16c(void) {
+    static int known = -1;
+    if (known < 0) known = query_f16c();
+    return known;
 }
 #else
 static uint16_t hw_f32_to_f16(float f) { (void)f; return 0; }

@@ -221,21 +221,31 @@ static ropekit_status run_rot(void *ctx, char *const *out) {
 static const int64_t g_heads[] = {2,  4,  6,  8,  10, 14, 16,  18,  30,  32, 34,
                                   48, 62, 64, 66, 80, 96, 128, 130, 256, 600};
 
+/* Fixed parameters of the next rotary_case (-1: random), for the cases that must run. */
+typedef struct rot_force {
+    int op, layout, rank, T, TT, il;
+    int64_t H, R, S, N;
+} rot_force;
+static const rot_force g_random = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+static rot_force g_force = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+#define RK_PICK(field, random) (g_force.field >= 0 ? g_force.field : (random))
+
 static void rotary_case(int big) {
     rot_case c;
     memset(&c, 0, sizeof c);
-    c.op = rnd(OP_COUNT);
-    c.layout = rnd(LAY_COUNT);
-    c.rank = 3 + rnd(2);
+    c.op = RK_PICK(op, rnd(OP_COUNT));
+    c.layout = RK_PICK(layout, rnd(LAY_COUNT));
+    c.rank = RK_PICK(rank, 3 + rnd(2));
     ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
-    c.T = dts[rnd(3)];
-    c.TT = rnd(2) ? c.T : ROPEKIT_FLOAT32;
-    c.H = g_heads[rnd((int)(sizeof g_heads / sizeof g_heads[0]))];
-    c.R = rnd(3) ? c.H : 2 * (1 + rnd((int)(c.H / 2)));
-    c.B = 1 + rnd(3), c.S = 1 + rnd(big ? 300 : 5), c.N = 1 + rnd(big ? 8 : 4);
+    c.T = (ropekit_dtype)RK_PICK(T, (int)dts[rnd(3)]);
+    c.TT = (ropekit_dtype)RK_PICK(TT, rnd(2) ? (int)c.T : (int)ROPEKIT_FLOAT32);
+    c.H = RK_PICK(H, g_heads[rnd((int)(sizeof g_heads / sizeof g_heads[0]))]);
+    c.R = RK_PICK(R, rnd(3) ? c.H : 2 * (1 + rnd((int)(c.H / 2))));
+    c.B = 1 + rnd(3), c.S = RK_PICK(S, 1 + rnd(big ? 300 : 5)),
+    c.N = RK_PICK(N, 1 + rnd(big ? 8 : 4));
     c.P = c.S + rnd(9);
     int64_t h = c.R / 2, B = c.B, S = c.S, N = c.N, H = c.H;
-    int il = rnd(2), inv = rnd(2);
+    int il = RK_PICK(il, rnd(2)), inv = rnd(2);
     const size_t es = es_of(c.T), tes = es_of(c.TT);
 
     /* x: a view of its own buffer, laid out per c.layout */
@@ -321,6 +331,31 @@ static void rotary_case(int big) {
     free(xbuf), free(tc), free(ts), free(ids);
 }
 
+/* The (B, N, S, H) layout fused dynamo models run (head-major: blocks of tokens share their
+ * gathered table rows across heads) and the even/odd bfloat16 rows, in place and out of place,
+ * every dtype and table type, both pairings, widths at and off the vector multiples and past the
+ * gather chunk, sequences of several token blocks with a short last one. */
+static void bnsh_cases(void) {
+    static const int64_t heads[] = {64, 66, 80, 128, 600};
+    const int dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    for (int d = 0; d < 3; ++d)
+        for (int hi = 0; hi < 5; ++hi)
+            for (int il = 0; il < 2; ++il)
+                for (int lay = 0; lay < 2; ++lay) { /* LAY_CONTIG, LAY_INPLACE */
+                    g_force = g_random;
+                    g_force.op = OP_ONNX, g_force.layout = lay, g_force.rank = 4;
+                    g_force.T = dts[d], g_force.TT = (hi + il) % 2 ? dts[d] : ROPEKIT_FLOAT32;
+                    g_force.H = heads[hi], g_force.R = heads[hi], g_force.il = il;
+                    g_force.S = hi == 4 ? 9 : 131, g_force.N = 3;
+                    rk_cpu_set_stream_threshold((hi + lay) % 2 ? 0 : -1);
+                    g_align_out = 1;
+                    rotary_case(0);
+                }
+    g_force = g_random;
+    rk_cpu_set_stream_threshold(-1);
+    g_align_out = 0;
+}
+
 /* ---- QKNorm ------------------------------------------------------------------------------ */
 
 typedef struct qk_case {
@@ -370,8 +405,8 @@ static void qknorm_case(int big, int mla) {
     if (hd == 0) hd = rd = 2;
     int64_t nh = 1 + rnd(big || mla ? 16 : 3), B = 1 + rnd(2), S = 1 + rnd(big ? 40 : 4);
     int tiny = rnd(mla ? 3 : 8) == 0;
-    c.a = (ropekit_qknorm_rotary_embedding_attrs){
-        nh, hd, rd, rnd(2) && !tiny ? 1e-6f : (float)rng_unit(), fp8};
+    c.a = (ropekit_qknorm_rotary_embedding_attrs){nh, hd, rd,
+                                                  rnd(2) && !tiny ? 1e-6f : (float)rng_unit(), fp8};
     c.q_inplace = !mla && rnd(3) == 0, c.kv_inplace = !mla && rnd(3) == 0;
     int specials = rnd(4) == 0;
     /* query: contiguous, or rows padded (packed) */
@@ -497,6 +532,7 @@ int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 300;
     test_api();
     rk_cpu_set_parallel_threshold(0); /* split even tiny calls over the threads */
+    bnsh_cases();
     for (int i = 0; i < rounds; ++i) {
         int big = i % 10 == 9;
         rk_cpu_set_stream_threshold(i % 2 ? 0 : -1); /* streaming stores on every other round */

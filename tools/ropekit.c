@@ -5,8 +5,12 @@
  *                [--json] [--dry-run]                                (tools/cmd_fuse.c)
  *   ropekit bench [--json] [--threads 1,2] [--filter NAME] ...       (tools/cmd_bench.c)
  *
- * Exit status: 0 success, 1 runtime error (message on stderr), 2 usage error.
+ * Exit status: 0 success, 1 runtime error (message on stderr), 2 usage error; `ropekit fuse`
+ * adds its own (tools/cmd_fuse.c). Messages start with "ropekit COMMAND: ".
+ * SIGINT, SIGTERM, SIGHUP and SIGXFSZ remove the temporary file of a save in progress.
  * Each subcommand is one function in the table below; new ones (fuse, ...) are added there. */
+#define _POSIX_C_SOURCE 200809L /* sigaction */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +69,7 @@ static const command *find_command(const char *name) {
 }
 
 static int usage_error(const char *cmd, const char *fmt, const char *arg) {
-    fprintf(stderr, "ropekit: %s%s", cmd ? cmd : "", cmd ? ": " : "");
+    fprintf(stderr, "ropekit%s%s: ", cmd ? " " : "", cmd ? cmd : "");
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\n");
     const command *c = cmd ? find_command(cmd) : NULL;
@@ -76,7 +80,7 @@ static int usage_error(const char *cmd, const char *fmt, const char *arg) {
 
 static int runtime_error(const char *cmd, ropekit_status s) {
     const char *msg = ropekit_last_error();
-    fprintf(stderr, "ropekit: %s: %s\n", cmd, *msg ? msg : ropekit_status_str(s));
+    fprintf(stderr, "ropekit %s: %s\n", cmd, *msg ? msg : ropekit_status_str(s));
     return EXIT_RUNTIME;
 }
 
@@ -100,6 +104,7 @@ static int cmd_inspect(int argc, char **argv) {
         }
     }
     if (!in) return usage_error("inspect", "%s", "missing the model file");
+    if (!*in) return usage_error("inspect", "%s", "the model path is empty");
 
     ropekit_model *model = NULL;
     ropekit_model_info *info = NULL;
@@ -110,8 +115,12 @@ static int cmd_inspect(int argc, char **argv) {
         s = ropekit_model_info_format(info, json ? ROPEKIT_ONNX_FORMAT_JSON : ROPEKIT_ONNX_FORMAT_TEXT,
                                       &text);
     int rc = s == ROPEKIT_OK ? EXIT_OK : runtime_error("inspect", s);
+    for (size_t i = 0; info && i < info->n_external_files; ++i)
+        if (info->external_files[i].problem)
+            fprintf(stderr, "ropekit inspect: warning: external data file '%s' %s\n",
+                    info->external_files[i].location, info->external_files[i].problem);
     if (text && (fputs(text, stdout) == EOF || fflush(stdout) != 0)) {
-        fprintf(stderr, "ropekit: inspect: cannot write the output\n");
+        fprintf(stderr, "ropekit inspect: cannot write the output\n");
         rc = EXIT_RUNTIME;
     }
     ropekit_onnx_free(text);
@@ -121,6 +130,7 @@ static int cmd_inspect(int argc, char **argv) {
 }
 
 static int cmd_help(int argc, char **argv) {
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) argv[1] = "help";
     if (argc > 2) return usage_error("help", "unexpected argument '%s'", argv[2]);
     if (argc == 2) {
         const command *c = find_command(argv[1]);
@@ -133,7 +143,25 @@ static int cmd_help(int argc, char **argv) {
     return EXIT_OK;
 }
 
+/* Remove the temporary file of a save in progress, then die of the signal as before. */
+static void on_signal(int sig) {
+    ropekit_onnx_remove_temp_files();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 int main(int argc, char **argv) {
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGXFSZ};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; ++i) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        struct sigaction old;
+        /* a signal the caller ignores (nohup, background jobs) stays ignored */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
+    }
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;

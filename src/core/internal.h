@@ -46,7 +46,8 @@ typedef struct rk_span {
 } rk_span;
 
 /* A view on its own: present, known dtype, rank 1..4, dims >= 0, offsets within int64 bytes and
- * the address space, data present when it has elements. Fills its byte span. */
+ * the address space, data present and aligned to the element size when it has elements (so the
+ * kernels' element loads are aligned). Fills its byte span. */
 ropekit_status rk_check_view(const ropekit_tensor *t, const char *name, rk_span *span);
 /* An output must address each element once. */
 ropekit_status rk_check_no_self_overlap(const ropekit_tensor *t, const char *name);

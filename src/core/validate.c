@@ -21,7 +21,8 @@ static void format_shape(const ropekit_tensor *t, char *buf, size_t n) {
 }
 
 /* Checks a view on its own: present, a known dtype, a supported rank, non-negative dims,
- * offsets that fit in int64 bytes, data present when there are elements. */
+ * offsets that fit in int64 bytes, data present and aligned to the element size when there are
+ * elements (an empty view may have any data pointer, NULL included). */
 ropekit_status rk_check_view(const ropekit_tensor *t, const char *name, rk_span *span) {
     if (t == NULL) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "%s: tensor pointer is NULL", name);
     size_t es = ropekit_dtype_size(t->dtype);
@@ -54,6 +55,11 @@ ropekit_status rk_check_view(const ropekit_tensor *t, const char *name, rk_span 
             return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "%s: data is NULL but the tensor has %lld "
                            "elements", name, (long long)numel);
         uintptr_t base = (uintptr_t)t->data;
+        if (base % es != 0) /* element strides keep every element as aligned as data */
+            return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s: data address %p is not aligned to "
+                           "its %zu-byte %s elements (ropekit needs aligned data: copy the "
+                           "array to aligned memory)", name, t->data, es,
+                           ropekit_dtype_name(t->dtype));
         if ((uint64_t)down > base || (uint64_t)up > UINTPTR_MAX - base)
             return rk_fail(ROPEKIT_ERROR_OVERFLOW, "%s: view wraps around the address space", name);
         span->lo = base - (uintptr_t)down;
@@ -267,10 +273,12 @@ static void set_table_2d(rk_rotary_plan *p, const ropekit_tensor *c, const ropek
 
 /* Checks the ids of one stream (-1: plain (B, S) ids) against the table rows. */
 static ropekit_status check_stream_ids(const rk_rotary_plan *p, int stream) {
-    const int64_t *ids = p->pos + (stream >= 0 ? stream * p->pos_as : 0);
+    /* offsets in elements, the pointer formed only for an element that exists: pos is NULL
+     * when the ids have no elements, and NULL + offset is undefined even for offset 0 */
+    const int64_t base = stream >= 0 ? stream * p->pos_as : 0;
     for (int64_t b = 0; b < p->B; ++b)
         for (int64_t s = 0; s < p->S; ++s) {
-            int64_t v = ids[b * p->pos_bs + s * p->pos_ss];
+            int64_t v = p->pos[base + b * p->pos_bs + s * p->pos_ss];
             if (v >= 0 && v < p->table_rows) continue;
             if (stream >= 0)
                 return rk_fail(ROPEKIT_ERROR_POSITION_OUT_OF_RANGE, "position_ids[%d][%lld][%lld] = "

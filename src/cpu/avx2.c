@@ -198,6 +198,22 @@ RK_V vd d_subadd_neg(vd a, vd b) {
     return _mm256_blend_pd(_mm256_add_pd(a, b), _mm256_sub_pd(a, b), 0xa);
 }
 
+/* 2*VL bfloat16 values as the even (e) and odd (o) elements of 32-bit words, and back (rotary
+ * rows: no widening shuffle in, no narrowing pack out; nt: a streaming store, p aligned). */
+#define RK_HAVE_BF16_EO 1
+RK_V void ld_bf16_eo(const void *p, vf *e, vf *o) {
+    __m256i u = _mm256_loadu_si256((const __m256i *)p);
+    *e = _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+    *o = _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32((int)0xffff0000u)));
+}
+RK_V void st_bf16_eo(void *p, vf e, vf o, int nt) {
+    __m256i r = _mm256_or_si256(bf16_bits(e), _mm256_slli_epi32(bf16_bits(o), 16));
+    if (nt)
+        _mm256_stream_si256((__m256i *)p, r);
+    else
+        _mm256_storeu_si256((__m256i *)p, r);
+}
+
 #include "simd_body.h"
 
 const rk_cpu_kernels rk_kernels_avx2 = {"avx2", rotary_avx2, qknorm_avx2, regroup_avx2};

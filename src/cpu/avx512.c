@@ -227,10 +227,10 @@ RK_V void st_bf16_hw_pair(void *p, vf e, vf o, int nt) {
     if (__builtin_expect(_mm512_testn_epi16_mask(r, _mm512_set1_epi16(0x7fff)) != 0, 0))
         r = _mm512_or_si512(bf16_bits(e), _mm512_slli_epi32(bf16_bits(o), 16));
     else
-        r = _mm512_permutexvar_epi16(
-            _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
-                             22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0),
-            r);
+        r = _mm512_permutexvar_epi16(_mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26,
+                                                      10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4,
+                                                      19, 3, 18, 2, 17, 1, 16, 0),
+                                     r);
     if (nt)
         _mm512_stream_si512((__m512i *)p, r);
     else
@@ -263,6 +263,15 @@ RK_V void ld_bf16_eo(const void *p, vf *e, vf *o) {
     __m512i u = _mm512_loadu_si512(p);
     *e = _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
     *o = _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32((int)0xffff0000u)));
+}
+/* The same 2*VL values back from even and odd elements (nt: a streaming store, p aligned). */
+#define RK_HAVE_BF16_EO 1
+RK_V void st_bf16_eo(void *p, vf e, vf o, int nt) {
+    __m512i r = _mm512_or_si512(bf16_bits(e), _mm512_slli_epi32(bf16_bits(o), 16));
+    if (nt)
+        _mm512_stream_si512((__m512i *)p, r);
+    else
+        _mm512_storeu_si512(p, r);
 }
 /* (*a, *b) = (lanes 0, 2, .. 14; lanes 1, 3, .. 15) -> (lanes 0 .. 7; lanes 8 .. 15) */
 RK_V void d_unpair(vd *a, vd *b) {

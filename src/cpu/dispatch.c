@@ -137,8 +137,12 @@ ropekit_status ropekit_set_cpu_variant(const char *name) {
 typedef void (*rk_range_fn)(void *ctx, int64_t begin, int64_t end);
 
 #define RK_MAX_THREADS 256
-/* Calls that move fewer bytes than this run on the calling thread: waking a thread costs more. */
-#define RK_PARALLEL_MIN_BYTES (256 * 1024)
+/* The cost model: a call is split only when its one-thread time is well above what a split
+ * costs. A split costs the caller a futex wake-up and, at the end, a wait for chunks already
+ * claimed (2-5 us on the development VMs, more when the other core is busy elsewhere); one
+ * thread moves ~20-40 GB/s, so 1 MiB of traffic is 25-50 us of work: below that the calling
+ * thread runs the call alone (a decode step pays no wake-up). */
+#define RK_PARALLEL_MIN_BYTES (1024 * 1024)
 
 static atomic_int g_num_threads = 1;
 static _Atomic int64_t g_min_bytes = RK_PARALLEL_MIN_BYTES;
@@ -182,33 +186,61 @@ ropekit_status ropekit_set_parallel_for(ropekit_parallel_for_fn fn, void *host_c
     return ROPEKIT_OK;
 }
 
-/* The pool: workers 1..spawned-1 sleep on a generation counter; a call publishes a job, runs
- * part 0 itself and waits for the others. One parallel call at a time (g_busy); a concurrent
- * call runs on its own thread, with the same results. */
+/* The pool: workers 1..spawned-1 sleep on a generation counter. A call cuts its units into
+ * chunks and publishes them; the caller and every worker that wakes in time claim chunks one at
+ * a time (an atomic counter tagged with the call's generation) until none is left, then the
+ * caller waits only for chunks already claimed. A worker that wakes late (another process holds
+ * its core) finds nothing to claim and the caller has done the work alone: a split call costs at
+ * most one wake-up more than a one-thread call, never a wait for a sleeping thread. One
+ * parallel call at a time (g_busy); a concurrent call runs on its own thread, with the same
+ * results (every unit is computed the same way whatever the split). */
 static pthread_mutex_t g_busy = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_work_cv = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t g_done_cv = PTHREAD_COND_INITIALIZER;
 static int g_spawned = 1; /* threads in the pool, the caller counted */
 static uint64_t g_gen;
-static int g_remaining;
 static struct {
     rk_range_fn fn;
     void *ctx;
-    int64_t n;
+    int64_t n, chunks, part_bytes;
     int parts;
 } g_job;
+static _Atomic uint64_t g_claim; /* (generation & 0xffffffff) << 32 | next chunk */
+static atomic_int g_inflight;    /* threads inside claim_chunks */
 
-static void run_part(rk_range_fn fn, void *ctx, int64_t n, int parts, int i) {
-    int64_t b = n * i / parts, e = n * (i + 1) / parts;
-    if (b < e) fn(ctx, b, e);
+/* Output bytes per thread of the call being run by this thread (0: none), for the kernels'
+ * streaming-store choice: a chunk of a large call is written like the large call it is part of. */
+static _Thread_local int64_t tl_part_bytes;
+int64_t rk_cpu_part_bytes(void);
+int64_t rk_cpu_part_bytes(void) {
+    return tl_part_bytes;
+}
+
+/* Runs chunks of job `gen` until none is left. */
+static void claim_chunks(uint32_t gen, rk_range_fn fn, void *ctx, int64_t n, int64_t chunks,
+                         int64_t part_bytes) {
+    atomic_fetch_add(&g_inflight, 1);
+    tl_part_bytes = part_bytes;
+    for (;;) {
+        uint64_t c = atomic_load(&g_claim);
+        if ((uint32_t)(c >> 32) != gen || (int64_t)(c & 0xffffffffu) >= chunks) break;
+        if (!atomic_compare_exchange_weak(&g_claim, &c, c + 1)) continue;
+        const int64_t i = (int64_t)(c & 0xffffffffu), b = n * i / chunks, e = n * (i + 1) / chunks;
+        if (b < e) fn(ctx, b, e);
+    }
+    tl_part_bytes = 0;
+    if (atomic_fetch_sub(&g_inflight, 1) == 1) {
+        pthread_mutex_lock(&g_mu);
+        pthread_cond_broadcast(&g_done_cv);
+        pthread_mutex_unlock(&g_mu);
+    }
 }
 
 static void *worker_main(void *arg) {
     const int id = (int)(intptr_t)arg;
-    /* Starting from 0, a new worker also sees the jobs published before it existed; it skips
-     * them, as they had fewer parts than its id. (Starting from g_gen instead could miss the job
-     * published while it was starting.) */
+    /* Starting from 0, a new worker also sees the job published before it existed (and skips
+     * it when it had fewer parts than its id, or finds its chunks taken). */
     uint64_t seen = 0;
     pthread_mutex_lock(&g_mu);
     for (;;) {
@@ -218,12 +250,10 @@ static void *worker_main(void *arg) {
         if (id >= g_job.parts) continue;
         rk_range_fn fn = g_job.fn;
         void *ctx = g_job.ctx;
-        int64_t n = g_job.n;
-        int parts = g_job.parts;
+        const int64_t n = g_job.n, chunks = g_job.chunks, pb = g_job.part_bytes;
         pthread_mutex_unlock(&g_mu);
-        run_part(fn, ctx, n, parts, id);
+        claim_chunks((uint32_t)seen, fn, ctx, n, chunks, pb);
         pthread_mutex_lock(&g_mu);
-        if (--g_remaining == 0) pthread_cond_signal(&g_done_cv);
     }
     return NULL;
 }
@@ -243,14 +273,21 @@ static int pool_reserve(int want) {
     return g_spawned < want ? g_spawned : want;
 }
 
-static void parallel_run(int64_t units, int64_t bytes, rk_range_fn fn, void *ctx) {
+#define RK_CHUNKS_PER_THREAD 4 /* chunks per thread: balance when a core is busy elsewhere */
+
+/* units: tokens; bytes: all bytes the call moves (the cost model); out_bytes: bytes it writes. */
+static void parallel_run(int64_t units, int64_t bytes, int64_t out_bytes, rk_range_fn fn,
+                         void *ctx) {
     if (units <= 0) return;
+    tl_part_bytes = out_bytes;
     if (units == 1 || bytes < atomic_load(&g_min_bytes)) {
         fn(ctx, 0, units);
+        tl_part_bytes = 0;
         return;
     }
     ropekit_parallel_for_fn host = atomic_load(&g_host_for);
     if (host) {
+        tl_part_bytes = 0;
         host(atomic_load(&g_host_ctx), units, fn, ctx);
         return;
     }
@@ -258,18 +295,24 @@ static void parallel_run(int64_t units, int64_t bytes, rk_range_fn fn, void *ctx
     if (parts > units) parts = (int)units;
     if (parts <= 1 || pthread_mutex_trylock(&g_busy) != 0) {
         fn(ctx, 0, units);
+        tl_part_bytes = 0;
         return;
     }
     parts = pool_reserve(parts);
+    int64_t chunks = (int64_t)parts * RK_CHUNKS_PER_THREAD;
+    if (chunks > units) chunks = units;
+    const int64_t pb = out_bytes / parts;
     pthread_mutex_lock(&g_mu);
     g_job.fn = fn, g_job.ctx = ctx, g_job.n = units, g_job.parts = parts;
-    g_remaining = parts - 1;
+    g_job.chunks = chunks, g_job.part_bytes = pb;
     ++g_gen;
+    const uint32_t gen = (uint32_t)g_gen;
+    atomic_store(&g_claim, (uint64_t)gen << 32);
     pthread_cond_broadcast(&g_work_cv);
     pthread_mutex_unlock(&g_mu);
-    run_part(fn, ctx, units, parts, 0);
+    claim_chunks(gen, fn, ctx, units, chunks, pb);
     pthread_mutex_lock(&g_mu);
-    while (g_remaining > 0)
+    while (atomic_load(&g_inflight) > 0)
         pthread_cond_wait(&g_done_cv, &g_mu);
     pthread_mutex_unlock(&g_mu);
     pthread_mutex_unlock(&g_busy);
@@ -310,9 +353,9 @@ static void rotary_range(void *ctx, int64_t t0, int64_t t1) {
 void rk_cpu_rotary(const rk_rotary_plan *p) {
     if (p->B == 0 || p->S == 0 || p->N == 0) return;
     rotary_task t = {p, variant()->rotary};
-    int64_t per_token = 2 * p->N * p->H * (int64_t)ropekit_dtype_size(p->dtype) +
-                        p->R * (int64_t)ropekit_dtype_size(p->table_dtype);
-    parallel_run(p->B * p->S, p->B * p->S * per_token, rotary_range, &t);
+    const int64_t row = p->N * p->H * (int64_t)ropekit_dtype_size(p->dtype);
+    int64_t per_token = 2 * row + p->R * (int64_t)ropekit_dtype_size(p->table_dtype);
+    parallel_run(p->B * p->S, p->B * p->S * per_token, p->B * p->S * row, rotary_range, &t);
 }
 
 typedef struct qknorm_task {
@@ -345,9 +388,10 @@ static void qknorm_range(void *ctx, int64_t t0, int64_t t1) {
 void rk_cpu_qknorm(const rk_qknorm_plan *p) {
     if (p->B == 0 || p->S == 0) return;
     qknorm_task t = {p, variant()->qknorm};
+    const int64_t qrow = p->num_heads * p->head_dim * (int64_t)ropekit_dtype_size(p->dtype);
     int64_t per_token =
         2 * (p->num_heads + 1) * p->head_dim * (int64_t)ropekit_dtype_size(p->dtype);
-    parallel_run(p->B * p->S, p->B * p->S * per_token, qknorm_range, &t);
+    parallel_run(p->B * p->S, p->B * p->S * per_token, p->B * p->S * qrow, qknorm_range, &t);
 }
 
 typedef struct regroup_task {
@@ -374,5 +418,5 @@ void rk_cpu_regroup(const rk_regroup_plan *p) {
     if (p->N == 0) return;
     regroup_task t = {p, variant()->regroup};
     int64_t per_token = 2 * p->num_heads * p->head_dim * (int64_t)ropekit_dtype_size(p->dtype);
-    parallel_run(p->N, p->N * per_token, regroup_range, &t);
+    parallel_run(p->N, p->N * per_token, p->N * per_token / 2, regroup_range, &t);
 }

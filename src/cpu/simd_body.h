@@ -30,6 +30,14 @@
 #include "../core/internal.h"
 
 #define RK_INLINE static inline __attribute__((always_inline))
+
+/* src/cpu/dispatch.c: output bytes per thread of the whole call this thread is running a part of
+ * (0 outside a call). Streaming stores are chosen for the call, not for one chunk of it. */
+int64_t rk_cpu_part_bytes(void);
+RK_INLINE int large_output(int64_t own_bytes) {
+    const int64_t thr = rk_cpu_stream_threshold(), part = rk_cpu_part_bytes();
+    return own_bytes >= thr || part >= thr;
+}
 #define RK_CHUNK 256 /* table columns gathered per token at a time */
 
 RK_INLINE vf ld_t(const void *p, ropekit_dtype dt) {
@@ -168,22 +176,196 @@ RK_INLINE void pair_scalar(int wide, const char *x, char *y, ropekit_dtype dt, i
     rk_store(y, dt, i1, y1);
 }
 
-/* All tokens of a plan whose x and y have innermost stride 1.
- * Per token and column chunk the table values are laid out for the pairing once:
- *   half-split:  T1 = c[k],            T2 = s[k]
+/* Table entries per table held for a block of tokens (floats or doubles): a block is as many
+ * tokens as fit, so that every head reuses the block's gathered rows. */
+#define RK_TABE 1024
+#define RK_TB_MAX 64 /* tokens per block at most */
+
+/* bfloat16 rows as even/odd halves of 32-bit words (RK_HAVE_BF16_EO: ld_bf16_eo / st_bf16_eo):
+ * no widening shuffle on the way in, no narrowing pack on the way out. The tables of such a row
+ * are stored in the same even/odd order. */
+#ifdef RK_HAVE_BF16_EO
+#define RK_EO(dt) ((dt) == ROPEKIT_BFLOAT16)
+#else
+#define RK_EO(dt) 0
+#endif
+
+/* The cos/sin of one token laid out for its rows (n columns from c/sn, table entries per token
+ * returned):
+ *   half-split:  T1 = c[k],            T2 = s[k]             (eo: each group of 2*VL columns as
+ *                                                             its even columns, then its odd)
  *   interleaved: T1 = [c0 s0 c1 s1..], T2 = [s0 c0 s1 c1..]  so y = addsub(T1*dupe(x), T2*dupo(x))
- * (as floats, or as doubles for the wide type), then reused by every head. */
+ *                (eo: T1 = c, T2 = s: the pair's two elements are the word's two halves)
+ * as floats, or as doubles for the wide type. */
+RK_INLINE int64_t lay_tables(int il, int eo, int wide, int64_t n, const float *c, const float *sn,
+                             float *t1f, float *t2f, double *t1d, double *t2d) {
+#define RK_PUT(t, i, v) (wide ? (void)(t##d[i] = (v)) : (void)(t##f[i] = (v)))
+    if (il && !eo) {
+        for (int64_t i = 0; i < n; ++i) {
+            RK_PUT(t1, 2 * i, c[i]), RK_PUT(t1, 2 * i + 1, sn[i]);
+            RK_PUT(t2, 2 * i, sn[i]), RK_PUT(t2, 2 * i + 1, c[i]);
+        }
+        return 2 * n;
+    }
+    int64_t i = 0;
+    if (eo && !il)
+        for (; i + 2 * VL <= n; i += 2 * VL)
+            for (int e = 0; e < VL; ++e) {
+                RK_PUT(t1, i + e, c[i + 2 * e]), RK_PUT(t1, i + VL + e, c[i + 2 * e + 1]);
+                RK_PUT(t2, i + e, sn[i + 2 * e]), RK_PUT(t2, i + VL + e, sn[i + 2 * e + 1]);
+            }
+    for (; i < n; ++i)
+        RK_PUT(t1, i, c[i]), RK_PUT(t2, i, sn[i]);
+    return n;
+#undef RK_PUT
+}
+
+/* One head row (columns [k0, k0 + n) of its pairs) with the token's tables T1/T2. */
+RK_INLINE void rotate_row(const char *x, char *y, ropekit_dtype dt, int wide, int nt, int il,
+                          int eo, int64_t h, int64_t k0, int64_t n, const float *t1f,
+                          const float *t2f, const double *t1d, const double *t2d) {
+    const int64_t es = (int64_t)esz(dt);
+    int64_t i = 0;
+#define RK_TC(i) (wide ? (float)t1d[i] : t1f[i]) /* a table value as the float it was */
+#define RK_TS(i) (wide ? (float)t2d[i] : t2f[i])
+#ifdef RK_HAVE_BF16_EO
+    if (eo) { /* bfloat16, 2*VL elements per step as even/odd halves */
+        const char *xa = x + (il ? 2 * k0 : k0) * es, *xb = x + (k0 + h) * es;
+        char *ya = y + (il ? 2 * k0 : k0) * es, *yb = y + (k0 + h) * es;
+        if (!il) {
+            for (; i + 2 * VL <= n; i += 2 * VL) {
+                vf ae, ao, be, bo;
+                ld_bf16_eo(xa + i * es, &ae, &ao);
+                ld_bf16_eo(xb + i * es, &be, &bo);
+                vf r[4]; /* ya even, ya odd, yb even, yb odd */
+                for (int q = 0; q < 2; ++q) {
+                    vf a = q ? ao : ae, bb = q ? bo : be;
+                    const int64_t o = i + q * VL;
+                    if (wide) {
+                        vd cl = d_ld(t1d + o), ch = d_ld(t1d + o + VL / 2);
+                        vd sl = d_ld(t2d + o), sh = d_ld(t2d + o + VL / 2);
+                        vd al = d_lo(a), ah = d_hi(a), bl = d_lo(bb), bh = d_hi(bb);
+                        r[q] =
+                            d_pack(d_fmsub(cl, al, d_mul(sl, bl)), d_fmsub(ch, ah, d_mul(sh, bh)));
+                        r[2 + q] =
+                            d_pack(d_fmadd(sl, al, d_mul(cl, bl)), d_fmadd(sh, ah, d_mul(ch, bh)));
+                    } else {
+                        vf cv = f_ld(t1f + o), sv = f_ld(t2f + o);
+                        r[q] = f_sub(f_mul(cv, a), f_mul(sv, bb));
+                        r[2 + q] = f_add(f_mul(sv, a), f_mul(cv, bb));
+                    }
+                }
+                st_bf16_eo(ya + i * es, r[0], r[1], nt);
+                st_bf16_eo(yb + i * es, r[2], r[3], nt);
+            }
+            for (; i < n; ++i)
+                pair_scalar(wide, x, y, dt, k0 + i, k0 + i + h, RK_TC(i), RK_TS(i));
+        } else {
+            for (; i + VL <= n; i += VL) { /* VL pairs = 2*VL elements */
+                vf e, o, ye, yo;
+                ld_bf16_eo(xa + 2 * i * es, &e, &o);
+                if (wide) {
+                    vd cl = d_ld(t1d + i), ch = d_ld(t1d + i + VL / 2);
+                    vd sl = d_ld(t2d + i), sh = d_ld(t2d + i + VL / 2);
+                    vd el = d_lo(e), eh = d_hi(e), ol = d_lo(o), oh = d_hi(o);
+                    ye = d_pack(d_fmsub(cl, el, d_mul(sl, ol)), d_fmsub(ch, eh, d_mul(sh, oh)));
+                    yo = d_pack(d_fmadd(sl, el, d_mul(cl, ol)), d_fmadd(sh, eh, d_mul(ch, oh)));
+                } else {
+                    vf cv = f_ld(t1f + i), sv = f_ld(t2f + i);
+                    ye = f_sub(f_mul(cv, e), f_mul(sv, o));
+                    yo = f_add(f_mul(sv, e), f_mul(cv, o));
+                }
+                st_bf16_eo(ya + 2 * i * es, ye, yo, nt);
+            }
+            for (; i < n; ++i)
+                pair_scalar(wide, x, y, dt, 2 * (k0 + i), 2 * (k0 + i) + 1, RK_TC(i), RK_TS(i));
+        }
+        return;
+    }
+#else
+    (void)eo;
+#endif
+    if (!il) {
+        const char *xa = x + k0 * es, *xb = x + (k0 + h) * es;
+        char *ya = y + k0 * es, *yb = y + (k0 + h) * es;
+        for (; i + VL <= n; i += VL) {
+            if (wide) { /* c*a - s*b: both products exact in double */
+                vd al, ah, bl, bh;
+                ld_d2(xa + i * es, dt, &al, &ah);
+                ld_d2(xb + i * es, dt, &bl, &bh);
+                vd cl = d_ld(t1d + i), ch = d_ld(t1d + i + VL / 2);
+                vd sl = d_ld(t2d + i), sh = d_ld(t2d + i + VL / 2);
+                st_d2(ya + i * es, dt, d_fmsub(cl, al, d_mul(sl, bl)),
+                      d_fmsub(ch, ah, d_mul(sh, bh)), nt);
+                st_d2(yb + i * es, dt, d_fmadd(sl, al, d_mul(cl, bl)),
+                      d_fmadd(sh, ah, d_mul(ch, bh)), nt);
+            } else { /* products exact in float but may underflow: no FMA */
+                vf a = ld_t(xa + i * es, dt), bb = ld_t(xb + i * es, dt);
+                vf cv = f_ld(t1f + i), sv = f_ld(t2f + i);
+                st_16(ya + i * es, dt, f_sub(f_mul(cv, a), f_mul(sv, bb)), nt);
+                st_16(yb + i * es, dt, f_add(f_mul(sv, a), f_mul(cv, bb)), nt);
+            }
+        }
+        for (; i < n; ++i)
+            pair_scalar(wide, x, y, dt, k0 + i, k0 + i + h, RK_TC(i), RK_TS(i));
+    } else {
+        const int64_t m = 2 * n;
+        const char *xa = x + 2 * k0 * es;
+        char *ya = y + 2 * k0 * es;
+        for (; i + VL <= m; i += VL) {
+            if (wide) {
+                vd xl, xh;
+                ld_d2(xa + i * es, dt, &xl, &xh);
+                vd lo = d_fmaddsub(d_ld(t1d + i), d_dupe(xl), d_mul(d_ld(t2d + i), d_dupo(xl)));
+                vd hi = d_fmaddsub(d_ld(t1d + i + VL / 2), d_dupe(xh),
+                                   d_mul(d_ld(t2d + i + VL / 2), d_dupo(xh)));
+                st_d2(ya + i * es, dt, lo, hi, nt);
+            } else {
+                vf xv = ld_t(xa + i * es, dt);
+                st_16(ya + i * es, dt,
+                      f_addsub(f_mul(f_ld(t1f + i), f_dupe(xv)), f_mul(f_ld(t2f + i), f_dupo(xv))),
+                      nt);
+            }
+        }
+        for (i /= 2; i < n; ++i)
+            pair_scalar(wide, x, y, dt, 2 * (k0 + i), 2 * (k0 + i) + 1, RK_TC(2 * i), RK_TS(2 * i));
+    }
+#undef RK_TC
+#undef RK_TS
+}
+
+/* Lines of n bytes at a for reading (w: and for writing). Addresses as integers: a prefetch past
+ * a buffer is harmless, pointer arithmetic past it would not be. */
+RK_INLINE void prefetch_row(uintptr_t a, int64_t n, int w) {
+    for (int64_t o = 0; o < n; o += 64)
+        if (w)
+            __builtin_prefetch((const void *)(a + (uintptr_t)o), 1);
+        else
+            __builtin_prefetch((const void *)(a + (uintptr_t)o), 0);
+}
+
+/* All tokens of a plan whose x and y have innermost stride 1, in blocks of TB tokens of one
+ * batch row: the block's cos/sin rows are gathered and laid out for the pairing once (lay_tables),
+ * then every head of every token in the block reuses them. The rows are visited in memory order:
+ * token by token, heads inside (x (B, S, N*H): a token's heads are adjacent), or head by head,
+ * the block's tokens inside (x (B, N, S, H), the layout fused dynamo models run: a head's tokens
+ * are adjacent, so each head's block is one contiguous run, where token-major order would touch
+ * N rows a head stride apart per token, 2N streams that the hardware prefetchers and the TLB lose).
+ * The next rows are prefetched in software, one block's worth (head-major) or one token
+ * (token-major) ahead: hardware prefetchers lose track of strided rows (packed QKV) and of new
+ * runs. */
 RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dtype tdt, int wide,
                            int nt) {
-    const int64_t h = p->R / 2, es = (int64_t)esz(dt);
-    const int il = p->interleaved;
+    const int64_t h = p->R / 2, es = (int64_t)esz(dt), rowb = p->H * es;
+    const int il = p->interleaved, eo = RK_EO(dt);
     float c[RK_CHUNK], sn[RK_CHUNK];
-    float t1f[2 * RK_CHUNK] __attribute__((aligned(64))),
-        t2f[2 * RK_CHUNK] __attribute__((aligned(64)));
-    double t1d[2 * RK_CHUNK] __attribute__((aligned(64))),
-        t2d[2 * RK_CHUNK] __attribute__((aligned(64)));
+    union {
+        float f[2][RK_TABE];
+        double d[2][RK_TABE];
+    } tab __attribute__((aligned(64)));
     const int in_place = p->x == p->y;
     const int copy_tail = p->R < p->H && !in_place; /* channels [R, H) copied bit for bit */
+    const int head_major = p->N > 1 && p->xs[2] > p->xs[1];
     unsigned char strm_buf[RK_MAXSTREAM];
     const unsigned char *strm = NULL;
     if (p->rows == RK_ROWS_MROPE && h <= RK_MAXSTREAM) {
@@ -191,100 +373,77 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
             strm_buf[k] = (unsigned char)rk_mrope_stream(p->mrope_section, p->mrope_layout, k);
         strm = strm_buf;
     }
+    /* entries per token per table: at most 2 * RK_CHUNK (interleaved, not eo) */
+    const int64_t n0 = h < RK_CHUNK ? h : RK_CHUNK, m0 = il && !eo ? 2 * n0 : n0;
+    int64_t TB = m0 > 0 ? RK_TABE / m0 : 1;
+    if (TB > RK_TB_MAX) TB = RK_TB_MAX;
+    if (TB < 1) TB = 1;
+    if (!head_major) TB = 1; /* nothing to share: every token's heads follow it */
+#define RK_XROW(b, s, hd) (p->x + ((b)*p->xs[0] + (s)*p->xs[1] + (hd)*p->xs[2]) * es)
+#define RK_YROW(b, s, hd) (p->y + ((b)*p->ys[0] + (s)*p->ys[1] + (hd)*p->ys[2]) * es)
+#define RK_XADDR(b, s, hd)                                                                         \
+    ((uintptr_t)p->x + (uintptr_t)(((b)*p->xs[0] + (s)*p->xs[1] + (hd)*p->xs[2]) * es))
+#define RK_YADDR(b, s, hd)                                                                         \
+    ((uintptr_t)p->y + (uintptr_t)(((b)*p->ys[0] + (s)*p->ys[1] + (hd)*p->ys[2]) * es))
+    const int pfy = !in_place && !nt;
     for (int64_t b = 0; b < p->B; ++b)
-        for (int64_t s = 0; s < p->S; ++s) {
-            const char *xt = p->x + (b * p->xs[0] + s * p->xs[1]) * es;
-            char *yt = p->y + (b * p->ys[0] + s * p->ys[1]) * es;
-            /* The next token's rows are prefetched head by head: hardware prefetchers lose track
-             * of strided rows (packed QKV), which then run several times slower. */
-            int64_t bn = s + 1 < p->S ? b : b + 1, sn_ = s + 1 < p->S ? s + 1 : 0;
-            const int pf = bn < p->B;
-            const uintptr_t xn = pf ? (uintptr_t)(p->x + (bn * p->xs[0] + sn_ * p->xs[1]) * es) : 0;
-            const uintptr_t yn = pf ? (uintptr_t)(p->y + (bn * p->ys[0] + sn_ * p->ys[1]) * es) : 0;
+        for (int64_t s0 = 0; s0 < p->S; s0 += TB) {
+            const int64_t nb = p->S - s0 < TB ? p->S - s0 : TB;
             for (int64_t k0 = 0; k0 < h; k0 += RK_CHUNK) {
                 const int64_t n = h - k0 < RK_CHUNK ? h - k0 : RK_CHUNK;
-                gather(p, tdt, strm, b, s, k0, n, c, sn);
-                const int64_t m = il ? 2 * n : n; /* table entries per head */
-                for (int64_t i = 0; i < n; ++i) {
-                    float a1 = c[i], a2 = sn[i], b1 = sn[i], b2 = c[i];
-                    if (il) {
-                        if (wide)
-                            t1d[2 * i] = a1, t1d[2 * i + 1] = a2, t2d[2 * i] = b1,
-                                    t2d[2 * i + 1] = b2;
-                        else
-                            t1f[2 * i] = a1, t1f[2 * i + 1] = a2, t2f[2 * i] = b1,
-                                    t2f[2 * i + 1] = b2;
-                    } else {
-                        if (wide)
-                            t1d[i] = a1, t2d[i] = a2;
-                        else
-                            t1f[i] = a1, t2f[i] = a2;
-                    }
+                const int last = k0 + n == h;
+                int64_t m = 0;
+                for (int64_t j = 0; j < nb; ++j) {
+                    gather(p, tdt, strm, b, s0 + j, k0, n, c, sn);
+                    m = lay_tables(il, eo, wide, n, c, sn, tab.f[0] + j * m0, tab.f[1] + j * m0,
+                                   tab.d[0] + j * m0, tab.d[1] + j * m0);
                 }
-                for (int64_t hd = 0; hd < p->N; ++hd) {
-                    const char *x = xt + hd * p->xs[2] * es;
-                    char *y = yt + hd * p->ys[2] * es;
-                    if (pf && k0 == 0)
-                        for (int64_t o = 0; o < p->H * es; o += 64) {
-                            __builtin_prefetch(
-                                (const void *)(xn + (uintptr_t)(hd * p->xs[2] * es + o)), 0);
-                            if (!in_place && !nt)
-                                __builtin_prefetch(
-                                    (const void *)(yn + (uintptr_t)(hd * p->ys[2] * es + o)), 1);
-                        }
-                    int64_t i = 0;
-                    if (!il) {
-                        const char *xa = x + k0 * es, *xb = x + (k0 + h) * es;
-                        char *ya = y + k0 * es, *yb = y + (k0 + h) * es;
-                        for (; i + VL <= m; i += VL) {
-                            if (wide) { /* c*a - s*b: both products exact in double */
-                                vd al, ah, bl, bh;
-                                ld_d2(xa + i * es, dt, &al, &ah);
-                                ld_d2(xb + i * es, dt, &bl, &bh);
-                                vd cl = d_ld(t1d + i), ch = d_ld(t1d + i + VL / 2);
-                                vd sl = d_ld(t2d + i), sh = d_ld(t2d + i + VL / 2);
-                                st_d2(ya + i * es, dt, d_fmsub(cl, al, d_mul(sl, bl)),
-                                      d_fmsub(ch, ah, d_mul(sh, bh)), nt);
-                                st_d2(yb + i * es, dt, d_fmadd(sl, al, d_mul(cl, bl)),
-                                      d_fmadd(sh, ah, d_mul(ch, bh)), nt);
-                            } else { /* products exact in float but may underflow: no FMA */
-                                vf a = ld_t(xa + i * es, dt), bb = ld_t(xb + i * es, dt);
-                                vf cv = f_ld(t1f + i), sv = f_ld(t2f + i);
-                                st_16(ya + i * es, dt, f_sub(f_mul(cv, a), f_mul(sv, bb)), nt);
-                                st_16(yb + i * es, dt, f_add(f_mul(sv, a), f_mul(cv, bb)), nt);
+                (void)m;
+                if (head_major) {
+                    for (int64_t hd = 0; hd < p->N; ++hd)
+                        for (int64_t j = 0; j < nb; ++j) {
+                            const int64_t s = s0 + j;
+                            if (k0 == 0) { /* the row one block ahead: the next head's */
+                                int64_t bn = b, sn_ = s, hn = hd + 1;
+                                if (hn == p->N) hn = 0, sn_ = s + TB;
+                                if (sn_ >= p->S) sn_ -= p->S, ++bn;
+                                if (bn < p->B) {
+                                    prefetch_row(RK_XADDR(bn, sn_, hn), rowb, 0);
+                                    if (pfy) prefetch_row(RK_YADDR(bn, sn_, hn), rowb, 1);
+                                }
                             }
+                            const char *x = RK_XROW(b, s, hd);
+                            char *y = RK_YROW(b, s, hd);
+                            rotate_row(x, y, dt, wide, nt, il, eo, h, k0, n, tab.f[0] + j * m0,
+                                       tab.f[1] + j * m0, tab.d[0] + j * m0, tab.d[1] + j * m0);
+                            if (copy_tail && last)
+                                copy_bytes(y + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
                         }
-                        for (; i < m; ++i)
-                            pair_scalar(wide, x, y, dt, k0 + i, k0 + i + h, c[i], sn[i]);
-                    } else {
-                        const char *xa = x + 2 * k0 * es;
-                        char *ya = y + 2 * k0 * es;
-                        for (; i + VL <= m; i += VL) {
-                            if (wide) {
-                                vd xl, xh;
-                                ld_d2(xa + i * es, dt, &xl, &xh);
-                                vd lo = d_fmaddsub(d_ld(t1d + i), d_dupe(xl),
-                                                   d_mul(d_ld(t2d + i), d_dupo(xl)));
-                                vd hi = d_fmaddsub(d_ld(t1d + i + VL / 2), d_dupe(xh),
-                                                   d_mul(d_ld(t2d + i + VL / 2), d_dupo(xh)));
-                                st_d2(ya + i * es, dt, lo, hi, nt);
-                            } else {
-                                vf xv = ld_t(xa + i * es, dt);
-                                st_16(ya + i * es, dt,
-                                      f_addsub(f_mul(f_ld(t1f + i), f_dupe(xv)),
-                                               f_mul(f_ld(t2f + i), f_dupo(xv))),
-                                      nt);
+                } else {
+                    for (int64_t j = 0; j < nb; ++j) {
+                        const int64_t s = s0 + j;
+                        int64_t bn = s + 1 < p->S ? b : b + 1, sn_ = s + 1 < p->S ? s + 1 : 0;
+                        const int pf = bn < p->B && k0 == 0;
+                        for (int64_t hd = 0; hd < p->N; ++hd) {
+                            if (pf) { /* the next token's row of this head */
+                                prefetch_row(RK_XADDR(bn, sn_, hd), rowb, 0);
+                                if (pfy) prefetch_row(RK_YADDR(bn, sn_, hd), rowb, 1);
                             }
+                            const char *x = RK_XROW(b, s, hd);
+                            char *y = RK_YROW(b, s, hd);
+                            rotate_row(x, y, dt, wide, nt, il, eo, h, k0, n, tab.f[0] + j * m0,
+                                       tab.f[1] + j * m0, tab.d[0] + j * m0, tab.d[1] + j * m0);
+                            if (copy_tail && last)
+                                copy_bytes(y + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
                         }
-                        for (i /= 2; i < n; ++i)
-                            pair_scalar(wide, x, y, dt, 2 * (k0 + i), 2 * (k0 + i) + 1, c[i],
-                                        sn[i]);
                     }
-                    if (copy_tail && k0 + n == h)
-                        copy_bytes(y + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
                 }
             }
         }
+#undef RK_XROW
+#undef RK_YROW
+#undef RK_XADDR
+#undef RK_YADDR
     if (nt) st_fence();
 }
 
@@ -294,8 +453,10 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
  * and heads, tokens and batches start on line boundaries. */
 static int use_streaming(const rk_rotary_plan *p) {
     const int64_t es = (int64_t)esz(p->dtype), h = p->R / 2;
-    if (p->x == p->y || p->B * p->S * p->N * p->H * es < rk_cpu_stream_threshold()) return 0;
+    if (p->x == p->y || !large_output(p->B * p->S * p->N * p->H * es)) return 0;
     if (p->R != p->H || (p->interleaved ? 2 * h : h) % VL != 0 || (p->H * es) % 64) return 0;
+    /* even/odd bfloat16 rows store 2*VL elements at a time, at offsets that are multiples of it */
+    if (RK_EO(p->dtype) && (p->interleaved ? h % VL : h % (2 * VL)) != 0) return 0;
     if ((uintptr_t)p->y % 64 || (p->ys[0] * es) % 64 || (p->ys[1] * es) % 64 ||
         (p->ys[2] * es) % 64)
         return 0;
@@ -368,7 +529,7 @@ RK_INLINE vf rt_q(vf v, ropekit_dtype dt, int hw) {
  * interleaving G rows lets the chains of different rows overlap (one row alone would wait on
  * the add latency). The squares are exact in double (at most 2 x 24 significant bits), so a fused
  * multiply-add gives the bits of ref.c's multiply then add. */
-#define RK_QPF 4 /* query rows are prefetched this many heads ahead */
+#define RK_QPF 4                     /* query rows are prefetched this many heads ahead */
 #define RK_QG (VL >= 8 ? VL / 4 : 1) /* rows at a time: 8 accumulator vectors in flight */
 RK_INLINE void sum_sq_rows(const char *x, int64_t stride, ropekit_dtype dt, int64_t n, int G,
                            float *ss) {
@@ -476,14 +637,13 @@ RK_INLINE float fp8_block_scale(float amax) {
 }
 
 /* One query head, its sum of squares given: q[c] = Rt(q[c] * r), then the tail rotation. */
-RK_INLINE void qknorm_head(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, int hw,
-                           const char *x, char *y, float ss, const float *cs, const float *sn,
-                           float *v) {
+RK_INLINE void qknorm_head(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, int hw, const char *x,
+                           char *y, float ss, const float *cs, const float *sn, float *v) {
     const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
     vf rv = rt_q(f_set1(1.0f / sqrtf(ss / (float)hd + p->epsilon)), dt, hw);
     float r = f_lane0(rv); /* rounded to T (vector conversions: same bits) */
     int64_t c = 0;
-#define RK_X(c) ld_t(x + (c) * es, dt)
+#define RK_X(c) ld_t(x + (c)*es, dt)
 #if defined(RK_HAVE_BF16_PAIRS) && defined(RK_HAVE_BF16_HW)
     if (hw && dt == ROPEKIT_BFLOAT16) /* 32 at a time, even and odd channels apart */
         for (; c + 32 <= nope; c += 32) {
@@ -547,8 +707,8 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
                 else
                     sum_sq_rows(xt + h * hs, hs, dt, hd, 1, ss);
                 for (int i = 0; i < g; ++i)
-                    qknorm_head(p, dt, nt, hw, xt + (h + i) * hs, yt + (h + i) * hos, ss[i], cs,
-                                sn, v);
+                    qknorm_head(p, dt, nt, hw, xt + (h + i) * hs, yt + (h + i) * hos, ss[i], cs, sn,
+                                v);
                 h += g;
             }
             /* kv */
@@ -564,9 +724,8 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
                 for (int64_t c0 = 0; c0 < nope; c0 += 64) {
                     vf amax = f_set1(0.0f);
                     for (int i = 0; i < 64; i += VL) {
-                        vf q = rt_q(
-                            f_mul(f_mul(ld_t(x + (c0 + i) * es, dt), rv), f_ld(w + c0 + i)), dt,
-                            hw);
+                        vf q = rt_q(f_mul(f_mul(ld_t(x + (c0 + i) * es, dt), rv), f_ld(w + c0 + i)),
+                                    dt, hw);
                         f_st(blk + i, q);
                         amax = f_max(f_abs(q), amax); /* a NaN is skipped, as fmaxf does */
                     }
@@ -590,8 +749,7 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
             const float *wr = w + nope;
             int64_t t = 0;
             for (; t + VL <= rd; t += VL)
-                f_st(v + t,
-                     rt_q(f_mul(f_mul(ld_t(xr + t * es, dt), rv), f_ld(wr + t)), dt, hw));
+                f_st(v + t, rt_q(f_mul(f_mul(ld_t(xr + t * es, dt), rv), f_ld(wr + t)), dt, hw));
             for (; t < rd; ++t)
                 v[t] = rk_round_to(dt, (rk_load(xr, dt, t) * r) * wr[t]);
             tail_rotate(v, cs, sn, rd, 0, y + nope * es, dt, 0, hw);
@@ -604,9 +762,7 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
  * 64-byte line boundaries. */
 static int qknorm_streaming(const rk_qknorm_plan *p) {
     const int64_t es = (int64_t)esz(p->dtype);
-    if (p->q == p->q_out ||
-        p->B * p->S * p->num_heads * p->head_dim * es < rk_cpu_stream_threshold())
-        return 0;
+    if (p->q == p->q_out || !large_output(p->B * p->S * p->num_heads * p->head_dim * es)) return 0;
     if (p->nope % VL || p->rope_dim % VL || (p->head_dim * es) % 64) return 0;
     if ((uintptr_t)p->q_out % 64 || (p->qos[0] * es) % 64 || (p->qos[1] * es) % 64 ||
         (p->qos[2] * es) % 64)
@@ -678,7 +834,7 @@ static void RK_SUFFIX(regroup)(const rk_regroup_plan *p) {
     }
     /* streaming stores: large output, every vector store aligned (4*VL bytes) */
     const int64_t es = (int64_t)esz(p->dtype), w = 4 * VL;
-    int nt = p->N * p->num_heads * p->head_dim * es >= rk_cpu_stream_threshold() &&
+    int nt = large_output(p->N * p->num_heads * p->head_dim * es) &&
              (uintptr_t)p->out % (uintptr_t)w == 0 && (p->os[0] * es) % w == 0 &&
              (p->os[1] * es) % w == 0 && (p->head_dim * es) % w == 0 && (p->nope * es) % w == 0;
     switch (p->dtype) {

@@ -1,9 +1,13 @@
 /* Just enough JSON to read a Hugging Face config.json: a bounded recursive-descent parser that
  * looks up the few keys the fusion needs. Malformed files are errors, never crashes. */
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config_json.h"
 #include "internal.h"
@@ -42,17 +46,45 @@ static int string(parser *ps, char *out, size_t cap) {
 
 static int value(parser *ps, rk_hf_config *cfg, int in_rope, int in_text);
 
-static void take_number(rk_hf_config *cfg, const char *key, double v, int in_rope, int in_text) {
+/* A length-like value (max_position_embeddings, ...): a positive integer that fits int64. The
+ * first bad value of each key is described in part->bad, for the message. */
+static int64_t take_length(rk_hf_config_part *part, const char *key, double v, const char *text) {
+    if (v >= 1 && v < 0x1p63 && v == floor(v)) return (int64_t)v;
+    if (!part->bad[0])
+        snprintf(part->bad, sizeof part->bad, "%s is %s, not a positive integer%s", key, text,
+                 isfinite(v) && v >= 0x1p63 ? " (out of range)" : "");
+    return -1;
+}
+
+static void take_number(rk_hf_config *cfg, const char *key, double v, const char *text,
+                        int in_rope, int in_text) {
     rk_hf_config_part *part = in_text ? &cfg->text : &cfg->top;
     if (in_rope) {
-        if (!strcmp(key, "factor")) part->factor = v;
-        if (!strcmp(key, "original_max_position_embeddings")) part->rope_original_max = (int64_t)v;
+        if (!strcmp(key, "factor")) part->factor = isfinite(v) ? v : 0.0;
+        if (!strcmp(key, "original_max_position_embeddings"))
+            part->rope_original_max = take_length(part, key, v, text);
     } else {
         if (!strcmp(key, "max_position_embeddings") ||
             (!strcmp(key, "n_positions") && part->max_position_embeddings == 0))
-            part->max_position_embeddings = (int64_t)v;
-        if (!strcmp(key, "original_max_position_embeddings")) part->original_max = (int64_t)v;
+            part->max_position_embeddings = take_length(part, key, v, text);
+        if (!strcmp(key, "original_max_position_embeddings"))
+            part->original_max = take_length(part, key, v, text);
     }
+}
+
+/* A string where a length belongs ("2048"): noted in part->bad. */
+static void take_string(rk_hf_config *cfg, const char *key, const char *value, int in_rope,
+                        int in_text) {
+    rk_hf_config_part *part = in_text ? &cfg->text : &cfg->top;
+    int length_key = !strcmp(key, "max_position_embeddings") || !strcmp(key, "n_positions") ||
+                     !strcmp(key, "original_max_position_embeddings");
+    if (!length_key || (in_rope && strcmp(key, "original_max_position_embeddings") != 0)) return;
+    if (!strcmp(key, "n_positions") && part->max_position_embeddings != 0) return;
+    if (!strcmp(key, "max_position_embeddings") || !strcmp(key, "n_positions"))
+        part->max_position_embeddings = -1;
+    if (!part->bad[0])
+        snprintf(part->bad, sizeof part->bad, "%s is the string \"%.40s\", not a number", key,
+                 value);
 }
 
 static int object(parser *ps, rk_hf_config *cfg, int in_rope, int in_text) {
@@ -79,8 +111,19 @@ static int object(parser *ps, rk_hf_config *cfg, int in_rope, int in_text) {
             errno = 0;
             double v = strtod(ps->p, &e); /* the buffer is NUL-terminated (see read) */
             if (e == ps->p || e > ps->end) return 0;
+            char num[32];
+            snprintf(num, sizeof num, "%.*s", (int)(e - ps->p < 31 ? e - ps->p : 31), ps->p);
             ps->p = e;
-            take_number(cfg, key, v, in_rope, in_text);
+            take_number(cfg, key, v, num, in_rope, in_text);
+        } else if (!in_rope && ps->p < ps->end && *ps->p == '"') {
+            char sv[64];
+            if (!string(ps, sv, sizeof sv)) return 0;
+            take_string(cfg, key, sv, in_rope, in_text);
+        } else if (in_rope && ps->p < ps->end && *ps->p == '"' &&
+                   strcmp(key, "rope_type") != 0 && strcmp(key, "type") != 0) {
+            char sv[64];
+            if (!string(ps, sv, sizeof sv)) return 0;
+            take_string(cfg, key, sv, in_rope, in_text);
         } else if (in_rope && (!strcmp(key, "rope_type") || !strcmp(key, "type")) &&
                    ps->p < ps->end && *ps->p == '"') {
             rk_hf_config_part *part = in_text ? &cfg->text : &cfg->top;
@@ -162,30 +205,59 @@ ropekit_status rk_hf_config_parse(const char *text, size_t size, const char *nam
 }
 
 ropekit_status rk_hf_config_read(const char *path, rk_hf_config *cfg) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return rk_fail(ROPEKIT_ERROR_IO, "%s: %s", path, strerror(errno));
+    memset(cfg, 0, sizeof *cfg);
+    if (!*path) return rk_fail(ROPEKIT_ERROR_IO, "the config path is empty");
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
+    if (fd < 0) return rk_fail(ROPEKIT_ERROR_IO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int dir = S_ISDIR(st.st_mode);
+        close(fd);
+        return rk_fail(ROPEKIT_ERROR_IO, "%s: %s", path,
+                       dir ? "is a directory; pass the config file itself (e.g. "
+                             "DIR/config.json)"
+                           : "not a regular file (a Hugging Face config.json is expected)");
+    }
+    if ((uint64_t)st.st_size > MAX_FILE) {
+        close(fd);
+        return rk_fail(ROPEKIT_ERROR_PARSE, "%s: larger than 16 MiB, not a config.json", path);
+    }
     char *buf = malloc(MAX_FILE + 1);
     if (!buf) {
-        fclose(f);
+        close(fd);
         return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "%s: out of memory", path);
     }
-    size_t n = fread(buf, 1, MAX_FILE + 1, f);
-    int err = ferror(f);
-    fclose(f);
-    if (err || n > MAX_FILE) {
+    size_t n = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + n, MAX_FILE + 1 - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            free(buf);
+            return rk_fail(ROPEKIT_ERROR_IO, "%s: read: %s", path, strerror(e));
+        }
+        if (r == 0 || (n += (size_t)r) > MAX_FILE) break;
+    }
+    close(fd);
+    if (n > MAX_FILE) {
         free(buf);
-        return rk_fail(err ? ROPEKIT_ERROR_IO : ROPEKIT_ERROR_PARSE, "%s: %s", path,
-                       err ? "read error" : "larger than 16 MiB");
+        return rk_fail(ROPEKIT_ERROR_PARSE, "%s: larger than 16 MiB, not a config.json", path);
     }
     buf[n] = '\0';
-    ropekit_status st = rk_hf_config_parse(buf, n, path, cfg);
+    ropekit_status s = rk_hf_config_parse(buf, n, path, cfg);
     free(buf);
-    return st;
+    return s;
 }
 
 int64_t rk_hf_config_max_positions(const rk_hf_config *cfg, char *how, size_t how_n) {
     const rk_hf_config_part *p = cfg->top.max_position_embeddings > 0 ? &cfg->top : &cfg->text;
-    if (p->max_position_embeddings <= 0) return 0;
+    if (p->max_position_embeddings <= 0) {
+        const char *bad = cfg->top.bad[0] ? cfg->top.bad : cfg->text.bad;
+        snprintf(how, how_n, "%s%s", bad[0] ? bad : "gives no max_position_embeddings",
+                 bad[0] && bad == cfg->text.bad ? " (in text_config)" : "");
+        return 0;
+    }
     int64_t maxp = p->max_position_embeddings;
     int64_t orig = p->rope_original_max > 0 ? p->rope_original_max : p->original_max;
     int extends = !strcmp(p->rope_type, "linear") || !strcmp(p->rope_type, "yarn") ||

@@ -13,6 +13,7 @@ typedef struct rk_hf_config_part {
     int64_t rope_original_max; /* the one inside rope_parameters / rope_scaling */
     double factor;             /* rope scaling factor */
     char rope_type[32];        /* rope_type (5.x) or type (4.x) */
+    char bad[160];             /* the first length-like value that is not a positive integer */
 } rk_hf_config_part;
 
 typedef struct rk_hf_config {
@@ -22,7 +23,9 @@ typedef struct rk_hf_config {
 ropekit_status rk_hf_config_parse(const char *text, size_t size, const char *name,
                                   rk_hf_config *cfg);
 ropekit_status rk_hf_config_read(const char *path, rk_hf_config *cfg);
-/* The table length the config implies (0 if it gives none); `how` explains it. */
+/* The table length the config implies; `how` explains it. 0 when it gives none: then `how` says
+ * why ("gives no max_position_embeddings", "max_position_embeddings is -5, not a positive
+ * integer", "max_position_embeddings is the string \"2048\", not a number", ...). */
 int64_t rk_hf_config_max_positions(const rk_hf_config *cfg, char *how, size_t how_n);
 
 #endif

@@ -9,6 +9,15 @@
 #include "fuse_internal.h"
 #include "ropekit_fuse.h"
 
+/* A Cos or Sin value the fusion leaves in the graph, and why. */
+typedef struct rk_unfused {
+    char *value;
+    const char *op; /* "Cos" / "Sin" (static) */
+    char reason[2 * RK_REASON];
+    int64_t *sites; /* indices of the sites its values reach */
+    size_t n_sites;
+} rk_unfused;
+
 struct ropekit_fuse_report {
     rk_site *sites;
     size_t n_sites;
@@ -17,31 +26,41 @@ struct ropekit_fuse_report {
     int64_t max_positions;
     char max_positions_source[160];
     char target[24];
+    char mode[24];
     int dry_run;
-    char warnings[4][256];
+    char warnings[8][256];
     int n_warnings;
+    rk_unfused *unfused; /* Cos/Sin values still in the graph afterwards (or, dry run, that would be) */
+    size_t n_unfused;
+    rk_buf attention_log; /* match_qknorm.c: DeepSeek-V4 attention sites */
+    int64_t attention_found, attention_fused;
 };
 
 /* ---- tables -------------------------------------------------------------------------------- */
 
 typedef struct rk_table {
     const rk_angles *angles; /* owned by a site */
+    const rk_site *site;     /* RK_ANGLES_ROWS: the first site reading these rows */
     int32_t elem_type;
     char *cos_name, *sin_name;
+    char *idx; /* RK_ANGLES_ROWS: Range(0, rows, 1) */
+    char *pos; /* RK_ANGLES_ROWS: the (B, S) index built for an earlier site, reusable by later
+                * sites of the same layout when it is computed before them */
+    rk_layout pos_layout;
 } rk_table;
 
 static ropekit_dtype to_rk_dtype(int32_t t) {
     return t == RK_DT_FLOAT16 ? ROPEKIT_FLOAT16 : t == RK_DT_BFLOAT16 ? ROPEKIT_BFLOAT16 : ROPEKIT_FLOAT32;
 }
 
-/* Adds the cos/sin initializers for an angle source (P rows; graph arithmetic). */
-static ropekit_status add_tables(rk_graph *ix, const rk_angles *a, int32_t elem_type, int64_t P,
-                                 rk_table *t, int64_t *bytes) {
+ropekit_status rk_angles_tables(const rk_angles *a, int32_t elem_type, int64_t P, char **cos_out,
+                                char **sin_out, int64_t *rows_out) {
     ropekit_dtype dt = to_rk_dtype(elem_type);
     size_t es = ropekit_dtype_size(dt);
     int64_t rows = a->kind == RK_ANGLES_TABLE ? a->rows : P;
     size_t n = (size_t)rows * (size_t)a->half;
     char *cos_buf = malloc(n * es + 1), *sin_buf = malloc(n * es + 1);
+    *cos_out = *sin_out = NULL;
     if (!cos_buf || !sin_buf) {
         free(cos_buf), free(sin_buf);
         return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory for a %lld x %lld table",
@@ -63,6 +82,20 @@ static ropekit_status add_tables(rk_graph *ix, const rk_angles *a, int32_t elem_
         free(cos_buf), free(sin_buf);
         return s;
     }
+    *cos_out = cos_buf, *sin_out = sin_buf, *rows_out = rows;
+    return ROPEKIT_OK;
+}
+
+/* Adds the cos/sin initializers for an angle source (P rows; graph arithmetic). */
+static ropekit_status add_tables(rk_graph *ix, const rk_angles *a, int32_t elem_type, int64_t P,
+                                 rk_table *t, int64_t *bytes) {
+    char *cos_buf, *sin_buf;
+    int64_t rows;
+    RK_TRY(rk_angles_tables(a, elem_type, P, &cos_buf, &sin_buf, &rows));
+    size_t es = ropekit_dtype_size(to_rk_dtype(elem_type));
+    size_t n = (size_t)rows * (size_t)a->half;
+    int64_t shape[2] = {rows, a->half};
+    ropekit_status s;
     t->cos_name = rk_graph_unique_name(ix, "ropekit_cos_cache");
     t->sin_name = t->cos_name ? rk_graph_unique_name(ix, "ropekit_sin_cache") : NULL;
     Onnx__TensorProto *tc = t->sin_name ? rk_new_tensor(t->cos_name, elem_type, shape, 2, cos_buf, n * es) : NULL;
@@ -93,7 +126,172 @@ static ropekit_status add_int_initializer(rk_graph *ix, const char *base, const 
     return rk_graph_add_initializer(ix, t);
 }
 
-static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, const rk_table *t,
+/* A node with one new output named after `base` (unique), inserted as early as its inputs allow
+ * (hint 0) or at `hint`; an optional int attribute. *out gets the output name (owned). */
+static ropekit_status add_node(rk_graph *ix, const char *op, const char *const *ins, size_t nin,
+                               const char *base, const char *attr, int64_t attr_v, int32_t hint,
+                               char **out) {
+    *out = rk_graph_unique_name(ix, base);
+    if (!*out) return RK_OOM();
+    Onnx__NodeProto *n = rk_new_node(op, "", *out, ins, nin, (const char *const *)out, 1);
+    if (!n) return RK_OOM();
+    if (attr) {
+        ropekit_status st = rk_node_add_attr_int(n, attr, attr_v);
+        if (st != ROPEKIT_OK) {
+            rk_node_free(n);
+            return st;
+        }
+    }
+    return rk_graph_insert_node(ix, n, hint, NULL);
+}
+
+/* The graph's own cos/sin rows for the default mechanism, shared by the sites that read the
+ * same terms: rows = Reshape(Slice(Cast<T>(term), first half | every other column), (-1, R/2)),
+ * idx = Reshape(Range(0, rows, 1), term.shape[:-1]) — the identity position index, (B', S). */
+static ropekit_status rows_half(rk_graph *ix, const rk_site *s, const char *term, const char *base,
+                                const char *c_h, const char *c_0, const char *c_end,
+                                const char *c_last, const char *c_2, const char *c_shape,
+                                char **out) {
+    char *cast = NULL, *sl = NULL;
+    ropekit_status st = ROPEKIT_OK;
+    rk_shape ts;
+    rk_graph_shape(ix, term, &ts);
+    const char *cur = term;
+    if (ts.elem_type != s->elem_type) { /* unknown or another type: the fused op needs T */
+        const char *in[1] = {term};
+        st = add_node(ix, "Cast", in, 1, "ropekit_rows_cast", "to", s->elem_type, 0, &cast);
+        cur = cast;
+    }
+    if (st == ROPEKIT_OK && s->term_full) {
+        const char *in[5] = {cur, c_0, s->interleaved ? c_end : c_h, c_last, c_2};
+        st = add_node(ix, "Slice", in, s->interleaved ? 5 : 4, "ropekit_rows_half", NULL, 0, 0, &sl);
+        cur = sl;
+    }
+    if (st == ROPEKIT_OK) {
+        const char *in[2] = {cur, c_shape};
+        st = add_node(ix, "Reshape", in, 2, base, NULL, 0, 0, out);
+    }
+    free(cast), free(sl);
+    return st;
+}
+
+static ropekit_status add_int_initializer(rk_graph *ix, const char *base, const int64_t *v,
+                                          size_t n, char **name);
+
+static ropekit_status add_rows(rk_graph *ix, const rk_site *s, rk_table *rw) {
+    int64_t h = s->rotary_dim / 2, v0 = 0, vend = INT64_MAX, vlast = -1, v2 = 2, shape[2] = {-1, h};
+    char *c_h = NULL, *c_0 = NULL, *c_end = NULL, *c_last = NULL, *c_2 = NULL, *c_shape = NULL;
+    char *c_zero = NULL, *c_one = NULL, *c_m1 = NULL, *shp = NULL, *lead = NULL, *n1 = NULL,
+         *n0 = NULL, *rng = NULL;
+    ropekit_status st;
+    int64_t empty_dims[1] = {0};
+    (void)empty_dims;
+    if ((st = add_int_initializer(ix, "ropekit_rows_h", &h, 1, &c_h)) ||
+        (st = add_int_initializer(ix, "ropekit_rows_0", &v0, 1, &c_0)) ||
+        (st = add_int_initializer(ix, "ropekit_rows_end", &vend, 1, &c_end)) ||
+        (st = add_int_initializer(ix, "ropekit_rows_axis", &vlast, 1, &c_last)) ||
+        (st = add_int_initializer(ix, "ropekit_rows_step", &v2, 1, &c_2)) ||
+        (st = add_int_initializer(ix, "ropekit_rows_shape", shape, 2, &c_shape)) ||
+        (st = add_int_initializer(ix, "ropekit_rows_m1", &vlast, 1, &c_m1)))
+        goto done;
+    if ((st = rows_half(ix, s, s->cos_term, "ropekit_cos_rows", c_h, c_0, c_end, c_last, c_2,
+                        c_shape, &rw->cos_name)) ||
+        (st = rows_half(ix, s, s->sin_term, "ropekit_sin_rows", c_h, c_0, c_end, c_last, c_2,
+                        c_shape, &rw->sin_name)))
+        goto done;
+    {
+        /* scalars for Range: 0-d initializers */
+        char *z = rk_graph_unique_name(ix, "ropekit_rows_zero"), *o = rk_graph_unique_name(ix, "ropekit_rows_one");
+        int64_t zero = 0, one = 1;
+        Onnx__TensorProto *tz = z ? rk_new_tensor(z, RK_DT_INT64, NULL, 0, &zero, sizeof zero) : NULL;
+        Onnx__TensorProto *to = o ? rk_new_tensor(o, RK_DT_INT64, NULL, 0, &one, sizeof one) : NULL;
+        c_zero = z, c_one = o;
+        if (!tz || !to) {
+            if (tz) protobuf_c_message_free_unpacked(&tz->base, NULL);
+            if (to) protobuf_c_message_free_unpacked(&to->base, NULL);
+            st = RK_OOM();
+            goto done;
+        }
+        if ((st = rk_graph_add_initializer(ix, tz)) != ROPEKIT_OK) {
+            protobuf_c_message_free_unpacked(&to->base, NULL);
+            goto done;
+        }
+        if ((st = rk_graph_add_initializer(ix, to)) != ROPEKIT_OK) goto done;
+    }
+    {
+        /* n = rows of the table as a scalar; idx = Reshape(Range(0, n, 1), shape(term)[:-1]) */
+        const char *a[1] = {rw->cos_name};
+        const char *b[2];
+        const char *c[3];
+        if ((st = add_node(ix, "Shape", a, 1, "ropekit_rows_shape_of", NULL, 0, 0, &shp))) goto done;
+        c[0] = shp, c[1] = c_0, c[2] = c_one;
+        /* Slice(shape, [0], [1]) -> [n]; Reshape([n], []) -> n */
+        const char *sl[3] = {shp, c_0, c_one};
+        (void)c;
+        char *one_vec = NULL;
+        int64_t onev = 1;
+        if ((st = add_int_initializer(ix, "ropekit_rows_1", &onev, 1, &one_vec))) goto done;
+        sl[2] = one_vec;
+        st = add_node(ix, "Slice", sl, 3, "ropekit_rows_n1", NULL, 0, 0, &n1);
+        free(one_vec);
+        if (st) goto done;
+        char *scalar_shape = rk_graph_unique_name(ix, "ropekit_rows_scalar");
+        int64_t d0[1] = {0};
+        Onnx__TensorProto *ts = scalar_shape ? rk_new_tensor(scalar_shape, RK_DT_INT64, d0, 1, NULL, 0) : NULL;
+        if (!ts) {
+            free(scalar_shape);
+            st = RK_OOM();
+            goto done;
+        }
+        if ((st = rk_graph_add_initializer(ix, ts)) != ROPEKIT_OK) {
+            free(scalar_shape);
+            goto done;
+        }
+        b[0] = n1, b[1] = scalar_shape;
+        st = add_node(ix, "Reshape", b, 2, "ropekit_rows_n", NULL, 0, 0, &n0);
+        free(scalar_shape);
+        if (st) goto done;
+        const char *r3[3] = {c_zero, n0, c_one};
+        if ((st = add_node(ix, "Range", r3, 3, "ropekit_rows_range", NULL, 0, 0, &rng))) goto done;
+        rw->idx = rng; /* Range(0, rows, 1); each site reshapes it to its (B', S) */
+        rng = NULL;
+    }
+done:
+    free(c_h), free(c_0), free(c_end), free(c_last), free(c_2), free(c_shape), free(c_zero);
+    free(c_one), free(c_m1), free(shp), free(lead), free(n1), free(n0), free(rng);
+    return st;
+}
+
+/* per site: the identity index for x's (B, S): Expand(Reshape(range, [-1, S]), (B, S)), with
+ * B and S read from x (the rows are (B', S) with B' = 1 or B) */
+static ropekit_status site_positions(rk_graph *ix, const rk_site *s, const char *range, char **pos) {
+    int64_t seq = s->layout == RK_LAYOUT_BSNH ? 1 : 2, axes[2] = {0, seq}, m1 = -1;
+    char *ax = NULL, *axs = NULL, *cm1 = NULL, *shp = NULL, *bs = NULL, *sq = NULL, *tgt = NULL,
+         *idx = NULL;
+    ropekit_status st;
+    const char *a[1] = {s->x};
+    if (!(st = add_int_initializer(ix, "ropekit_bs_axes", axes, 2, &ax)) &&
+        !(st = add_int_initializer(ix, "ropekit_s_axis", &seq, 1, &axs)) &&
+        !(st = add_int_initializer(ix, "ropekit_minus_one", &m1, 1, &cm1)) &&
+        !(st = add_node(ix, "Shape", a, 1, "ropekit_x_shape", NULL, 0, 0, &shp))) {
+        const char *g[2] = {shp, ax}, *g1[2] = {shp, axs};
+        if (!(st = add_node(ix, "Gather", g, 2, "ropekit_x_bs", NULL, 0, 0, &bs)) &&
+            !(st = add_node(ix, "Gather", g1, 2, "ropekit_x_s", NULL, 0, 0, &sq))) {
+            const char *c[2] = {cm1, sq};
+            if (!(st = add_node(ix, "Concat", c, 2, "ropekit_rows_bs", "axis", 0, 0, &tgt))) {
+                const char *r[2] = {range, tgt};
+                if (!(st = add_node(ix, "Reshape", r, 2, "ropekit_rows_index", NULL, 0, 0, &idx))) {
+                    const char *e[2] = {idx, bs};
+                    st = add_node(ix, "Expand", e, 2, "ropekit_position_index", NULL, 0, 0, pos);
+                }
+            }
+        }
+    }
+    free(ax), free(axs), free(cm1), free(shp), free(bs), free(sq), free(tgt), free(idx);
+    return st;
+}
+
+static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
                                    ropekit_fuse_target target, int64_t *counter) {
     const rk_value *ov = rk_graph_value(ix, s->output);
     if (!ov || ov->producer < 0) return rk_fail(ROPEKIT_ERROR_PARSE, "site output '%s' vanished", s->output);
@@ -104,8 +302,26 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, const rk_table *t,
     snprintf(base, sizeof base, "ropekit_rope_%lld", (long long)(*counter)++);
     char *node_name = rk_graph_unique_name(ix, base);
     char *out = rk_graph_unique_name(ix, s->output);
-    char *x_in = NULL, *x3 = NULL, *y3 = NULL, *shape_in = NULL, *shape_out = NULL;
+    char *x_in = NULL, *x3 = NULL, *y3 = NULL, *shape_in = NULL, *shape_out = NULL, *pos_name = NULL;
     ropekit_status st = ROPEKIT_OK;
+    const char *positions = s->angles.positions;
+    if (s->angles.kind == RK_ANGLES_ROWS) {
+        const rk_value *pv = t->pos ? rk_graph_value(ix, t->pos) : NULL;
+        if (pv && pv->producer >= 0 && pv->producer < hint && t->pos_layout == s->layout) {
+            positions = t->pos; /* the same tokens: the index is shared */
+        } else {
+            if ((st = site_positions(ix, s, t->idx, &pos_name)) != ROPEKIT_OK) goto done;
+            positions = pos_name;
+            if (!t->pos) {
+                t->pos = rk_strdup(pos_name);
+                t->pos_layout = s->layout;
+                if (!t->pos) {
+                    st = RK_OOM();
+                    goto done;
+                }
+            }
+        }
+    }
     if (!node_name || !out) {
         st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
         goto done;
@@ -140,13 +356,14 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, const rk_table *t,
         const char *rope_out = s->layout == RK_LAYOUT_BSNH ? y3 : out;
         const char *ins[4];
         if (onnx_op) {
-            ins[0] = x_in, ins[1] = t->cos_name, ins[2] = t->sin_name, ins[3] = s->angles.positions;
+            ins[0] = x_in, ins[1] = t->cos_name, ins[2] = t->sin_name, ins[3] = positions;
         } else {
-            ins[0] = x_in, ins[1] = s->angles.positions, ins[2] = t->cos_name, ins[3] = t->sin_name;
+            ins[0] = x_in, ins[1] = positions, ins[2] = t->cos_name, ins[3] = t->sin_name;
         }
-        const char *op = mrope ? "MRotaryEmbedding" : "RotaryEmbedding";
-        Onnx__NodeProto *n = rk_new_node(op, onnx_op ? "" : "com.microsoft", node_name, ins, 4,
-                                         &rope_out, 1);
+        int own = target == ROPEKIT_FUSE_TARGET_ROPEKIT; /* ai.ropekit: same inputs and attributes */
+        const char *op = mrope ? "MRotaryEmbedding" : own ? "MsRotaryEmbedding" : "RotaryEmbedding";
+        Onnx__NodeProto *n = rk_new_node(op, onnx_op ? "" : own ? "ai.ropekit" : "com.microsoft",
+                                         node_name, ins, 4, &rope_out, 1);
         if (!n) {
             st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
             goto done;
@@ -202,17 +419,129 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, const rk_table *t,
     node_name = NULL;
 done:
     free(node_name), free(out), free(x_in), free(x3), free(y3), free(shape_in), free(shape_out);
+    free(pos_name);
     return st;
 }
 
 /* ---- the pass ------------------------------------------------------------------------------- */
 
 static void warn(ropekit_fuse_report *r, const char *fmt, ...) {
-    if (r->n_warnings >= 4) return;
+    if (r->n_warnings >= 8) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(r->warnings[r->n_warnings++], sizeof r->warnings[0], fmt, ap);
     va_end(ap);
+}
+
+/* Every Cos/Sin of the main graph, with the sites its value reaches within a few nodes
+ * (bounded breadth-first walk forward: a site's output is at most ~16 nodes from its Cos/Sin). */
+#define TRIG_REACH 24
+#define TRIG_VISIT 4096
+
+static ropekit_status collect_trig(rk_graph *ix, ropekit_fuse_report *r) {
+    Onnx__GraphProto *g = ix->g;
+    size_t cap = 0;
+    int32_t *queue = malloc(TRIG_VISIT * sizeof *queue), *level = malloc(TRIG_VISIT * sizeof *level);
+    uint32_t *stamp = calloc(g->n_node ? g->n_node : 1, sizeof *stamp);
+    ropekit_status st = ROPEKIT_OK;
+    if (!queue || !level || !stamp) st = RK_OOM();
+    uint32_t gen = 0;
+    for (size_t i = 0; st == ROPEKIT_OK && i < g->n_node; ++i) {
+        const Onnx__NodeProto *n = g->node[i];
+        if ((n->domain && n->domain[0]) || n->n_output < 1 || !n->output[0][0] ||
+            (strcmp(n->op_type, "Cos") != 0 && strcmp(n->op_type, "Sin") != 0))
+            continue;
+        if (r->n_unfused == cap) {
+            size_t nc = cap ? 2 * cap : 8;
+            rk_unfused *nu = realloc(r->unfused, nc * sizeof *nu);
+            if (!nu) {
+                st = RK_OOM();
+                break;
+            }
+            r->unfused = nu, cap = nc;
+        }
+        rk_unfused *u = &r->unfused[r->n_unfused];
+        memset(u, 0, sizeof *u);
+        u->value = rk_strdup(n->output[0]);
+        u->op = n->op_type[0] == 'C' ? "Cos" : "Sin";
+        if (!u->value) {
+            st = RK_OOM();
+            break;
+        }
+        ++r->n_unfused;
+        /* walk forward */
+        ++gen;
+        size_t head = 0, tail = 0;
+        queue[tail] = (int32_t)i, level[tail++] = 0;
+        stamp[i] = gen;
+        while (head < tail && st == ROPEKIT_OK) {
+            int32_t at = queue[head], lv = level[head++];
+            const Onnx__NodeProto *m = g->node[at];
+            for (size_t k = 0; k < m->n_output; ++k) {
+                const char *o = m->output[k];
+                for (size_t si = 0; si < r->n_sites; ++si) {
+                    if (strcmp(r->sites[si].output, o) != 0) continue;
+                    int64_t *ns = realloc(u->sites, (u->n_sites + 1) * sizeof *ns);
+                    if (!ns) {
+                        st = RK_OOM();
+                        break;
+                    }
+                    u->sites = ns;
+                    u->sites[u->n_sites++] = (int64_t)si;
+                }
+                const rk_value *v = rk_graph_value(ix, o);
+                if (!v || lv + 1 > TRIG_REACH) continue;
+                for (uint32_t c = 0; c < v->n_consumers && tail < TRIG_VISIT; ++c) {
+                    int32_t q = v->consumers[c];
+                    if (stamp[q] == gen) continue;
+                    stamp[q] = gen;
+                    queue[tail] = q, level[tail++] = lv + 1;
+                }
+            }
+        }
+    }
+    free(queue), free(level), free(stamp);
+    return st;
+}
+
+/* After the rewrite (or, dry run, as it would be): which Cos/Sin stay, and why. */
+static void account_trig(rk_graph *ix, ropekit_fuse_report *r) {
+    size_t keep = 0;
+    for (size_t i = 0; i < r->n_unfused; ++i) {
+        rk_unfused *u = &r->unfused[i];
+        const rk_value *v = rk_graph_value(ix, u->value);
+        int present = v && v->producer >= 0;
+        int all_done = u->n_sites > 0;
+        const rk_site *skipped = NULL;
+        for (size_t k = 0; k < u->n_sites; ++k) {
+            const rk_site *s = &r->sites[u->sites[k]];
+            int done = r->dry_run ? !s->reason[0] : s->fused;
+            if (!done && !skipped) skipped = s;
+            all_done &= done;
+        }
+        /* per-call rows: a Cos/Sin whose sites are all fused now feeds the fused nodes */
+        int rows_fed = all_done && !strcmp(r->mode, "per-call rows");
+        if (!present || rows_fed ||
+            (r->dry_run && all_done && !(v->flags & RK_VALUE_OUTPUT) && v->n_consumers <= u->n_sites)) {
+            free(u->value), free(u->sites);
+            continue; /* gone with its sites */
+        }
+        if (skipped) {
+            snprintf(u->reason, sizeof u->reason, "site %lld (x=%s) was not fused: %s",
+                     (long long)(skipped - r->sites), skipped->x, skipped->reason);
+        } else if (all_done) {
+            const Onnx__NodeProto *c = v->n_consumers ? ix->g->node[v->consumers[0]] : NULL;
+            snprintf(u->reason, sizeof u->reason, "its RoPE sites are fused, but it is still read by %s "
+                     "'%s'", c ? c->op_type : "a graph output", c && c->n_output ? c->output[0] : u->value);
+        } else {
+            const Onnx__NodeProto *c = v->n_consumers ? ix->g->node[v->consumers[0]] : NULL;
+            snprintf(u->reason, sizeof u->reason, "no RoPE site was recognized around it (first reader: "
+                     "%s '%s'): not of the form x*cos + rot(x)*sin that ropekit matches",
+                     c ? c->op_type : "a graph output", c && c->n_output ? c->output[0] : u->value);
+        }
+        r->unfused[keep++] = *u;
+    }
+    r->n_unfused = keep;
 }
 
 static ropekit_status match_all(rk_graph *ix, ropekit_fuse_report *r) {
@@ -256,12 +585,43 @@ static int64_t choose_max_positions(const ropekit_fuse_options *o,
                      o->config_path, how);
             return p;
         }
-        warn(r, "%s gives no max_position_embeddings", o->config_path);
+        warn(r, "%s: %s", o->config_path, how);
     }
     snprintf(r->max_positions_source, sizeof r->max_positions_source, "default");
     warn(r, "table length %d is a default: pass --max-positions or a config.json, position ids "
          "past it are rejected by the fused op", ROPEKIT_FUSE_DEFAULT_MAX_POSITIONS);
     return ROPEKIT_FUSE_DEFAULT_MAX_POSITIONS;
+}
+
+/* The tables the fusion would build, before building (or verifying with) any: past 2 GiB they
+ * cannot be stored in an .onnx file, and computing them first would take minutes and GBs. */
+static ropekit_status check_table_bytes(const ropekit_fuse_report *r) {
+    double per_row = 0, fixed = 0;
+    for (size_t i = 0; i < r->n_sites; ++i) {
+        const rk_site *s = &r->sites[i];
+        if (s->reason[0] || !s->angles_ok) continue;
+        int seen = 0;
+        for (size_t k = 0; k < i && !seen; ++k) {
+            const rk_site *o = &r->sites[k];
+            seen = !o->reason[0] && o->angles_ok && o->elem_type == s->elem_type &&
+                   rk_angles_same(&o->angles, &s->angles);
+        }
+        if (seen) continue;
+        double row = 2.0 * (double)s->angles.half * (double)ropekit_dtype_size(to_rk_dtype(s->elem_type));
+        if (s->angles.kind == RK_ANGLES_TABLE)
+            fixed += row * (double)s->angles.rows;
+        else
+            per_row += row;
+    }
+    double total = fixed + per_row * (double)r->max_positions;
+    if (total <= (double)RK_MAX_MODEL_BYTES) return ROPEKIT_OK;
+    double fit = per_row > 0 ? ((double)RK_MAX_MODEL_BYTES - fixed) / per_row : 0;
+    return rk_fail(ROPEKIT_ERROR_OVERFLOW,
+                   "a table length of %lld (%s) needs cos/sin tables of %.1f GiB, over the 2 GiB "
+                   "an .onnx file can hold; use a table length of at most %lld "
+                   "(--max-positions N)",
+                   (long long)r->max_positions, r->max_positions_source,
+                   total / (1024.0 * 1024.0 * 1024.0), (long long)(fit > 0 ? fit : 0));
 }
 
 ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *options,
@@ -271,9 +631,12 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
     *report = NULL;
     ropekit_fuse_options defaults = ROPEKIT_FUSE_OPTIONS_INIT;
     const ropekit_fuse_options *o = options ? options : &defaults;
-    if (o->max_positions < 0 || o->max_positions > ((int64_t)1 << 31))
-        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "max_positions = %lld is outside [1, 2^31]",
+    if ((o->max_positions < 0 && o->max_positions != ROPEKIT_FUSE_TABLE_FROM_CONFIG) ||
+        o->max_positions > ((int64_t)1 << 31))
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "max_positions = %lld is outside [1, 2^31] "
+                       "(0: per-call rows, -1: a table sized from the config)",
                        (long long)o->max_positions);
+    int fixed_table = o->max_positions != 0;
     Onnx__ModelProto *mp = model->proto;
     if (!mp->graph) return rk_fail(ROPEKIT_ERROR_PARSE, "the model has no graph");
     if (o->target == ROPEKIT_FUSE_TARGET_ONNX && rk_model_opset(mp, "") < 23)
@@ -282,17 +645,65 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
                        "com.microsoft target", (long long)rk_model_opset(mp, ""));
     ropekit_fuse_report *r = calloc(1, sizeof *r);
     if (!r) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
-    snprintf(r->target, sizeof r->target, o->target == ROPEKIT_FUSE_TARGET_ONNX ? "onnx" : "ort");
+    snprintf(r->target, sizeof r->target, o->target == ROPEKIT_FUSE_TARGET_ONNX      ? "onnx"
+                                           : o->target == ROPEKIT_FUSE_TARGET_ROPEKIT ? "ropekit"
+                                                                                      : "ort");
     r->dry_run = o->dry_run != 0;
     r->nodes_before = (int64_t)mp->graph->n_node;
     rk_graph *ix = NULL;
     ropekit_status st = rk_graph_open(model, NULL, &ix);
+    const char *own_domain = o->target == ROPEKIT_FUSE_TARGET_ROPEKIT ? "ai.ropekit" : "com.microsoft";
+    if (st == ROPEKIT_OK) st = rk_match_begin(ix);
+    if (st == ROPEKIT_OK) /* DeepSeek-V4 attention first: it contains interleaved RoPE sites */
+        st = rk_fuse_qknorm(ix, own_domain, r->dry_run, &r->attention_log, &r->attention_found,
+                            &r->attention_fused);
+    if (st == ROPEKIT_OK && r->attention_fused) {
+        /* com.microsoft is imported in every target: with libropekit_ort registered, onnxruntime
+         * needs the import for the contrib nodes its optimizer adds (src/ort/ropekit_ort.c) */
+        st = rk_model_import_opset(mp, own_domain, 1);
+        if (st == ROPEKIT_OK) st = rk_model_import_opset(mp, "com.microsoft", 1);
+        if (st == ROPEKIT_OK)
+            st = rk_model_set_metadata(mp, "ropekit.requires",
+                                       "libropekit_ort (ropekit.ort_custom_ops_library())");
+    }
+    if (st == ROPEKIT_OK) st = rk_match_begin(ix);
     if (st == ROPEKIT_OK) st = match_all(ix, r);
+    rk_match_end(); /* the memo must not outlive the graph as matched */
+    if (st == ROPEKIT_OK) st = collect_trig(ix, r);
+    snprintf(r->mode, sizeof r->mode, fixed_table ? "fixed table" : "per-call rows");
+    for (size_t i = 0; st == ROPEKIT_OK && i < r->n_sites; ++i) {
+        rk_site *s = &r->sites[i];
+        if (s->reason[0] || !s->angles_ok) continue;
+        if (fixed_table) {
+            if (!s->angles.kind) /* the angle source is not a table ropekit can build */
+                snprintf(s->reason, RK_REASON, "%s", s->angle_reason[0] ? s->angle_reason
+                         : "the angle source is not recognized");
+            continue;
+        }
+        /* the default: the graph's own rows, whatever computes them (kept: the probe positions) */
+        if (!s->cos_term || !s->sin_term) {
+            snprintf(s->reason, RK_REASON, "the cos/sin tensors of the site are not known");
+            continue;
+        }
+        char *pos = s->angles.positions;
+        s->probe_mrope = s->angles.mrope;
+        s->probe_limit = s->angles.kind == RK_ANGLES_TABLE ? s->angles.rows : 0;
+        s->angles.positions = NULL;
+        rk_angles_free(&s->angles);
+        s->angles.kind = RK_ANGLES_ROWS;
+        s->angles.positions = pos;
+        s->angles.half = s->rotary_dim / 2;
+        s->angles.scale = 1.0f;
+        if (rk_model_opset(mp, "") < 11)
+            snprintf(s->reason, RK_REASON, "per-call rows need opset >= 11 (Range); this model "
+                     "imports %lld: use --max-positions N", (long long)rk_model_opset(mp, ""));
+    }
     int needs_length = 0; /* tables built from inv_freq need a length; graph tables have theirs */
     for (size_t i = 0; i < r->n_sites; ++i)
         needs_length |= r->sites[i].angles_ok && r->sites[i].angles.kind == RK_ANGLES_INV_FREQ;
     if (st == ROPEKIT_OK && needs_length) r->max_positions = choose_max_positions(o, r, &st);
     /* the head count is needed whenever the fused op gets a partial width or a 3D input */
+    /* (checked below), then every site that passed is checked numerically */
     for (size_t i = 0; st == ROPEKIT_OK && i < r->n_sites; ++i) {
         rk_site *s = &r->sites[i];
         if (s->reason[0] || !s->angles_ok) continue;
@@ -303,6 +714,8 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
         else if (s->layout == RK_LAYOUT_BSNH && s->head_size <= 0)
             snprintf(s->reason, RK_REASON, "the head size of '%s' is unknown", s->x);
     }
+    if (st == ROPEKIT_OK) st = check_table_bytes(r);
+    if (st == ROPEKIT_OK) rk_sites_verify(ix, r->sites, r->n_sites, r->max_positions);
     rk_table *tables = NULL;
     size_t n_tables = 0;
     int64_t counter = 0;
@@ -313,10 +726,23 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
             rk_site *s = &r->sites[i];
             if (s->reason[0] || !s->angles_ok) continue;
             rk_table *t = NULL;
-            for (size_t k = 0; k < n_tables && !t; ++k)
-                if (tables[k].elem_type == s->elem_type && rk_angles_same(tables[k].angles, &s->angles))
+            int rows = s->angles.kind == RK_ANGLES_ROWS;
+            for (size_t k = 0; k < n_tables && !t; ++k) {
+                const rk_site *f = tables[k].site;
+                if (rows ? f && f->elem_type == s->elem_type && f->term_full == s->term_full &&
+                               f->interleaved == s->interleaved && f->rotary_dim == s->rotary_dim &&
+                               !strcmp(f->cos_term, s->cos_term) && !strcmp(f->sin_term, s->sin_term)
+                         : !f && tables[k].elem_type == s->elem_type &&
+                               rk_angles_same(tables[k].angles, &s->angles))
                     t = &tables[k];
-            if (!t) {
+            }
+            if (!t && rows) {
+                t = &tables[n_tables];
+                t->site = s;
+                t->elem_type = s->elem_type;
+                if ((st = add_rows(ix, s, t)) != ROPEKIT_OK) break;
+                ++n_tables;
+            } else if (!t) {
                 t = &tables[n_tables];
                 t->angles = &s->angles;
                 t->elem_type = s->elem_type;
@@ -327,14 +753,32 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
             }
             if (!s->angles.mrope && o->target == ROPEKIT_FUSE_TARGET_ONNX) {
                 /* ai.onnx op: nothing to import */
-            } else if ((st = rk_model_import_opset(mp, "com.microsoft", 1)) != ROPEKIT_OK) {
+            } else if ((o->target == ROPEKIT_FUSE_TARGET_ROPEKIT &&
+                        (st = rk_model_import_opset(mp, "ai.ropekit", 1)) != ROPEKIT_OK) ||
+                       (st = rk_model_import_opset(mp, "com.microsoft", 1)) != ROPEKIT_OK) {
                 break;
             }
             st = rewrite_site(ix, s, t, o->target, &counter);
         }
     }
-    for (size_t k = 0; k < n_tables; ++k) free(tables[k].cos_name), free(tables[k].sin_name);
+    for (size_t k = 0; k < n_tables; ++k)
+        free(tables[k].cos_name), free(tables[k].sin_name), free(tables[k].idx), free(tables[k].pos);
     free(tables);
+    if (st == ROPEKIT_OK) {
+        account_trig(ix, r);
+        int64_t fused = 0, fusable = 0;
+        for (size_t i = 0; i < r->n_sites; ++i)
+            fused += r->sites[i].fused, fusable += !r->sites[i].reason[0];
+        if (r->n_sites && (r->dry_run ? fusable : fused) == 0)
+            warn(r, "%zu RoPE sites found and none %s (exit status 3 from `ropekit fuse`)",
+                 r->n_sites, r->dry_run ? "fusable" : "fused");
+        else if (r->n_sites && (r->dry_run ? fusable : fused) < (int64_t)r->n_sites)
+            warn(r, "%lld of %zu RoPE sites left unfused (reasons above)",
+                 (long long)((int64_t)r->n_sites - (r->dry_run ? fusable : fused)), r->n_sites);
+        if (r->n_unfused)
+            warn(r, "%zu Cos/Sin value%s left unfused (listed with reasons)", r->n_unfused,
+                 r->n_unfused == 1 ? "" : "s");
+    }
     rk_graph_close(ix);
     r->nodes_after = (int64_t)mp->graph->n_node;
     if (st != ROPEKIT_OK) {
@@ -357,6 +801,7 @@ int64_t ropekit_fuse_report_fused(const ropekit_fuse_report *r) {
 
 static const char *angle_desc(const rk_site *s) {
     if (!s->angles_ok) return "?";
+    if (s->angles.kind == RK_ANGLES_ROWS) return "the graph's own cos/sin rows";
     if (s->angles.kind == RK_ANGLES_TABLE) return "the graph's own table";
     return s->angles.scale != 1.0f ? "position_ids*inv_freq, scaled" : "position_ids*inv_freq";
 }
@@ -382,8 +827,18 @@ ropekit_status ropekit_fuse_report_text(const ropekit_fuse_report *r, char **tex
               (long long)r->nodes_after, (long long)r->tables, (long long)r->table_bytes);
     if (r->max_positions > 0)
         rk_buf_printf(&b, ", %lld rows (%s)", (long long)r->max_positions, r->max_positions_source);
-    rk_buf_printf(&b, "; target %s\n", r->target);
-    for (int i = 0; i < r->n_warnings; ++i) rk_buf_printf(&b, "warning: %s\n", r->warnings[i]);
+    rk_buf_printf(&b, "; %s; target %s\n", r->mode, r->target);
+    for (size_t i = 0; i < r->n_unfused; ++i) {
+        rk_buf_printf(&b, "unfused %s '", r->unfused[i].op);
+        rk_buf_text_str(&b, r->unfused[i].value);
+        rk_buf_printf(&b, "': ");
+        rk_buf_text_str(&b, r->unfused[i].reason);
+        rk_buf_printf(&b, "\n");
+    }
+    if (r->attention_log.p) rk_buf_printf(&b, "%s", r->attention_log.p);
+    if (r->attention_fused || (!strcmp(r->target, "ropekit") && ropekit_fuse_report_fused(r)))
+        rk_buf_printf(&b, "the fused model needs libropekit_ort: register "
+                      "ropekit.ort_custom_ops_library() with onnxruntime\n");
     if (b.oom) {
         free(b.p);
         return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
@@ -398,18 +853,32 @@ ropekit_status ropekit_fuse_report_json(const ropekit_fuse_report *r, char **jso
     rk_buf b = {0};
     rk_buf_printf(&b, "{\n  \"target\": \"%s\",\n  \"dry_run\": %s,\n  \"nodes_before\": %lld,\n"
               "  \"nodes_after\": %lld,\n  \"tables\": %lld,\n  \"table_bytes\": %lld,\n"
-              "  \"max_positions\": %lld,\n  \"max_positions_source\": ",
+              "  \"mode\": \"%s\",\n  \"max_positions\": %lld,\n  \"max_positions_source\": ",
               r->target, r->dry_run ? "true" : "false", (long long)r->nodes_before,
               (long long)r->nodes_after, (long long)r->tables, (long long)r->table_bytes,
-              (long long)r->max_positions);
+              r->mode, (long long)r->max_positions);
     rk_buf_json_str(&b, r->max_positions_source);
     rk_buf_printf(&b, ",\n  \"sites_found\": %zu,\n  \"sites_fused\": %lld,\n  \"warnings\": [",
               r->n_sites, (long long)ropekit_fuse_report_fused(r));
+    /* (attention_* and requires are printed before "sites" below) */
     for (int i = 0; i < r->n_warnings; ++i) {
         rk_buf_printf(&b, i ? ", " : "");
         rk_buf_json_str(&b, r->warnings[i]);
     }
-    rk_buf_printf(&b, "],\n  \"sites\": [");
+    rk_buf_printf(&b, "],\n  \"unfused\": [");
+    for (size_t i = 0; i < r->n_unfused; ++i) {
+        rk_buf_printf(&b, "%s\n    {\"op\": \"%s\", \"value\": ", i ? "," : "", r->unfused[i].op);
+        rk_buf_json_str(&b, r->unfused[i].value);
+        rk_buf_printf(&b, ", \"reason\": ");
+        rk_buf_json_str(&b, r->unfused[i].reason);
+        rk_buf_printf(&b, "}");
+    }
+    rk_buf_printf(&b, "%s]", r->n_unfused ? "\n  " : "");
+    rk_buf_printf(&b, ",\n  \"attention_sites_found\": %lld,\n  \"attention_sites_fused\": %lld,"
+              "\n  \"requires\": %s", (long long)r->attention_found, (long long)r->attention_fused,
+              r->attention_fused || (!strcmp(r->target, "ropekit") && ropekit_fuse_report_fused(r))
+                  ? "\"libropekit_ort\"" : "null");
+    rk_buf_printf(&b, ",\n  \"sites\": [");
     for (size_t i = 0; i < r->n_sites; ++i) {
         const rk_site *s = &r->sites[i];
         rk_buf_printf(&b, "%s\n    {\"index\": %zu, \"layer\": %lld, \"variant\": \"%s\", \"x\": ",
@@ -449,9 +918,32 @@ ropekit_status ropekit_fuse_report_json(const ropekit_fuse_report *r, char **jso
     return ROPEKIT_OK;
 }
 
+int64_t ropekit_fuse_report_warning_count(const ropekit_fuse_report *r) {
+    return r ? r->n_warnings : 0;
+}
+
+const char *ropekit_fuse_report_warning(const ropekit_fuse_report *r, int64_t i) {
+    return r && i >= 0 && i < r->n_warnings ? r->warnings[i] : NULL;
+}
+
+int64_t ropekit_fuse_report_unfused_trig(const ropekit_fuse_report *r) {
+    return r ? (int64_t)r->n_unfused : 0;
+}
+
+int ropekit_fuse_exit_status(const ropekit_fuse_report *r) {
+    if (!r || !r->n_sites) return 0;
+    int64_t done = 0;
+    for (size_t i = 0; i < r->n_sites; ++i)
+        done += r->dry_run ? !r->sites[i].reason[0] : r->sites[i].fused;
+    return done ? 0 : 3;
+}
+
 void ropekit_fuse_report_free(ropekit_fuse_report *r) {
     if (!r) return;
+    for (size_t i = 0; i < r->n_unfused; ++i) free(r->unfused[i].value), free(r->unfused[i].sites);
+    free(r->unfused);
     for (size_t i = 0; i < r->n_sites; ++i) rk_site_free(&r->sites[i]);
     free(r->sites);
+    free(r->attention_log.p);
     free(r);
 }

@@ -23,7 +23,8 @@
 /* Where a site's cos/sin come from. */
 typedef enum rk_angle_kind {
     RK_ANGLES_INV_FREQ = 1, /* angle = float(position) * inv_freq[k] (on the fly in the graph) */
-    RK_ANGLES_TABLE = 2     /* rows of a constant table in the graph, gathered by position */
+    RK_ANGLES_TABLE = 2,    /* rows of a constant table in the graph, gathered by position */
+    RK_ANGLES_ROWS = 3      /* the graph's own per-call cos/sin (site->cos_term, sin_term) */
 } rk_angle_kind;
 
 typedef struct rk_angles {
@@ -54,9 +55,18 @@ typedef struct rk_site {
     int64_t rotary_dim; /* R */
     int64_t head_size;  /* H, -1 if unknown */
     int64_t num_heads;  /* N, -1 if unknown */
+    int64_t xdims[4];   /* x's inferred dims (-1 unknown; static exports: all known) */
     int32_t elem_type;  /* T of x and of the tables (ONNX data type), 0 if unknown */
     rk_angles angles;
     int angles_ok;            /* the angle source was verified */
+    int verified;             /* checked numerically (match_verify.c) */
+    /* the tensors that multiply x and rot(x), before the broadcast over heads: (B', S, W) or
+     * (S, W) with B' 1 or B; W = R with duplicated halves / pairs (term_full) or R/2 */
+    char *cos_term, *sin_term;
+    int term_full;
+    int probe_mrope; /* per-call rows of an M-RoPE site: its positions are (3, B, S) */
+    int64_t probe_limit; /* per-call rows: probe positions below this (a graph table's rows), 0 */
+    char angle_reason[RK_REASON]; /* why the angle source is not a known table (table mode) */
     char reason[RK_REASON];   /* why it cannot be fused ("" when it can) */
     /* results */
     int fused;
@@ -71,6 +81,13 @@ void rk_site_accept(rk_site *site);
 void rk_angles_free(rk_angles *a);
 
 /* ---- matcher helpers (match_common.c) ---------------------------------------------------- */
+
+/* Memoize the analyses below for the graph ix (per thread): between begin and end, shape
+ * inference and rk_eval_i64 compute each value once, in node order, so every question costs
+ * O(1) lookups after a linear warm-up. The graph must not change in between (call end before
+ * any edit). Without begin the helpers still work, uncached and depth-capped. */
+ropekit_status rk_match_begin(const rk_graph *ix);
+void rk_match_end(void);
 
 /* The node producing `name` if its op_type (default domain) is `op`, else NULL. */
 Onnx__NodeProto *rk_producer_op(const rk_graph *ix, const char *name, const char *op);
@@ -133,10 +150,70 @@ int rk_match_angle_term(const rk_graph *ix, const char *term, int want_sin, rk_a
 /* Two angle sources describe the same tables (cos and sin halves of one site). */
 int rk_angles_same(const rk_angles *a, const rk_angles *b);
 
+/* ---- numeric evaluation (eval.c) ------------------------------------------------------------
+ * A memoized interpreter of ONNX nodes on small concrete tensors, for proving what a subgraph
+ * computes (site verification; reusable by any matcher that wants to evaluate a candidate).
+ *
+ *   rk_eval *e = rk_eval_new(ix, max_elems, budget);   per-tensor and total element limits
+ *   rk_eval_set_dim(e, "batch", 2);                     symbolic dims of graph inputs, by name
+ *                                                        ("" or NULL: the value for unnamed dims)
+ *   rk_eval_bind(e, "q", RK_DT_FLOAT, 4, dims, vals);   a value taken as given (a cut: what
+ *                                                        produces it is never evaluated)
+ *   const rk_ten *t = rk_eval_get(e, "y");              NULL on failure: rk_eval_error(e) says
+ *                                                        why (first failure, e.g. an unknown op)
+ *   rk_eval_free(e);
+ * Values are doubles rounded to the value's element type after every op (float32 / float16 /
+ * bfloat16 arithmetic as a runtime does it; integers exact below 2^53). Each value is computed
+ * once per evaluator; depth, tensor size and total work are bounded. Unbound graph inputs get
+ * their declared shape (dims by name) and deterministic contents (floats in [-1, 1], integers 1).
+ * Ops: Identity Dropout Cast CastLike Neg Abs Cos Sin Sqrt Reciprocal Exp Log Floor Ceil Not Sign
+ * Add Sub Mul Div Pow Max Min Mod Equal Greater Less GreaterOrEqual LessOrEqual And Or Xor Where
+ * Shape Size Reshape Flatten Unsqueeze Squeeze Transpose Slice Concat Split Expand Tile Gather
+ * GatherElements GatherND MatMul ReduceMax/Min/Sum/Mean Range ConstantOfShape ScatterND
+ * ScatterElements Constant (default domain only). */
+typedef struct rk_ten {
+    int32_t type; /* ONNX element type */
+    int32_t rank;
+    int64_t dims[RK_SHAPE_MAX_RANK];
+    int64_t n;
+    double *v; /* row-major */
+} rk_ten;
+typedef struct rk_eval rk_eval;
+rk_eval *rk_eval_new(const rk_graph *ix, int64_t max_elems, int64_t budget);
+void rk_eval_free(rk_eval *e);
+int rk_eval_set_dim(rk_eval *e, const char *param, int64_t value);
+int rk_eval_bind(rk_eval *e, const char *name, int32_t type, int rank, const int64_t *dims,
+                 const double *values);
+const rk_ten *rk_eval_get(rk_eval *e, const char *name);
+const char *rk_eval_error(const rk_eval *e);
+
+/* ---- verification (match_verify.c) --------------------------------------------------------- */
+
+/* The cos/sin tables the fused node gets for an angle source, as elem_type bytes (malloc'd):
+ * rows = the source's own rows (a graph table) or P (inv_freq). fuse.c writes these. */
+ropekit_status rk_angles_tables(const rk_angles *a, int32_t elem_type, int64_t P, char **cos_buf,
+                                char **sin_buf, int64_t *rows);
+/* Never a wrong fusion: evaluate every acceptable site's original subgraph on probe inputs (one
+ * evaluator: random x per site, probe positions within the table) and the fused operator
+ * (ropekit's CPU operators, bit-identical to the scalar reference) on the same inputs; a site
+ * whose results disagree, or whose subgraph cannot be evaluated, gets a reason. table_rows: the
+ * fixed table length for inv_freq sources. */
+void rk_sites_verify(const rk_graph *ix, rk_site *sites, size_t n, int64_t table_rows);
+
 /* ---- site matchers ------------------------------------------------------------------------ */
 /* Each looks at the Neg node `neg` and, if it is the negation inside a site of its family,
  * fills *site (owned) and returns 1. site->reason is set when the site cannot be fused. */
 int rk_match_rotate_half(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site *site);
 int rk_match_interleaved(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site *site);
+
+/* ---- DeepSeek-V4 attention (match_qknorm.c) ----------------------------------------------- */
+/* Find each layer's q/kv norm + RoPE and output inverse rotation + regroup, verify them
+ * numerically, and (unless dry_run) replace them with QKNormRotaryEmbedding /
+ * InverseRotaryRegroup of `domain`. One report line per site into log. Ends the match memo
+ * (rk_match_end) before changing the graph. */
+ropekit_status rk_fuse_qknorm(rk_graph *ix, const char *domain, int dry_run, rk_buf *log,
+                              int64_t *n_found, int64_t *n_fused);
+/* Set (or add) a metadata_props entry of the model. */
+ropekit_status rk_model_set_metadata(Onnx__ModelProto *m, const char *key, const char *value);
 
 #endif

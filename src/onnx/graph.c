@@ -224,6 +224,77 @@ static ropekit_status rk_use(rk_graph *ix, const char *name, int32_t pos, const 
     return pos >= 0 ? rk_add_consumer(&ix->values[v], pos) : ROPEKIT_OK;
 }
 
+/* The graph must be acyclic (a node that reads, directly or through other nodes, its own
+ * output; a self-loop included): Kahn's algorithm over the producer -> consumer edges, linear in
+ * nodes + uses. On a cycle, the message names a node on it and the value it reads around. */
+static ropekit_status rk_check_acyclic(const rk_graph *ix) {
+    const Onnx__GraphProto *g = ix->g;
+    size_t n = g->n_node;
+    if (n == 0) return ROPEKIT_OK;
+    uint32_t *indeg = calloc(n, sizeof *indeg);
+    int32_t *queue = malloc(n * sizeof *queue);
+    if (!indeg || !queue) {
+        free(indeg);
+        free(queue);
+        return RK_OOM();
+    }
+    for (size_t v = 0; v < ix->n_values; ++v)
+        if (ix->values[v].producer >= 0)
+            for (uint32_t k = 0; k < ix->values[v].n_consumers; ++k)
+                indeg[ix->values[v].consumers[k]]++;
+    size_t head = 0, tail = 0;
+    for (size_t i = 0; i < n; ++i)
+        if (indeg[i] == 0) queue[tail++] = (int32_t)i;
+    while (head < tail) {
+        const Onnx__NodeProto *node = g->node[queue[head++]];
+        for (size_t o = 0; o < node->n_output; ++o) {
+            if (!*node->output[o]) continue;
+            int64_t v = rk_lookup(ix, node->output[o]);
+            if (v < 0) continue;
+            const rk_value *val = &ix->values[v];
+            for (uint32_t k = 0; k < val->n_consumers; ++k)
+                if (--indeg[val->consumers[k]] == 0) queue[tail++] = val->consumers[k];
+        }
+    }
+    ropekit_status s = ROPEKIT_OK;
+    if (tail < n) {
+        /* Every node left has an input produced by a node left: walk producers backwards from
+         * one until a node repeats; that node is on a cycle. indeg is reused as the visit mark. */
+        int32_t cur = -1;
+        for (size_t i = 0; i < n && cur < 0; ++i)
+            if (indeg[i] != 0) cur = (int32_t)i;
+        for (size_t i = 0; i < n; ++i)
+            indeg[i] = indeg[i] != 0 ? 1u : 0u;
+        for (size_t steps = 0; steps <= n; ++steps) {
+            if (indeg[cur] == 2u) break;
+            indeg[cur] = 2u;
+            const Onnx__NodeProto *node = g->node[cur];
+            int32_t next = -1;
+            for (size_t k = 0; k < node->n_input && next < 0; ++k) {
+                if (!*node->input[k]) continue;
+                int64_t v = rk_lookup(ix, node->input[k]);
+                int32_t p = v >= 0 ? ix->values[v].producer : -1;
+                if (p >= 0 && indeg[p] != 0) next = p;
+            }
+            if (next < 0) break; /* only through subgraph reads: cur is still on the cycle */
+            cur = next;
+        }
+        const Onnx__NodeProto *node = g->node[cur];
+        int self = 0;
+        for (size_t k = 0; k < node->n_input; ++k)
+            for (size_t o = 0; o < node->n_output; ++o)
+                self |= *node->input[k] && !strcmp(node->input[k], node->output[o]);
+        s = rk_fail(ROPEKIT_ERROR_PARSE,
+                    "graph '%s': the nodes form a cycle: node %d '%s' (%s) %s (%zu of %zu "
+                    "nodes are on or behind cycles)",
+                    rk_s(g->name), (int)cur, rk_s(node->name), node->op_type,
+                    self ? "reads its own output" : "is on it", n - tail, n);
+    }
+    free(indeg);
+    free(queue);
+    return s;
+}
+
 ropekit_status rk_graph_refresh(rk_graph *ix) {
     Onnx__GraphProto *g = ix->g;
     rk_index_clear(ix);
@@ -303,7 +374,7 @@ ropekit_status rk_graph_refresh(rk_graph *ix) {
     }
     /* Consumer lists are ascending by construction except for subgraph uses (added in set
      * order, still per node in ascending node order), so nothing to sort. */
-    return ROPEKIT_OK;
+    return rk_check_acyclic(ix);
 }
 
 ropekit_status rk_graph_open(ropekit_model *m, Onnx__GraphProto *g, rk_graph **out) {

@@ -1,10 +1,12 @@
 /* ropekit_model_inspect (a summary of a model) and its text / JSON formatting. */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "onnx_internal.h"
 
@@ -162,9 +164,10 @@ static int rk_cmp_count(const void *a, const void *b) {
     return rk_cmp_op(a, b);
 }
 
-static int rk_cmp_file(const void *a, const void *b) {
-    return strcmp(((const ropekit_onnx_external_file *)a)->location,
-                  ((const ropekit_onnx_external_file *)b)->location);
+static int rk_cmp_ext(const void *a, const void *b) {
+    const Onnx__TensorProto *x = *(const Onnx__TensorProto *const *)a,
+                            *y = *(const Onnx__TensorProto *const *)b;
+    return strcmp(rk_tensor_external(x, "location"), rk_tensor_external(y, "location"));
 }
 
 /* Bytes a tensor keeps inline. */
@@ -198,7 +201,43 @@ typedef struct rk_ext_list {
     size_t n;
 } rk_ext_list;
 
-static ropekit_status rk_info_initializers(rk_info *info, const Onnx__GraphProto *g) {
+/* Look at (never read) an external data file: f->problem says why reading would fail. */
+static ropekit_status rk_file_problem(rk_info *info, const ropekit_model *model,
+                                      ropekit_onnx_external_file *f, int64_t end) {
+    char buf[256];
+    const char *why = rk_location_problem(f->location);
+    struct stat st;
+    buf[0] = '\0';
+    if (why) {
+        snprintf(buf, sizeof buf, "%s", why);
+    } else if (!model->dir) {
+        return ROPEKIT_OK; /* loaded from memory: nothing to look at */
+    } else {
+        size_t n = strlen(model->dir) + strlen(f->location) + 2;
+        char *path = malloc(n);
+        if (!path) return RK_OOM();
+        snprintf(path, n, "%s/%s", model->dir, f->location);
+        if (stat(path, &st) != 0)
+            snprintf(buf, sizeof buf, "is missing (%s)", strerror(errno));
+        else if (!S_ISREG(st.st_mode))
+            snprintf(buf, sizeof buf, "is %s, not a regular file",
+                     S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "special");
+        else if ((int64_t)st.st_size < end)
+            snprintf(buf, sizeof buf, "has %lld bytes, its tensors need %lld",
+                     (long long)st.st_size, (long long)end);
+        free(path);
+    }
+    if (!buf[0]) return ROPEKIT_OK;
+    char *copy = rk_info_alloc(info, strlen(buf) + 1, 1);
+    if (!copy) return RK_OOM();
+    memcpy(copy, buf, strlen(buf) + 1);
+    f->problem = copy;
+    return ROPEKIT_OK;
+}
+
+static ropekit_status rk_info_initializers(rk_info *info, const ropekit_model *model,
+                                           const Onnx__GraphProto *g) {
     ropekit_model_info *p = &info->pub;
     size_t n_ext = 0;
     const Onnx__TensorProto **ext =
@@ -224,20 +263,31 @@ static ropekit_status rk_info_initializers(rk_info *info, const Onnx__GraphProto
     p->n_initializers = (int64_t)(g->n_initializer + g->n_sparse_initializer);
     ropekit_onnx_external_file *files = rk_info_alloc(info, n_ext, sizeof *files);
     if (!files) return RK_OOM();
-    /* one entry per tensor, sorted by location, then merged */
-    for (size_t i = 0; i < n_ext; ++i) {
-        files[i].location = rk_tensor_external(ext[i], "location");
-        files[i].tensors = 1;
-        files[i].bytes = rk_external_bytes(ext[i]);
-    }
-    qsort(files, n_ext, sizeof *files, rk_cmp_file);
+    /* tensors sorted by location, then one entry per file; `end`: the furthest byte they need */
+    qsort(ext, n_ext, sizeof *ext, rk_cmp_ext);
     size_t nf = 0;
-    for (size_t i = 0; i < n_ext; ++i) {
-        if (nf && strcmp(files[nf - 1].location, files[i].location) == 0) {
+    int64_t end = 0;
+    for (size_t i = 0; i <= n_ext; ++i) {
+        const char *loc = i < n_ext ? rk_tensor_external(ext[i], "location") : NULL;
+        if (nf && (!loc || strcmp(files[nf - 1].location, loc) != 0))
+            RK_TRY(rk_file_problem(info, model, &files[nf - 1], end));
+        if (!loc) break;
+        int64_t b = rk_external_bytes(ext[i]), off = 0, e;
+        const char *os = rk_tensor_external(ext[i], "offset");
+        for (const char *q = os; q && *q; ++q)
+            off = off * 10 + (*q - '0'); /* digits, checked at load */
+        if (!rk_add(off, b, &e)) e = INT64_MAX;
+        if (nf && strcmp(files[nf - 1].location, loc) == 0) {
             files[nf - 1].tensors++;
-            rk_add(files[nf - 1].bytes, files[i].bytes, &files[nf - 1].bytes);
+            rk_add(files[nf - 1].bytes, b, &files[nf - 1].bytes);
+            if (e > end) end = e;
         } else {
-            files[nf++] = files[i];
+            files[nf].location = loc;
+            files[nf].tensors = 1;
+            files[nf].bytes = b;
+            files[nf].problem = NULL;
+            ++nf;
+            end = e;
         }
     }
     p->n_external_files = nf;
@@ -295,7 +345,7 @@ static ropekit_status rk_info_build(rk_info *info, const ropekit_model *model) {
     p->n_op_counts = nc;
     p->op_counts = counts;
 
-    RK_TRY(rk_info_initializers(info, g));
+    RK_TRY(rk_info_initializers(info, model, g));
 
     /* inputs that are not initializers (IR < 4 lists initializers as inputs too) */
     ropekit_onnx_value *in = rk_info_alloc(info, g->n_input, sizeof *in);
@@ -480,6 +530,8 @@ static void rk_format_text(rk_buf *b, const ropekit_model_info *p) {
         rk_buf_text_str(b, p->external_files[i].location);
         rk_buf_printf(b, "  %" PRId64 " tensors, %" PRId64 " bytes\n", p->external_files[i].tensors,
                       p->external_files[i].bytes);
+        if (p->external_files[i].problem)
+            rk_buf_printf(b, "    warning: this file %s\n", p->external_files[i].problem);
     }
     rk_buf_printf(b, "inputs: %zu\n", p->n_inputs);
     for (size_t i = 0; i < p->n_inputs; ++i)
@@ -584,8 +636,13 @@ static void rk_format_json(rk_buf *b, const ropekit_model_info *p) {
     for (size_t i = 0; i < p->n_external_files; ++i) {
         rk_buf_puts(b, i ? ",{\"location\":" : "{\"location\":");
         rk_buf_json_str(b, p->external_files[i].location);
-        rk_buf_printf(b, ",\"tensors\":%" PRId64 ",\"bytes\":%" PRId64 "}",
+        rk_buf_printf(b, ",\"tensors\":%" PRId64 ",\"bytes\":%" PRId64 ",\"problem\":",
                       p->external_files[i].tensors, p->external_files[i].bytes);
+        if (p->external_files[i].problem)
+            rk_buf_json_str(b, p->external_files[i].problem);
+        else
+            rk_buf_puts(b, "null");
+        rk_buf_puts(b, "}");
     }
     rk_buf_puts(b, "],\"inputs\":[");
     for (size_t i = 0; i < p->n_inputs; ++i) {

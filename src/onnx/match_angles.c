@@ -37,7 +37,13 @@ static int trace_inv_freq(const rk_graph *ix, const char *name, rk_angles *a, ch
         double *buf = malloc(MAX_FREQ * sizeof *buf);
         size_t count = 0;
         if (!buf) return fail(reason, n, "out of memory", NULL);
-        if (rk_graph_const_f64(ix, name, buf, MAX_FREQ, &count) == ROPEKIT_OK) {
+        ropekit_status cs = rk_graph_const_f64(ix, name, buf, MAX_FREQ, &count);
+        if (cs == ROPEKIT_ERROR_IO || cs == ROPEKIT_ERROR_PARSE) { /* a constant it cannot read */
+            free(buf);
+            snprintf(reason, n, "inv_freq cannot be read: %s", ropekit_last_error());
+            return 0;
+        }
+        if (cs == ROPEKIT_OK) {
             if (count == 0) {
                 free(buf);
                 return fail(reason, n, "inv_freq '%s' is empty", name);

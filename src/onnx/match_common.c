@@ -28,6 +28,8 @@ void rk_site_free(rk_site *s) {
     free(s->output);
     free(s->anchor);
     free(s->fused_node);
+    free(s->cos_term);
+    free(s->sin_term);
     rk_angles_free(&s->angles);
     memset(s, 0, sizeof *s);
 }
@@ -70,6 +72,79 @@ Onnx__NodeProto *rk_single_consumer(const rk_graph *ix, const char *name) {
 
 static int eval_rec(const rk_graph *ix, const char *name, int64_t *out, size_t *count, int depth);
 static void infer_shape(const rk_graph *ix, const char *name, rk_shape *out, int depth);
+
+/* ---- memoization ------------------------------------------------------------------------------
+ * Shape inference and the small int64 evaluation recurse into the inputs of a node, and a value
+ * may be read by many paths (Concat(v, v, v) chains): uncached, that is exponential. Between
+ * rk_match_begin and rk_match_end every value's result is computed once, in node order, so a
+ * lookup finds its inputs already done and the whole analysis is linear in the graph. A value
+ * whose producer comes later in the node list (an unsorted or cyclic graph) reads as unknown. */
+enum { MEMO_NONE = 0, MEMO_BUSY = 1, MEMO_DONE = 2 };
+
+typedef struct rk_memo {
+    const rk_graph *ix;
+    size_t n;
+    uint8_t *shape_state, *eval_state, *eval_ok;
+    rk_shape *shapes;
+    int64_t (*evals)[RK_EVAL_CAP];
+    uint8_t *eval_count;
+} rk_memo;
+
+static _Thread_local rk_memo *tl_memo;
+
+static rk_memo *memo_for(const rk_graph *ix) {
+    return tl_memo && tl_memo->ix == ix ? tl_memo : NULL;
+}
+
+static size_t value_index(const rk_graph *ix, const char *name) {
+    const rk_value *v = name ? rk_graph_value(ix, name) : NULL;
+    return v ? (size_t)(v - ix->values) : (size_t)-1;
+}
+
+void rk_match_end(void) {
+    rk_memo *m = tl_memo;
+    tl_memo = NULL;
+    if (!m) return;
+    free(m->shape_state), free(m->eval_state), free(m->eval_ok), free(m->shapes);
+    free(m->evals), free(m->eval_count);
+    free(m);
+}
+
+ropekit_status rk_match_begin(const rk_graph *ix) {
+    rk_match_end();
+    rk_memo *m = calloc(1, sizeof *m);
+    size_t n = ix->n_values ? ix->n_values : 1;
+    if (m) {
+        m->ix = ix;
+        m->n = ix->n_values;
+        m->shape_state = calloc(n, 1);
+        m->eval_state = calloc(n, 1);
+        m->eval_ok = calloc(n, 1);
+        m->eval_count = calloc(n, 1);
+        m->shapes = calloc(n, sizeof *m->shapes);
+        m->evals = calloc(n, sizeof *m->evals);
+    }
+    tl_memo = m;
+    if (!m || !m->shape_state || !m->eval_state || !m->eval_ok || !m->eval_count || !m->shapes ||
+        !m->evals) {
+        rk_match_end();
+        return RK_OOM();
+    }
+    /* node order: each node's inputs are done before it (in a sorted graph) */
+    for (size_t i = 0; i < ix->g->n_node; ++i) {
+        const Onnx__NodeProto *nd = ix->g->node[i];
+        for (size_t k = 0; k < nd->n_output; ++k) {
+            const char *o = nd->output[k];
+            if (!o || !o[0]) continue;
+            rk_shape sh;
+            int64_t v[RK_EVAL_CAP];
+            size_t c;
+            infer_shape(ix, o, &sh, 0);
+            (void)eval_rec(ix, o, v, &c, 0);
+        }
+    }
+    return ROPEKIT_OK;
+}
 
 /* Where a Reshape target's unknown entries come from: Unsqueeze(Gather(Shape(z), k)). */
 typedef struct rk_dim_src {
@@ -154,7 +229,31 @@ static int keeps_leading_dims(const rk_graph *ix, const char *data, const char *
     return 0;
 }
 
+static void infer_shape_compute(const rk_graph *ix, const char *name, rk_shape *out, int depth);
+
 static void infer_shape(const rk_graph *ix, const char *name, rk_shape *out, int depth) {
+    rk_memo *m = memo_for(ix);
+    size_t i = m ? value_index(ix, name) : (size_t)-1;
+    if (i >= (m ? m->n : 0)) {
+        infer_shape_compute(ix, name, out, depth);
+        return;
+    }
+    if (m->shape_state[i] == MEMO_DONE) {
+        *out = m->shapes[i];
+        return;
+    }
+    if (m->shape_state[i] == MEMO_BUSY || (ix->values[i].producer >= 0 && depth > 0)) {
+        /* a cycle, or a producer later in the node order: only what the graph declares */
+        rk_graph_shape(ix, name, out);
+        return;
+    }
+    m->shape_state[i] = MEMO_BUSY;
+    infer_shape_compute(ix, name, out, 0);
+    m->shapes[i] = *out;
+    m->shape_state[i] = MEMO_DONE;
+}
+
+static void infer_shape_compute(const rk_graph *ix, const char *name, rk_shape *out, int depth) {
     rk_graph_shape(ix, name, out);
     if (out->rank >= 0 || depth > 24 || !name) return;
     Onnx__NodeProto *n = rk_graph_producer(ix, name);
@@ -488,7 +587,37 @@ static int eval_binary(const rk_graph *ix, const Onnx__NodeProto *n, int op, int
     return 1;
 }
 
+static int eval_compute(const rk_graph *ix, const char *name, int64_t *out, size_t *count,
+                        int depth);
+
 static int eval_rec(const rk_graph *ix, const char *name, int64_t *out, size_t *count, int depth) {
+    rk_memo *m = memo_for(ix);
+    size_t i = m ? value_index(ix, name) : (size_t)-1;
+    if (i >= (m ? m->n : 0)) return eval_compute(ix, name, out, count, depth);
+    if (m->eval_state[i] == MEMO_DONE) {
+        if (!m->eval_ok[i]) return 0;
+        *count = m->eval_count[i];
+        memcpy(out, m->evals[i], *count * sizeof *out);
+        return 1;
+    }
+    if (m->eval_state[i] == MEMO_BUSY || (ix->values[i].producer >= 0 && depth > 0))
+        return 0; /* a cycle, or a producer later in the node order */
+    m->eval_state[i] = MEMO_BUSY;
+    int64_t buf[RK_EVAL_CAP];
+    size_t c = 0;
+    int ok = eval_compute(ix, name, buf, &c, 0) && c <= RK_EVAL_CAP;
+    m->eval_ok[i] = (uint8_t)ok;
+    m->eval_count[i] = (uint8_t)(ok ? c : 0);
+    if (ok) memcpy(m->evals[i], buf, c * sizeof *buf);
+    m->eval_state[i] = MEMO_DONE;
+    if (!ok) return 0;
+    *count = c;
+    memcpy(out, buf, c * sizeof *buf);
+    return 1;
+}
+
+static int eval_compute(const rk_graph *ix, const char *name, int64_t *out, size_t *count,
+                        int depth) {
     if (!name || depth > 24) return 0;
     if (rk_graph_const_i64(ix, name, out, RK_EVAL_CAP, count) == ROPEKIT_OK) return 1;
     Onnx__NodeProto *n = rk_graph_producer(ix, name);
@@ -631,10 +760,14 @@ static int consts_equal(const rk_graph *ix, const char *a, const char *b) {
     return memcmp(va, vb, na * sizeof *va) == 0;
 }
 
-int rk_equivalent(const rk_graph *ix, const char *a, const char *b, int depth) {
+/* work, not only depth, is bounded: at most EQUIV_BUDGET value pairs per question */
+#define EQUIV_BUDGET 4096
+
+static int equivalent_rec(const rk_graph *ix, const char *a, const char *b, int depth,
+                          int *budget) {
     if (!a || !b) return 0;
     if (strcmp(a, b) == 0) return 1;
-    if (depth <= 0) return 0;
+    if (depth <= 0 || --*budget < 0) return 0;
     if (consts_equal(ix, a, b)) return 1;
     Onnx__NodeProto *na = rk_graph_producer(ix, a), *nb = rk_graph_producer(ix, b);
     if (!na || !nb || strcmp(na->op_type, nb->op_type) != 0 || na->n_input != nb->n_input ||
@@ -644,9 +777,14 @@ int rk_equivalent(const rk_graph *ix, const char *a, const char *b, int depth) {
     for (size_t i = 0; i < na->n_input; ++i) {
         const char *x = rk_input(na, i), *y = rk_input(nb, i);
         if (!x && !y) continue;
-        if (!rk_equivalent(ix, x, y, depth - 1)) return 0;
+        if (!equivalent_rec(ix, x, y, depth - 1, budget)) return 0;
     }
     return 1;
+}
+
+int rk_equivalent(const rk_graph *ix, const char *a, const char *b, int depth) {
+    int budget = EQUIV_BUDGET;
+    return equivalent_rec(ix, a, b, depth, &budget);
 }
 
 const char *rk_other_operand(const Onnx__NodeProto *n, const char *one) {

@@ -80,6 +80,16 @@ static int vector_elems(const rk_graph *ix, const char *v, int64_t *out, size_t 
     return 1;
 }
 
+/* [Cast] Unsqueeze(t, [a]) [Cast]: returns t and a. */
+static const char *heads_unsqueeze(const rk_graph *ix, const char *v, int64_t *axis) {
+    Onnx__NodeProto *un = rk_producer_op(ix, rk_skip_casts(ix, v, NULL), "Unsqueeze");
+    int64_t axes[2];
+    size_t na;
+    if (!un || !rk_eval_i64(ix, rk_input(un, 1), axes, 2, &na) || na != 1) return NULL;
+    *axis = axes[0];
+    return rk_input(un, 0);
+}
+
 /* rep(t): returns t, or NULL. */
 static const char *repeat_interleave_source(const rk_graph *ix, const char *v) {
     Onnx__NodeProto *rs = rk_producer_op(ix, rk_skip_casts(ix, v, NULL), "Reshape");
@@ -272,19 +282,54 @@ int rk_match_interleaved(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site
     site->output = rk_strdup(add->output[0]);
     site->x = rk_strdup(xr);
     site->head_size = site->num_heads = -1;
+    site->xdims[0] = site->xdims[1] = site->xdims[2] = site->xdims[3] = -1;
     if (!site->anchor || !site->output || !site->x) {
         snprintf(site->reason, RK_REASON, "out of memory");
         return 1;
     }
     const char *cos_v = repeat_interleave_source(ix, c_term);
     const char *sin_v = repeat_interleave_source(ix, s_term);
+    int full = 0;
     if (!cos_v || !sin_v) {
-        snprintf(site->reason, RK_REASON, "cos/sin are not repeat_interleave(2) over the heads "
-                 "axis of (B, S, N, H)");
+        /* full-width cos/sin (repeat_interleave in any spelling) broadcast over the heads by an
+         * Unsqueeze: usable as per-call rows (every other column; verified numerically) */
+        int64_t ca, sa;
+        cos_v = heads_unsqueeze(ix, c_term, &ca);
+        sin_v = heads_unsqueeze(ix, s_term, &sa);
+        if (!cos_v || !sin_v || ca != sa || (ca != 1 && ca != 2)) {
+            snprintf(site->reason, RK_REASON, "cos/sin are neither repeat_interleave(2) over the "
+                     "heads axis of (B, S, N, H) nor broadcast over heads by Unsqueeze(axis 1 or 2)");
+            return 1;
+        }
+        site->layout = ca == 1 ? RK_LAYOUT_BNSH : RK_LAYOUT_BSNH;
+        full = 1;
+    }
+    site->cos_term = rk_strdup(cos_v);
+    site->sin_term = rk_strdup(sin_v);
+    site->term_full = full; /* 0: the rows before repeat_interleave, R/2 wide */
+    if (!site->cos_term || !site->sin_term) {
+        snprintf(site->reason, RK_REASON, "out of memory");
         return 1;
     }
-    if (!table_source(ix, cos_v, sin_v, &site->angles, site->reason, RK_REASON)) return 1;
-    int64_t R = 2 * site->angles.half;
+    int64_t R;
+    if (full) {
+        snprintf(site->angle_reason, RK_REASON, "full-width interleaved cos/sin: only per-call "
+                 "rows are supported for them (not --fixed-table)");
+        R = xs.rank > 0 ? xs.dims[xs.rank - 1] : -1;
+        if (R <= 0 || R % 2) {
+            snprintf(site->reason, RK_REASON, "the rotated width of '%s' is unknown", xr);
+            return 1;
+        }
+    } else if (table_source(ix, cos_v, sin_v, &site->angles, site->angle_reason, RK_REASON)) {
+        R = 2 * site->angles.half;
+    } else {
+        rk_angles_free(&site->angles);
+        R = xs.rank > 0 ? xs.dims[xs.rank - 1] : -1;
+        if (R <= 0 || R % 2) {
+            snprintf(site->reason, RK_REASON, "the rotated width of '%s' is unknown", xr);
+            return 1;
+        }
+    }
     site->rotary_dim = R;
     /* the reshape back must restore the rotated width */
     if (xs.rank > 0 && xs.dims[xs.rank - 1] >= 0 && xs.dims[xs.rank - 1] != R) {
@@ -298,7 +343,8 @@ int rk_match_interleaved(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site
         return 1;
     }
     site->head_size = xs.dims[3];
-    site->num_heads = xs.dims[2];
+    site->num_heads = site->layout == RK_LAYOUT_BNSH ? xs.dims[1] : xs.dims[2];
+    memcpy(site->xdims, xs.dims, sizeof site->xdims);
     site->elem_type = xs.elem_type ? xs.elem_type : RK_DT_FLOAT;
     rk_site_accept(site);
     return 1;

@@ -72,6 +72,7 @@ int rk_match_rotate_half(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site
     site->output = rk_strdup(add->output[0]);
     site->x = rk_strdup(xr);
     site->rotary_dim = 2 * h;
+    site->xdims[0] = site->xdims[1] = site->xdims[2] = site->xdims[3] = -1;
     site->head_size = -1;
     site->num_heads = -1;
     if (!site->anchor || !site->output || !site->x) {
@@ -104,37 +105,48 @@ int rk_match_rotate_half(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site
     }
     site->layout = c_axis == 1 ? RK_LAYOUT_BNSH : RK_LAYOUT_BSNH;
     if (xs.rank == 4) {
+        memcpy(site->xdims, xs.dims, sizeof site->xdims);
         site->head_size = xs.dims[3];
         site->num_heads = site->layout == RK_LAYOUT_BNSH ? xs.dims[1] : xs.dims[2];
     }
-    rk_angles sa;
-    char why[RK_REASON] = "";
-    if (!rk_match_angle_term(ix, c_in, 0, &site->angles, &cast_c, site->reason, RK_REASON))
-        return 1;
-    if (!rk_match_angle_term(ix, s_in, 1, &sa, &cast_s, why, sizeof why)) {
-        snprintf(site->reason, RK_REASON, "%s", why);
-        return 1;
-    }
-    int same = rk_angles_same(&site->angles, &sa);
-    rk_angles_free(&sa);
-    if (!same) {
-        snprintf(site->reason, RK_REASON, "cos and sin come from different angle sources");
+    /* the per-call rows: what the fused node reads in the default mode */
+    site->cos_term = rk_strdup(c_in);
+    site->sin_term = rk_strdup(s_in);
+    site->term_full = 1;
+    if (!site->cos_term || !site->sin_term) {
+        snprintf(site->reason, RK_REASON, "out of memory");
         return 1;
     }
-    if (site->angles.half != h) {
-        snprintf(site->reason, RK_REASON, "rotate_half splits at %lld but the tables have %lld "
-                 "frequencies", (long long)h, (long long)site->angles.half);
-        return 1;
-    }
-    if (site->angles.mrope)
-        site->variant = site->angles.mrope_layout ? "mrope_interleaved" : "mrope_sectioned";
     /* element type: the tensor's, else the cast applied to the tables, else float */
     site->elem_type = xs.elem_type ? xs.elem_type : (cast_c ? cast_c : RK_DT_FLOAT);
-    if (cast_c && cast_c != site->elem_type) {
-        snprintf(site->reason, RK_REASON, "tables are cast to %s but '%s' is %s",
-                 rk_dtype_name(cast_c), site->x, rk_dtype_name(site->elem_type));
-        return 1;
+    /* the angle source, for the fixed-table mode: a failure here is not a reason in the
+     * default mode, which uses the graph's own rows */
+    rk_angles sa;
+    char why[RK_REASON] = "";
+    int have = rk_match_angle_term(ix, c_in, 0, &site->angles, &cast_c, site->angle_reason,
+                                   RK_REASON);
+    if (have && !rk_match_angle_term(ix, s_in, 1, &sa, &cast_s, why, sizeof why)) {
+        snprintf(site->angle_reason, RK_REASON, "%s", why);
+        have = 0;
+    } else if (have) {
+        int same = rk_angles_same(&site->angles, &sa);
+        rk_angles_free(&sa);
+        if (!same) {
+            snprintf(site->angle_reason, RK_REASON, "cos and sin come from different angle sources");
+            have = 0;
+        } else if (site->angles.half != h) {
+            snprintf(site->angle_reason, RK_REASON, "rotate_half splits at %lld but the tables have "
+                     "%lld frequencies", (long long)h, (long long)site->angles.half);
+            have = 0;
+        } else if (cast_c && cast_c != site->elem_type) {
+            snprintf(site->angle_reason, RK_REASON, "tables are cast to %s but '%s' is %s",
+                     rk_dtype_name(cast_c), site->x, rk_dtype_name(site->elem_type));
+            have = 0;
+        }
     }
+    if (!have) rk_angles_free(&site->angles);
+    if (have && site->angles.mrope)
+        site->variant = site->angles.mrope_layout ? "mrope_interleaved" : "mrope_sectioned";
     rk_site_accept(site);
     return 1;
 }

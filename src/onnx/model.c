@@ -1,8 +1,11 @@
 /* Model load / validate / serialize / save, and external tensor data. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -404,14 +407,22 @@ static ropekit_status rk_model_parse(const uint8_t *data, size_t size, const cha
     if (size > RK_MAX_MODEL_BYTES)
         return rk_fail(ROPEKIT_ERROR_OVERFLOW, "%s: %zu bytes is over the 2 GiB protobuf limit",
                        name, size);
-    rk_wire w = {data, name};
-    RK_TRY(rk_wire_check(&w, data, data + size, &onnx__model_proto__descriptor, 0));
+    /* the wire-format walk names the field and byte; say first what that means */
+    rk_wire w = {data, "not an ONNX model (or a damaged one)"};
+    ropekit_status s = rk_wire_check(&w, data, data + size, &onnx__model_proto__descriptor, 0);
+    if (s != ROPEKIT_OK) {
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", ropekit_last_error());
+        return rk_fail(s, "%s: %s", name, detail);
+    }
     m->proto = onnx__model_proto__unpack(NULL, size, data);
     if (!m->proto)
         return rk_fail(ROPEKIT_ERROR_PARSE,
-                       "%s: not a valid ONNX ModelProto (protobuf-c could "
-                       "not unpack it)",
-                       name);
+                       "%s: not a valid ONNX model (protobuf-c could not unpack it)", name);
+    if (!m->proto->graph && !m->proto->has_ir_version && m->proto->n_opset_import == 0)
+        return rk_fail(ROPEKIT_ERROR_PARSE,
+                       "%s: not an ONNX model: %s (no graph, ir_version or opset_import)", name,
+                       size == 0 ? "the file is empty" : "no ModelProto fields");
     return rk_model_validate(name, m->proto);
 }
 
@@ -580,56 +591,172 @@ static int rk_same_file(const char *path, dev_t dev, ino_t ino) {
     return stat(path, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
-typedef struct rk_ext_scan {
-    const ropekit_model *m;
-    const char *dest;
-    struct stat dest_st;
-    int dest_exists;
-    int has_external;
-    ropekit_status status;
-} rk_ext_scan;
-
-static ropekit_status rk_check_ext_tensor(rk_ext_scan *s, const Onnx__TensorProto *t) {
-    if (!t || !rk_tensor_is_external(t)) return ROPEKIT_OK;
-    s->has_external = 1;
-    if (!s->dest_exists || !s->m->dir) return ROPEKIT_OK;
-    const char *loc = rk_tensor_external(t, "location");
-    char *p = rk_join(s->m->dir, loc);
-    if (!p) return RK_OOM();
-    int same = rk_same_file(p, s->dest_st.st_dev, s->dest_st.st_ino);
-    free(p);
-    if (same)
-        return rk_fail(ROPEKIT_ERROR_IO,
-                       "refusing to write %s: it is the external data file '%s' "
-                       "of the input model",
-                       s->dest, loc);
-    return ROPEKIT_OK;
-}
-
-static ropekit_status rk_check_ext_graph(void *ctx, Onnx__GraphProto *g, int depth) {
-    rk_ext_scan *s = ctx;
-    (void)depth;
-    for (size_t i = 0; i < g->n_initializer; ++i)
-        RK_TRY(rk_check_ext_tensor(s, g->initializer[i]));
-    for (size_t i = 0; i < g->n_sparse_initializer; ++i) {
-        RK_TRY(rk_check_ext_tensor(s, g->sparse_initializer[i]->values));
-        RK_TRY(rk_check_ext_tensor(s, g->sparse_initializer[i]->indices));
-    }
-    for (size_t i = 0; i < g->n_node; ++i)
-        for (size_t a = 0; a < g->node[i]->n_attribute; ++a) {
-            const Onnx__AttributeProto *at = g->node[i]->attribute[a];
-            RK_TRY(rk_check_ext_tensor(s, at->t));
-            for (size_t k = 0; k < at->n_tensors; ++k)
-                RK_TRY(rk_check_ext_tensor(s, at->tensors[k]));
-        }
-    return ROPEKIT_OK;
-}
-
 /* Same directory, by identity (so "a/b" and "./a/b" agree). */
 static int rk_same_dir(const char *a, const char *b) {
     struct stat sa, sb;
     return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
            sa.st_ino == sb.st_ino;
+}
+
+static const char *rk_file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISSOCK(mode)) return "a socket";
+    if (S_ISLNK(mode)) return "a symbolic link";
+    return "not a regular file";
+}
+
+/* The file a save replaces. Only regular files are ever replaced: a symbolic link to a regular
+ * file is written through (the file it points to is replaced, the link stays); a dangling link,
+ * a link to anything else, a directory, a device, a FIFO or a socket are refused. *real is the
+ * path to write (malloc'd); *exists says whether it names a file now, whose stat is *st. */
+static ropekit_status rk_resolve_dest(const char *path, char **real, struct stat *st, int *exists) {
+    *real = NULL;
+    *exists = 0;
+    struct stat ls;
+    if (lstat(path, &ls) != 0) {
+        if (errno != ENOENT) return rk_fail(ROPEKIT_ERROR_IO, "%s: %s", path, strerror(errno));
+        *real = rk_strdup(path);
+        return *real ? ROPEKIT_OK : RK_OOM();
+    }
+    if (S_ISLNK(ls.st_mode)) {
+        if (stat(path, st) != 0)
+            return rk_fail(ROPEKIT_ERROR_IO,
+                           "refusing to write %s: it is a %s symbolic link; only regular files "
+                           "are replaced (nothing was written)",
+                           path, errno == ENOENT ? "dangling" : "unresolvable");
+        if (!S_ISREG(st->st_mode))
+            return rk_fail(ROPEKIT_ERROR_IO,
+                           "refusing to write %s: it is a symbolic link to %s; only regular "
+                           "files are replaced (nothing was written)",
+                           path, rk_file_kind(st->st_mode));
+        char *r = realpath(path, NULL);
+        if (!r) return rk_fail(ROPEKIT_ERROR_IO, "%s: %s", path, strerror(errno));
+        *real = r;
+        *exists = 1;
+        return ROPEKIT_OK;
+    }
+    if (!S_ISREG(ls.st_mode))
+        return rk_fail(ROPEKIT_ERROR_IO,
+                       "refusing to write %s: it is %s; only regular files are replaced "
+                       "(nothing was written)",
+                       path, rk_file_kind(ls.st_mode));
+    *st = ls;
+    *exists = 1;
+    *real = rk_strdup(path);
+    return *real ? ROPEKIT_OK : RK_OOM();
+}
+
+/* ---- temporary files --------------------------------------------------------------------------
+ * A save writes DIR/.ropekit-PID-N.tmp (a short hidden name: any output name that fits NAME_MAX
+ * works) and renames it over the destination. The live ones are listed here so that
+ * ropekit_onnx_remove_temp_files, called from a signal handler, can unlink them; leftovers of
+ * processes that are gone (SIGKILL, a crash) are removed by the next save into that directory. */
+
+#define RK_TMP_SLOTS 32
+#define RK_TMP_PREFIX ".ropekit-"
+#define RK_TMP_SUFFIX ".tmp"
+static char rk_tmp_paths[RK_TMP_SLOTS][PATH_MAX];
+static _Atomic int rk_tmp_state[RK_TMP_SLOTS]; /* 0 free, 1 being filled in, 2 live */
+
+static int rk_tmp_register(const char *path) {
+    if (strlen(path) >= PATH_MAX) return -1;
+    for (int i = 0; i < RK_TMP_SLOTS; ++i) {
+        int expect = 0;
+        if (atomic_compare_exchange_strong(&rk_tmp_state[i], &expect, 1)) {
+            strcpy(rk_tmp_paths[i], path);
+            atomic_store(&rk_tmp_state[i], 2);
+            return i;
+        }
+    }
+    return -1; /* not listed: a signal leaves it, the next save removes it */
+}
+
+static void rk_tmp_unregister(int slot) {
+    if (slot >= 0) atomic_store(&rk_tmp_state[slot], 0);
+}
+
+void ropekit_onnx_remove_temp_files(void) {
+    for (int i = 0; i < RK_TMP_SLOTS; ++i)
+        if (atomic_load(&rk_tmp_state[i]) == 2) (void)unlink(rk_tmp_paths[i]);
+}
+
+/* The pid of a name RK_TMP_PREFIX digits "-" digits RK_TMP_SUFFIX, else 0. */
+static long rk_tmp_name_pid(const char *name) {
+    size_t np = strlen(RK_TMP_PREFIX);
+    if (strncmp(name, RK_TMP_PREFIX, np) != 0) return 0;
+    const char *p = name + np;
+    long pid = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9' && digits < 10; ++p, ++digits)
+        pid = pid * 10 + (*p - '0');
+    if (!digits || *p != '-') return 0;
+    ++p;
+    for (digits = 0; *p >= '0' && *p <= '9' && digits < 10; ++p)
+        ++digits;
+    if (!digits || strcmp(p, RK_TMP_SUFFIX) != 0) return 0;
+    return pid;
+}
+
+/* Remove the temporary files of dead processes in `dir` (best effort, never an error). */
+static void rk_tmp_clean_stale(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long pid = rk_tmp_name_pid(e->d_name);
+        if (pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to know */
+        char *p = rk_join(dir, e->d_name);
+        struct stat st;
+        if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode)) (void)unlink(p);
+        free(p);
+    }
+    closedir(d);
+}
+
+typedef struct rk_tmp {
+    char *path;
+    int fd, slot;
+} rk_tmp;
+
+/* A new temporary file in `dir`, mode `mode` (minus the umask). */
+static ropekit_status rk_tmp_create(const char *dir, mode_t mode, const char *dest, rk_tmp *t) {
+    static _Atomic unsigned counter;
+    t->fd = -1;
+    t->slot = -1;
+    size_t n = strlen(dir) + 64;
+    t->path = malloc(n);
+    if (!t->path) return RK_OOM();
+    for (int attempt = 0; t->fd < 0 && attempt < 100; ++attempt) {
+        snprintf(t->path, n, "%s/" RK_TMP_PREFIX "%ld-%u" RK_TMP_SUFFIX, dir, (long)getpid(),
+                 atomic_fetch_add(&counter, 1));
+        t->fd = open(t->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+        if (t->fd < 0 && errno != EEXIST) break;
+    }
+    if (t->fd < 0) {
+        ropekit_status s = rk_fail(ROPEKIT_ERROR_IO, "%s: cannot create a temporary file in %s: %s",
+                                   dest, dir, strerror(errno));
+        free(t->path);
+        t->path = NULL;
+        return s;
+    }
+    t->slot = rk_tmp_register(t->path);
+    return ROPEKIT_OK;
+}
+
+/* Remove (on failure) or forget (after the rename) a temporary file. */
+static void rk_tmp_drop(rk_tmp *t, int remove) {
+    if (t->fd >= 0) close(t->fd);
+    t->fd = -1;
+    if (t->path) {
+        rk_tmp_unregister(t->slot);
+        if (remove) unlink(t->path);
+    }
+    free(t->path);
+    t->path = NULL;
 }
 
 static ropekit_status rk_write_all(int fd, const uint8_t *p, size_t n, const char *tmp) {
@@ -645,109 +772,353 @@ static ropekit_status rk_write_all(int fd, const uint8_t *p, size_t n, const cha
     return ROPEKIT_OK;
 }
 
-ropekit_status ropekit_model_save(const ropekit_model *m, const char *path) {
-    if (!m || !path) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "model and path must not be NULL");
-    if (!*path) return rk_fail(ROPEKIT_ERROR_IO, "empty output path");
-    if (m->has_id && rk_same_file(path, m->dev, m->ino))
-        return rk_fail(ROPEKIT_ERROR_IO, "refusing to overwrite the input model %s", path);
-    rk_ext_scan scan = {m, path, {0}, 0, 0, ROPEKIT_OK};
-    scan.dest_exists = stat(path, &scan.dest_st) == 0;
-    RK_TRY(rk_model_for_each_graph(m->proto, rk_check_ext_graph, &scan));
-    char *dir = rk_dirname(path);
-    if (!dir) return RK_OOM();
-    if (scan.has_external && m->dir && !rk_same_dir(dir, m->dir)) {
-        ropekit_status s = rk_fail(ROPEKIT_ERROR_UNSUPPORTED,
-                                   "the model keeps tensors in external data files relative to %s; "
-                                   "write the output in that directory, not %s",
-                                   m->dir, dir);
-        free(dir);
-        return s;
+/* Keep the replaced file's mode bits, and its owner and group where the process may. */
+static void rk_keep_owner_mode(int fd, const struct stat *old) {
+    struct stat now;
+    if (fstat(fd, &now) != 0) return;
+    if (now.st_uid != old->st_uid || now.st_gid != old->st_gid)
+        (void)fchown(fd, old->st_uid, old->st_gid); /* EPERM: stays ours */
+    (void)fchmod(fd, old->st_mode & 07777);          /* after chown, which clears set-id bits */
+}
+
+/* fsync, close; then rename over `dest`. */
+static ropekit_status rk_tmp_commit(rk_tmp *t, const char *dest) {
+    ropekit_status s = ROPEKIT_OK;
+    if (fsync(t->fd) != 0) s = rk_fail(ROPEKIT_ERROR_IO, "%s: fsync: %s", t->path, strerror(errno));
+    if (close(t->fd) != 0 && s == ROPEKIT_OK)
+        s = rk_fail(ROPEKIT_ERROR_IO, "%s: close: %s", t->path, strerror(errno));
+    t->fd = -1;
+    if (s == ROPEKIT_OK && rename(t->path, dest) != 0)
+        s = rk_fail(ROPEKIT_ERROR_IO, "%s: rename to %s: %s", t->path, dest, strerror(errno));
+    rk_tmp_drop(t, s != ROPEKIT_OK);
+    return s;
+}
+
+/* ---- what a save writes -------------------------------------------------------------------- */
+
+typedef struct rk_ext_scan {
+    const ropekit_model *m;
+    const char *dest, *data_dest;
+    struct stat dest_st, data_st;
+    int dest_exists, data_exists;
+    int has_external;        /* anywhere */
+    int has_nested_external; /* outside the main graph's initializers */
+} rk_ext_scan;
+
+static ropekit_status rk_check_ext_tensor(rk_ext_scan *s, const Onnx__TensorProto *t, int top) {
+    if (!t || !rk_tensor_is_external(t)) return ROPEKIT_OK;
+    s->has_external = 1;
+    if (!top) s->has_nested_external = 1;
+    if (!s->m->dir) return ROPEKIT_OK;
+    const char *loc = rk_tensor_external(t, "location");
+    char *p = rk_join(s->m->dir, loc);
+    if (!p) return RK_OOM();
+    int same = s->dest_exists && rk_same_file(p, s->dest_st.st_dev, s->dest_st.st_ino);
+    int same_data = s->data_exists && rk_same_file(p, s->data_st.st_dev, s->data_st.st_ino);
+    free(p);
+    if (same || same_data)
+        return rk_fail(ROPEKIT_ERROR_IO,
+                       "refusing to write %s: it is the external data file '%s' of the input "
+                       "model",
+                       same ? s->dest : s->data_dest, loc);
+    return ROPEKIT_OK;
+}
+
+static ropekit_status rk_check_ext_graph(void *ctx, Onnx__GraphProto *g, int depth) {
+    rk_ext_scan *s = ctx;
+    int top = depth == 0 && g == s->m->proto->graph;
+    for (size_t i = 0; i < g->n_initializer; ++i)
+        RK_TRY(rk_check_ext_tensor(s, g->initializer[i], top));
+    for (size_t i = 0; i < g->n_sparse_initializer; ++i) {
+        RK_TRY(rk_check_ext_tensor(s, g->sparse_initializer[i]->values, 0));
+        RK_TRY(rk_check_ext_tensor(s, g->sparse_initializer[i]->indices, 0));
     }
-    void *data;
-    size_t size;
-    ropekit_status s = ropekit_model_serialize(m, &data, &size);
-    if (s != ROPEKIT_OK) {
-        free(dir);
-        return s;
-    }
-    /* The temporary file: O_EXCL under a fresh name, mode 0666 minus the umask (applied by the
-     * kernel: no umask() calls, which would race with other threads). */
-    size_t tn = strlen(path) + 48;
-    char *tmp = malloc(tn);
-    if (!tmp) {
-        free(dir);
-        free(data);
-        return RK_OOM();
-    }
-    static _Atomic unsigned counter;
-    int fd = -1;
-    for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
-        snprintf(tmp, tn, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        s = rk_fail(ROPEKIT_ERROR_IO, "%s: cannot create a temporary file in %s: %s", path, dir,
-                    strerror(errno));
-        free(tmp);
-        free(dir);
-        free(data);
-        return s;
-    }
-    s = rk_write_all(fd, data, size, tmp);
-    if (s == ROPEKIT_OK && fsync(fd) != 0)
-        s = rk_fail(ROPEKIT_ERROR_IO, "%s: fsync: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && s == ROPEKIT_OK)
-        s = rk_fail(ROPEKIT_ERROR_IO, "%s: close: %s", tmp, strerror(errno));
-    if (s == ROPEKIT_OK && rename(tmp, path) != 0)
-        s = rk_fail(ROPEKIT_ERROR_IO, "%s: rename to %s: %s", tmp, path, strerror(errno));
-    if (s != ROPEKIT_OK) {
-        unlink(tmp);
-    } else {
-        /* make the rename durable; failure to sync the directory is not fatal */
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            (void)fsync(dfd);
-            close(dfd);
+    for (size_t i = 0; i < g->n_node; ++i)
+        for (size_t a = 0; a < g->node[i]->n_attribute; ++a) {
+            const Onnx__AttributeProto *at = g->node[i]->attribute[a];
+            RK_TRY(rk_check_ext_tensor(s, at->t, 0));
+            for (size_t k = 0; k < at->n_tensors; ++k)
+                RK_TRY(rk_check_ext_tensor(s, at->tensors[k], 0));
         }
-        rk_clear_error();
+    return ROPEKIT_OK;
+}
+
+/* The model as it is written: a shallow copy of the proto whose moved initializers are copies
+ * pointing into the new data file. Nothing of the model itself is changed. */
+typedef struct rk_save_view {
+    Onnx__ModelProto model;
+    Onnx__GraphProto graph;
+    Onnx__TensorProto **inits;
+    Onnx__TensorProto *copies;
+    Onnx__StringStringEntryProto *entries; /* 3 per copy */
+    Onnx__StringStringEntryProto **entry_ptrs;
+    char (*numbers)[2][24];
+    const Onnx__TensorProto **sources; /* the model's tensor for each copy */
+    size_t n_moved;
+} rk_save_view;
+
+static void rk_save_view_free(rk_save_view *v) {
+    free(v->inits);
+    free(v->copies);
+    free(v->entries);
+    free(v->entry_ptrs);
+    free(v->numbers);
+    free(v->sources);
+}
+
+static int rk_moves(const Onnx__TensorProto *t, int move_external, int64_t min_bytes) {
+    if (rk_tensor_is_external(t)) return move_external;
+    return min_bytes > 0 && t->has_raw_data && (int64_t)t->raw_data.len >= min_bytes;
+}
+
+/* Plan the view and write the data file's bytes to `fd`. `loc` is the data file's name. */
+static ropekit_status rk_save_view_build(const ropekit_model *m, int move_external,
+                                         int64_t min_bytes, const char *loc, rk_save_view *v) {
+    memset(v, 0, sizeof *v);
+    v->model = *m->proto;
+    v->graph = *m->proto->graph;
+    v->model.graph = &v->graph;
+    const Onnx__GraphProto *g = m->proto->graph;
+    size_t n = g->n_initializer, k = 0;
+    for (size_t i = 0; i < n; ++i)
+        k += (size_t)rk_moves(g->initializer[i], move_external, min_bytes);
+    if (k == 0) return ROPEKIT_OK;
+    v->inits = malloc(n * sizeof *v->inits);
+    v->copies = calloc(k, sizeof *v->copies);
+    v->entries = calloc(3 * k, sizeof *v->entries);
+    v->entry_ptrs = calloc(3 * k, sizeof *v->entry_ptrs);
+    v->numbers = calloc(k, sizeof *v->numbers);
+    v->sources = calloc(k, sizeof *v->sources);
+    if (!v->inits || !v->copies || !v->entries || !v->entry_ptrs || !v->numbers || !v->sources)
+        return RK_OOM();
+    for (size_t i = 0, j = 0; i < n; ++i) {
+        Onnx__TensorProto *t = g->initializer[i];
+        v->inits[i] = t;
+        if (!rk_moves(t, move_external, min_bytes)) continue;
+        Onnx__TensorProto *c = &v->copies[j];
+        *c = *t;
+        c->has_raw_data = 0;
+        c->raw_data.len = 0;
+        c->raw_data.data = NULL;
+        c->has_data_location = 1;
+        c->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+        c->n_external_data = 3;
+        c->external_data = &v->entry_ptrs[3 * j];
+        for (int e = 0; e < 3; ++e) {
+            onnx__string_string_entry_proto__init(&v->entries[3 * j + e]);
+            v->entry_ptrs[3 * j + e] = &v->entries[3 * j + e];
+        }
+        v->entries[3 * j].key = "location";
+        v->entries[3 * j].value = (char *)loc;
+        v->entries[3 * j + 1].key = "offset";
+        v->entries[3 * j + 1].value = v->numbers[j][0];
+        v->entries[3 * j + 2].key = "length";
+        v->entries[3 * j + 2].value = v->numbers[j][1];
+        v->sources[j] = t;
+        v->inits[i] = c;
+        ++j;
     }
-    free(tmp);
-    free(dir);
+    v->graph.initializer = v->inits;
+    v->n_moved = k;
+    return ROPEKIT_OK;
+}
+
+/* Write the moved tensors' bytes to fd (offsets aligned) and fill in their offsets/lengths. */
+static ropekit_status rk_save_view_write_data(const ropekit_model *m, rk_save_view *v, rk_tmp *t,
+                                              int64_t *total) {
+    static const uint8_t zeros[4096];
+    int64_t off = 0;
+    for (size_t j = 0; j < v->n_moved; ++j) {
+        ropekit_tensor_bytes b;
+        RK_TRY(rk_tensor_bytes(m, v->sources[j], &b));
+        int64_t align = b.size >= 4096 ? 4096 : 16;
+        int64_t pad = (align - off % align) % align;
+        ropekit_status s = rk_write_all(t->fd, zeros, (size_t)pad, t->path);
+        off += pad;
+        if (s == ROPEKIT_OK) s = rk_write_all(t->fd, b.data, b.size, t->path);
+        snprintf(v->numbers[j][0], sizeof v->numbers[j][0], "%" PRId64, off);
+        snprintf(v->numbers[j][1], sizeof v->numbers[j][1], "%zu", b.size);
+        off += (int64_t)b.size;
+        ropekit_tensor_bytes_release(&b);
+        RK_TRY(s);
+    }
+    *total = off;
+    return ROPEKIT_OK;
+}
+
+ropekit_status ropekit_model_save(const ropekit_model *m, const char *path) {
+    return ropekit_model_save_with(m, path, NULL);
+}
+
+ropekit_status ropekit_model_save_with(const ropekit_model *m, const char *path,
+                                       const ropekit_save_options *options) {
+    if (!m || !path) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "model and path must not be NULL");
+    if (!*path) return rk_fail(ROPEKIT_ERROR_IO, "the output path is empty");
+    int64_t min_bytes = options ? options->external_min_bytes : 0;
+    if (min_bytes < 0)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "external_min_bytes = %" PRId64
+                       " is negative", min_bytes);
+    char *real = NULL, *dir = NULL, *data_path = NULL;
+    const char *base;
+    struct stat dest_st, data_st;
+    memset(&dest_st, 0, sizeof dest_st);
+    memset(&data_st, 0, sizeof data_st);
+    int exists = 0, data_exists = 0;
+    rk_save_view view;
+    memset(&view, 0, sizeof view);
+    rk_tmp mt = {NULL, -1, -1}, dt = {NULL, -1, -1};
+    void *data = NULL;
+    ropekit_status s = rk_resolve_dest(path, &real, &dest_st, &exists);
+    if (s != ROPEKIT_OK) goto done;
+    if (m->has_id && exists && dest_st.st_dev == m->dev && dest_st.st_ino == m->ino) {
+        s = rk_fail(ROPEKIT_ERROR_IO, "refusing to overwrite the input model %s", path);
+        goto done;
+    }
+    dir = rk_dirname(real);
+    base = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
+    if (!dir || !(data_path = malloc(strlen(real) + 8))) {
+        s = RK_OOM();
+        goto done;
+    }
+    sprintf(data_path, "%s.data", real);
+    struct stat dls;
+    if (lstat(data_path, &dls) == 0) {
+        data_exists = 1;
+        data_st = dls;
+    }
+    rk_ext_scan scan = {m, path, data_path, dest_st, data_st, exists, data_exists, 0, 0};
+    if ((s = rk_model_for_each_graph(m->proto, rk_check_ext_graph, &scan)) != ROPEKIT_OK) goto done;
+    /* External data: references stay valid when the output is beside the input; otherwise every
+     * external tensor is copied into OUT.data beside the output (never a reference across
+     * directories). Inline initializers of at least min_bytes go there too. */
+    int move_external = scan.has_external && !(m->dir && rk_same_dir(dir, m->dir));
+    if (move_external && scan.has_nested_external) {
+        s = rk_fail(ROPEKIT_ERROR_UNSUPPORTED,
+                    "the model keeps tensors of subgraphs, Constant nodes or sparse initializers "
+                    "in external data files relative to %s; write the output in that directory, "
+                    "not %s",
+                    m->dir ? m->dir : "(unknown)", dir);
+        goto done;
+    }
+    if (move_external && !m->dir) {
+        s = rk_fail(ROPEKIT_ERROR_IO, "the model has external data but was loaded from memory "
+                                      "without a directory: its tensors cannot be copied");
+        goto done;
+    }
+    if ((s = rk_save_view_build(m, move_external, min_bytes, "", &view)) != ROPEKIT_OK) goto done;
+    char *loc = NULL;
+    if (view.n_moved) {
+        if (strlen(base) + 5 > NAME_MAX) {
+            s = rk_fail(ROPEKIT_ERROR_IO, "%s: the name is too long for its external data file "
+                        "'%s.data' (at most %d bytes)", path, base, NAME_MAX);
+            goto done;
+        }
+        if (data_exists && !S_ISREG(data_st.st_mode)) {
+            s = rk_fail(ROPEKIT_ERROR_IO,
+                        "refusing to write the external data file %s: it is %s; only regular "
+                        "files are replaced (nothing was written)",
+                        data_path, rk_file_kind(data_st.st_mode));
+            goto done;
+        }
+        loc = strrchr(data_path, '/') ? strrchr(data_path, '/') + 1 : data_path;
+        for (size_t j = 0; j < 3 * view.n_moved; j += 3)
+            view.entries[j].value = loc;
+    }
+    size_t size = onnx__model_proto__get_packed_size(&view.model);
+    if (size > RK_MAX_MODEL_BYTES) {
+        s = rk_fail(ROPEKIT_ERROR_OVERFLOW,
+                    "%s: the model would be %zu bytes, over the 2 GiB protobuf limit; keep its "
+                    "large tensors in external data (ropekit fuse --external-data, "
+                    "ropekit_save_options.external_min_bytes)",
+                    path, size);
+        goto done;
+    }
+    if (!(data = malloc(size ? size : 1))) {
+        s = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory (%zu bytes)", size);
+        goto done;
+    }
+    rk_tmp_clean_stale(dir);
+    /* A replaced file keeps its mode from the start (never wider in between), else 0666 minus
+     * the umask (applied by the kernel: no umask() calls, which would race with threads). */
+    mode_t mode = exists ? (dest_st.st_mode & 0777) : 0666;
+    if (view.n_moved) {
+        mode_t dmode = data_exists ? (data_st.st_mode & 0777) : mode;
+        if ((s = rk_tmp_create(dir, dmode, data_path, &dt)) != ROPEKIT_OK) goto done;
+        if (data_exists) rk_keep_owner_mode(dt.fd, &data_st);
+        int64_t total = 0;
+        if ((s = rk_save_view_write_data(m, &view, &dt, &total)) != ROPEKIT_OK) goto done;
+        size = onnx__model_proto__get_packed_size(&view.model); /* offsets are written now */
+        if (size > RK_MAX_MODEL_BYTES) {
+            s = rk_fail(ROPEKIT_ERROR_OVERFLOW, "%s: over the 2 GiB protobuf limit", path);
+            goto done;
+        }
+        void *d2 = realloc(data, size ? size : 1);
+        if (!d2) {
+            s = RK_OOM();
+            goto done;
+        }
+        data = d2;
+    }
+    size_t w = onnx__model_proto__pack(&view.model, data);
+    if (w != size) {
+        s = rk_fail(ROPEKIT_ERROR_PARSE, "protobuf-c packed %zu bytes, expected %zu", w, size);
+        goto done;
+    }
+    if ((s = rk_tmp_create(dir, mode, path, &mt)) != ROPEKIT_OK) goto done;
+    if (exists) rk_keep_owner_mode(mt.fd, &dest_st);
+    if ((s = rk_write_all(mt.fd, data, size, mt.path)) != ROPEKIT_OK) goto done;
+    /* the data file first: the model never names bytes that are not there yet */
+    if (dt.path && (s = rk_tmp_commit(&dt, data_path)) != ROPEKIT_OK) goto done;
+    if ((s = rk_tmp_commit(&mt, real)) != ROPEKIT_OK) goto done;
+    /* make the renames durable; failure to sync the directory is not fatal */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    rk_clear_error();
+done:
+    rk_tmp_drop(&mt, 1);
+    rk_tmp_drop(&dt, 1);
+    rk_save_view_free(&view);
     free(data);
+    free(data_path);
+    free(dir);
+    free(real);
     return s;
 }
 
 /* ---- tensor bytes, external data --------------------------------------------------------------
  */
 
-/* A location must be relative and stay inside the model directory, judged on its text. */
-static ropekit_status rk_check_location(const ropekit_model *m, const char *loc) {
-    if (loc[0] == '/')
-        return rk_fail(ROPEKIT_ERROR_PARSE, "%s: external data location '%s' is an absolute path",
-                       m->name, loc);
+const char *rk_location_problem(const char *loc) {
+    if (!loc || !*loc) return "has no location";
+    if (loc[0] == '/') return "is an absolute path";
     int depth = 0;
     const char *p = loc;
     while (*p) {
         const char *e = strchr(p, '/');
         size_t n = e ? (size_t)(e - p) : strlen(p);
         if (n == 2 && p[0] == '.' && p[1] == '.') {
-            if (--depth < 0)
-                return rk_fail(ROPEKIT_ERROR_PARSE,
-                               "%s: external data location '%s' leaves the "
-                               "model directory",
-                               m->name, loc);
+            if (--depth < 0) return "leaves the model directory";
         } else if (n > 0 && !(n == 1 && p[0] == '.')) {
             ++depth;
         }
         p += n + (e != NULL);
     }
-    if (depth == 0)
-        return rk_fail(ROPEKIT_ERROR_PARSE, "%s: external data location '%s' names no file",
-                       m->name, loc);
+    return depth == 0 ? "is not a file name" : NULL;
+}
+
+/* A location must be relative and stay inside the model directory, judged on its text. */
+static ropekit_status rk_check_location(const Onnx__TensorProto *t, const char *loc) {
+    const char *why = rk_location_problem(loc);
+    if (why)
+        return rk_fail(ROPEKIT_ERROR_PARSE, "tensor '%s': external data location %s: '%s'",
+                       rk_s(t->name), why, loc);
     return ROPEKIT_OK;
 }
 
+/* Messages put the cause before the directory, which can be long. */
 ropekit_status rk_tensor_bytes(const ropekit_model *m, const Onnx__TensorProto *t,
                                ropekit_tensor_bytes *out) {
     memset(out, 0, sizeof *out);
@@ -768,43 +1139,47 @@ ropekit_status rk_tensor_bytes(const ropekit_model *m, const Onnx__TensorProto *
                        "tensor '%s' is in external file '%s' but the model has "
                        "no directory (loaded from memory)",
                        name, loc);
-    RK_TRY(rk_check_location(m, loc));
+    RK_TRY(rk_check_location(t, loc));
     int64_t offset = 0, length = -1;
     const char *s;
     if ((s = rk_tensor_external(t, "offset"))) rk_parse_u64(s, &offset); /* checked at load */
     if ((s = rk_tensor_external(t, "length"))) rk_parse_u64(s, &length);
     char *path = rk_join(m->dir, loc);
     if (!path) return RK_OOM();
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0) {
-        ropekit_status st = rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': external data %s: %s", name,
-                                    path, strerror(errno));
+        ropekit_status st =
+            rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': external data file '%s': %s (in %s)", name,
+                    loc, strerror(errno), m->dir);
         free(path);
         return st;
     }
     struct stat st;
     ropekit_status r = ROPEKIT_OK;
     if (fstat(fd, &st) != 0)
-        r = rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': %s: %s", name, path, strerror(errno));
+        r = rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': external data file '%s': %s (in %s)", name,
+                    loc, strerror(errno), m->dir);
     else if (!S_ISREG(st.st_mode))
-        r = rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': %s is not a regular file", name, path);
-    int64_t fsize = (int64_t)st.st_size;
+        r = rk_fail(ROPEKIT_ERROR_IO,
+                    "tensor '%s': external data file '%s' is %s, not a regular file (in %s)",
+                    name, loc, rk_file_kind(st.st_mode), m->dir);
+    int64_t fsize = r == ROPEKIT_OK ? (int64_t)st.st_size : 0;
     if (r == ROPEKIT_OK) {
         if (length < 0) length = offset <= fsize ? fsize - offset : -1;
         int64_t end;
         if (length < 0 || !rk_add(offset, length, &end) || end > fsize)
             r = rk_fail(ROPEKIT_ERROR_PARSE,
-                        "tensor '%s': bytes [%" PRId64 ", +%" PRId64 ") are "
-                        "outside %s (%" PRId64 " bytes)",
-                        name, offset, length, path, fsize);
+                        "tensor '%s': external data offset %" PRId64 " + length %" PRId64
+                        " is past the end of '%s' (%" PRId64 " bytes; in %s)",
+                        name, offset, length < 0 ? 0 : length, loc, fsize, m->dir);
     }
     if (r == ROPEKIT_OK) {
         int64_t want = rk_data_bytes(t->has_data_type ? t->data_type : 0, rk_tensor_numel(t));
         if (want >= 0 && want != length)
             r = rk_fail(ROPEKIT_ERROR_PARSE,
-                        "tensor '%s': %" PRId64 " bytes in %s, dims and type "
-                        "need %" PRId64,
-                        name, length, path, want);
+                        "tensor '%s': %" PRId64 " bytes in '%s', dims and type need %" PRId64
+                        " (in %s)",
+                        name, length, loc, want, m->dir);
     }
     if (r == ROPEKIT_OK && length > 0) {
         long page = sysconf(_SC_PAGESIZE);
@@ -812,7 +1187,8 @@ ropekit_status rk_tensor_bytes(const ropekit_model *m, const Onnx__TensorProto *
         size_t maplen = (size_t)(offset + length - base);
         void *map = mmap(NULL, maplen, PROT_READ, MAP_PRIVATE, fd, (off_t)base);
         if (map == MAP_FAILED) {
-            r = rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': mmap %s: %s", name, path, strerror(errno));
+            r = rk_fail(ROPEKIT_ERROR_IO, "tensor '%s': mmap of '%s': %s (in %s)", name, loc,
+                        strerror(errno), m->dir);
         } else {
             out->map_base_ = map;
             out->map_len_ = maplen;

@@ -79,6 +79,9 @@ static inline int rk_f64_to_i64(double d, int64_t *out) {
 /* Element count from dims (checked at load: cannot overflow afterwards). */
 int64_t rk_tensor_numel(const Onnx__TensorProto *t);
 int rk_tensor_is_external(const Onnx__TensorProto *t);
+/* What is wrong with an external data location, judged on its text ("is an absolute path",
+ * "leaves the model directory", "is not a file name"), or NULL when it is fine. */
+const char *rk_location_problem(const char *loc);
 /* External data entry `key` of t, or NULL. */
 const char *rk_tensor_external(const Onnx__TensorProto *t, const char *key);
 /* Bytes of t's data: inline raw_data, or external (mapped, released by

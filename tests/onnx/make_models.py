@@ -166,6 +166,49 @@ def dangling_model():
     return model
 
 
+def cycle_model(self_loop=False):
+    """Nodes that read their own output through a cycle (a -> b -> a), or directly."""
+    if self_loop:
+        nodes = [helper.make_node("Add", ["x", "s"], ["s"], name="selfish"),
+                 helper.make_node("Relu", ["s"], ["y"], name="after")]
+    else:
+        nodes = [helper.make_node("Add", ["x", "b"], ["a"], name="first"),
+                 helper.make_node("Neg", ["a"], ["b"], name="second"),
+                 helper.make_node("Relu", ["b"], ["y"], name="after")]
+    graph = helper.make_graph(nodes, "self_loop" if self_loop else "cycle",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    return model
+
+
+def bad_external_model():
+    """Initializers whose external data cannot be read: an absolute path, a location leaving
+    the folder, a missing file, an offset past the end of external.bin, a location naming the
+    folder itself; one good reference to external.bin (56 bytes)."""
+    refs = [("abs", "/nonexistent/ropekit/w.bin", None), ("escape", "../w.bin", None),
+            ("missing", "missing.bin", None), ("past_end", "external.bin", "4096"),
+            ("folder", "sub/..", None), ("good", "external.bin", "0")]
+    inits = []
+    for name, loc, off in refs:
+        t = helper.make_tensor(name, TensorProto.FLOAT, [2], [0.0, 0.0])
+        del t.float_data[:]
+        t.data_location = TensorProto.EXTERNAL
+        t.external_data.add(key="location", value=loc)
+        if off is not None:
+            t.external_data.add(key="offset", value=off)
+        inits.append(t)
+    nodes = [helper.make_node("Add", ["x", name], [f"y{i}"]) for i, (name, _, _) in enumerate(refs)]
+    graph = helper.make_graph(nodes, "bad_external",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [2])
+                               for i in range(len(refs))], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    return model
+
+
 def main():
     os.makedirs(DATA, exist_ok=True)
     os.makedirs(CORPUS, exist_ok=True)
@@ -192,7 +235,22 @@ def main():
     onnx.checker.check_model(nested)
     with open(os.path.join(CORPUS, "nested_if.onnx"), "wb") as f:
         f.write(nested.SerializeToString())
-    for name in ("tiny_rope.onnx", "subgraph_if.onnx", "external.onnx"):
+    # hostile models: CLI goldens and fuzz seeds
+    with open(os.path.join(DATA, "not_onnx.onnx"), "wb") as f:
+        f.write(b"this is a README, not a model\n")
+    onnx.save_model(cycle_model(), os.path.join(DATA, "cycle.onnx"))
+    onnx.save_model(cycle_model(self_loop=True), os.path.join(DATA, "self_loop.onnx"))
+    onnx.save_model(bad_external_model(), os.path.join(DATA, "bad_external.onnx"))
+    # a RoPE seed whose graph is made cyclic: the first node reads the last node's output
+    qwen = os.path.join(CORPUS, "rope_qwen3.onnx")
+    if os.path.exists(qwen):
+        m = onnx.load(qwen)
+        first = next(n for n in m.graph.node if n.input)
+        first.input[0] = m.graph.node[-1].output[0]
+        with open(os.path.join(CORPUS, "rope_qwen3_cycle.onnx"), "wb") as f:
+            f.write(m.SerializeToString())
+    for name in ("tiny_rope.onnx", "subgraph_if.onnx", "external.onnx", "cycle.onnx",
+                 "self_loop.onnx", "bad_external.onnx", "not_onnx.onnx"):
         shutil.copy(os.path.join(DATA, name), os.path.join(CORPUS, name))
 
 

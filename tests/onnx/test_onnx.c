@@ -9,10 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../check.h"
+#include "config_json.h"
 #include "onnx_internal.h"
 
 static const char *g_src = ".";
@@ -502,6 +506,11 @@ static void expect_inspect(Onnx__ModelProto *mp, ropekit_status want, const char
     tm_free(mp);
 }
 
+static void rename_node(Onnx__NodeProto *n, const char *name) {
+    free(n->name);
+    n->name = rk_strdup(name);
+}
+
 static void test_crafted(void) {
     Onnx__ModelProto *m;
     float f4[4] = {1, 2, 3, 4};
@@ -552,6 +561,36 @@ static void test_crafted(void) {
     m = tm_relu();
     push((void ***)&m->graph->output, &m->graph->n_output, tm_vi("nowhere", 0, -1, NULL, NULL));
     expect_inspect(m, ROPEKIT_ERROR_PARSE, "'nowhere'", "dangling graph output");
+
+    /* cycles: a self-loop, a two-node cycle (named), and a 20000-node ring (linear time) */
+    m = tm_relu();
+    rename_node(tm_node(m, "Add", "x", "s", "s"), "selfish");
+    expect_inspect(m, ROPEKIT_ERROR_PARSE, "node 1 'selfish' (Add) reads its own output",
+                   "self-loop");
+    m = tm_relu();
+    rename_node(tm_node(m, "Add", "x", "b", "a"), "first");
+    rename_node(tm_node(m, "Neg", "a", NULL, "b"), "second");
+    tm_node(m, "Relu", "b", NULL, "after");
+    expect_inspect(m, ROPEKIT_ERROR_PARSE, "the nodes form a cycle: node ", "two-node cycle");
+    {
+        m = tm_relu();
+        enum { RING = 20000 };
+        char in[32], out[32];
+        for (int i = 0; i < RING; ++i) {
+            snprintf(in, sizeof in, "r%d", (i + RING - 1) % RING);
+            snprintf(out, sizeof out, "r%d", i);
+            tm_node(m, "Neg", in, NULL, out);
+        }
+        expect_inspect(m, ROPEKIT_ERROR_PARSE, "(20000 of 20001 nodes", "20000-node ring");
+        /* the same chain without the back edge is fine */
+        m = tm_relu();
+        for (int i = 0; i < RING; ++i) {
+            snprintf(in, sizeof in, i ? "r%d" : "x", i - 1);
+            snprintf(out, sizeof out, "r%d", i);
+            tm_node(m, "Neg", in, NULL, out);
+        }
+        expect_inspect(m, ROPEKIT_OK, NULL, "20000-node chain");
+    }
 
     /* a subgraph reading a name defined nowhere */
     m = tm_relu();
@@ -627,7 +666,7 @@ static int count_tmp_files(const char *dir) {
     int n = 0;
     struct dirent *e;
     while (d && (e = readdir(d)))
-        if (strstr(e->d_name, ".tmp.")) ++n;
+        if (strncmp(e->d_name, ".ropekit-", 9) == 0 || strstr(e->d_name, ".tmp.")) ++n;
     if (d) closedir(d);
     return n;
 }
@@ -704,10 +743,10 @@ static void test_external(void) {
         } bad[] = {{"abs", "absolute", ROPEKIT_ERROR_PARSE},
                    {"escape", "leaves the model directory", ROPEKIT_ERROR_PARSE},
                    {"escape2", "leaves the model directory", ROPEKIT_ERROR_PARSE},
-                   {"beyond", "outside", ROPEKIT_ERROR_PARSE},
+                   {"beyond", "past the end", ROPEKIT_ERROR_PARSE},
                    {"missing", "No such file", ROPEKIT_ERROR_IO},
                    {"whole", "need 16", ROPEKIT_ERROR_PARSE},
-                   {"dir_only", "names no file", ROPEKIT_ERROR_PARSE},
+                   {"dir_only", "is not a file name", ROPEKIT_ERROR_PARSE},
                    {"x", "no initializer", ROPEKIT_ERROR_INVALID_ATTRIBUTE}};
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
             ropekit_status s = ropekit_model_initializer_bytes(m, bad[i].name, &b);
@@ -746,9 +785,12 @@ static void test_external(void) {
         CHECK(ropekit_model_save(m, wbin) == ROPEKIT_ERROR_IO &&
                   strstr(ropekit_last_error(), "external data"),
               "refuse overwriting external data");
+        /* another directory: the external tensors are copied into out.onnx.data beside it */
         char *far = path2(other, "out.onnx");
-        CHECK(ropekit_model_save(m, far) == ROPEKIT_ERROR_UNSUPPORTED, "refuse another directory");
-        CHECK(access(far, F_OK) != 0, "nothing written there");
+        CHECK(ropekit_model_save(m, far) == ROPEKIT_ERROR_PARSE &&
+                  strstr(ropekit_last_error(), "tensor 'ok_dotdot'"),
+              "another directory needs every external tensor readable: %s", ropekit_last_error());
+        CHECK(access(far, F_OK) != 0 && count_tmp_files(other) == 0, "nothing written there");
         free(far);
         CHECK(count_tmp_files(g_tmp) == 0, "no temporary files left");
         size_t n3;
@@ -806,6 +848,240 @@ static void test_external(void) {
     free(model_path);
     free(sub);
     free(other);
+}
+
+/* Saving a model with external data into another directory, and large inline initializers
+ * moved out with external_min_bytes. */
+static void test_external_elsewhere(void) {
+    char root[64];
+    snprintf(root, sizeof root, "/tmp/ropekit_ext_XXXXXX");
+    CHECK(mkdtemp(root) != NULL, "mkdtemp");
+    char *a = path2(root, "a"), *b = path2(root, "b");
+    mkdir(a, 0755);
+    mkdir(b, 0755);
+    float w[8];
+    for (int i = 0; i < 8; ++i)
+        w[i] = 1.5f * (float)i;
+    char *d1 = path2(a, "model.onnx.data"), *d2 = path2(a, "more.bin");
+    write_file(d1, w, 16);
+    write_file(d2, w + 4, 16);
+    Onnx__ModelProto *mp = tm_relu();
+    tm_ext(mp, "w1", "model.onnx.data", "0", "16");
+    tm_ext(mp, "w2", "more.bin", NULL, NULL);
+    int64_t d64[1] = {64};
+    float big[64];
+    for (int i = 0; i < 64; ++i)
+        big[i] = (float)i;
+    tm_init(mp, "big", RK_DT_FLOAT, d64, 1, big, sizeof big);
+    char *in = path2(a, "model.onnx");
+    tm_write(mp, in);
+    tm_free(mp);
+    ropekit_model *m = NULL;
+    CHECK(ropekit_model_load(in, &m) == ROPEKIT_OK, "load: %s", ropekit_last_error());
+    char *out = path2(b, "fused.onnx"), *outdata = path2(b, "fused.onnx.data");
+    if (m) {
+        CHECK(ropekit_model_save(m, out) == ROPEKIT_OK, "save elsewhere: %s", ropekit_last_error());
+        ropekit_model *o = NULL;
+        CHECK(ropekit_model_load(out, &o) == ROPEKIT_OK, "reload: %s", ropekit_last_error());
+        const char *names[3] = {"w1", "w2", "big"};
+        const float *want[3] = {w, w + 4, big};
+        size_t sizes[3] = {16, 16, sizeof big};
+        for (int k = 0; o && k < 3; ++k) {
+            ropekit_tensor_bytes tb;
+            CHECK(ropekit_model_initializer_bytes(o, names[k], &tb) == ROPEKIT_OK &&
+                      tb.size == sizes[k] && memcmp(tb.data, want[k], sizes[k]) == 0,
+                  "%s reads back: %s", names[k], ropekit_last_error());
+            ropekit_tensor_bytes_release(&tb);
+        }
+        const Onnx__GraphProto *g = o ? o->proto->graph : NULL;
+        for (size_t i = 0; g && i < g->n_initializer; ++i) {
+            const Onnx__TensorProto *t = g->initializer[i];
+            if (!rk_tensor_is_external(t)) {
+                CHECK(strcmp(t->name, "big") == 0, "only 'big' stays inline");
+                continue;
+            }
+            CHECK(strcmp(rk_tensor_external(t, "location"), "fused.onnx.data") == 0,
+                  "%s is in fused.onnx.data, not '%s'", t->name, rk_tensor_external(t, "location"));
+        }
+        ropekit_model_free(o);
+        /* the input model object was not changed: saving beside the input keeps its references */
+        char *same = path2(a, "copy.onnx");
+        CHECK(ropekit_model_save(m, same) == ROPEKIT_OK, "save beside: %s", ropekit_last_error());
+        size_t n1, n2;
+        unsigned char *x = read_file(in, &n1), *y = read_file(same, &n2);
+        CHECK(x && y && n1 == n2 && memcmp(x, y, n1) == 0, "beside the input: identical bytes");
+        free(x);
+        free(y);
+        char *samedata = path2(a, "copy.onnx.data");
+        CHECK(access(samedata, F_OK) != 0, "no data file when nothing moves");
+        /* external_min_bytes moves 'big' out, beside the input too */
+        ropekit_save_options so = ROPEKIT_SAVE_OPTIONS_INIT;
+        so.external_min_bytes = 100;
+        CHECK(ropekit_model_save_with(m, same, &so) == ROPEKIT_OK, "save_with: %s",
+              ropekit_last_error());
+        o = NULL;
+        CHECK(ropekit_model_load(same, &o) == ROPEKIT_OK, "reload");
+        ropekit_tensor_bytes tb;
+        CHECK(o && ropekit_model_initializer_bytes(o, "big", &tb) == ROPEKIT_OK &&
+                  tb.size == sizeof big && memcmp(tb.data, big, sizeof big) == 0,
+              "big moved and reads back: %s", ropekit_last_error());
+        ropekit_tensor_bytes_release(&tb);
+        const Onnx__TensorProto *bt = NULL;
+        for (size_t i = 0; o && i < o->proto->graph->n_initializer; ++i)
+            if (!strcmp(o->proto->graph->initializer[i]->name, "big"))
+                bt = o->proto->graph->initializer[i];
+        CHECK(bt && rk_tensor_is_external(bt) &&
+                  !strcmp(rk_tensor_external(bt, "location"), "copy.onnx.data"),
+              "big is in copy.onnx.data");
+        ropekit_model_free(o);
+        so.external_min_bytes = -1;
+        CHECK(ropekit_model_save_with(m, same, &so) == ROPEKIT_ERROR_INVALID_ATTRIBUTE,
+              "negative threshold refused");
+        /* an output whose data file would be an input data file is refused */
+        char *clash = path2(a, "model.onnx");
+        (void)clash;
+        free(clash);
+        unlink(same);
+        unlink(samedata);
+        free(same);
+        free(samedata);
+        CHECK(count_tmp_files(a) == 0 && count_tmp_files(b) == 0, "no temporary files left");
+        /* a missing external file is named with its tensor */
+        unlink(d2);
+        CHECK(ropekit_model_save(m, out) == ROPEKIT_ERROR_IO &&
+                  strstr(ropekit_last_error(), "'w2'") && strstr(ropekit_last_error(), "more.bin"),
+              "missing data file named: %s", ropekit_last_error());
+        CHECK(count_tmp_files(b) == 0, "no temporary files after a failure");
+    }
+    ropekit_model_free(m);
+    unlink(out);
+    unlink(outdata);
+    unlink(in);
+    unlink(d1);
+    unlink(d2);
+    rmdir(a);
+    rmdir(b);
+    rmdir(root);
+    free(a), free(b), free(d1), free(d2), free(in), free(out), free(outdata);
+}
+
+static void on_fsize(int sig) {
+    (void)sig;
+    ropekit_onnx_remove_temp_files();
+    _exit(3);
+}
+
+/* Destinations that are not regular files, modes, long names, leftovers, signals. */
+static void test_destinations(void) {
+    char root[64];
+    snprintf(root, sizeof root, "/tmp/ropekit_dest_XXXXXX");
+    CHECK(mkdtemp(root) != NULL, "mkdtemp");
+    Onnx__ModelProto *mp = tm_relu();
+    ropekit_model *m = NULL;
+    CHECK(tm_load(mp, root, &m) == ROPEKIT_OK, "load");
+    tm_free(mp);
+    if (!m) return;
+    char *target = path2(root, "target.onnx"), *link = path2(root, "link.onnx");
+    write_file(target, "old", 3);
+    CHECK(symlink("target.onnx", link) == 0, "symlink");
+    CHECK(ropekit_model_save(m, link) == ROPEKIT_OK, "save through a link: %s",
+          ropekit_last_error());
+    struct stat st;
+    CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode), "the link stays a link");
+    CHECK(stat(target, &st) == 0 && st.st_size > 3, "its target was replaced");
+    /* refused: dangling link, directory, FIFO, device; nothing changes */
+    char *dangling = path2(root, "dangling.onnx"), *dir = path2(root, "dir.onnx"),
+         *fifo = path2(root, "fifo.onnx"), *devlink = path2(root, "dev.onnx");
+    CHECK(symlink("nowhere.onnx", dangling) == 0 && mkdir(dir, 0755) == 0 &&
+              mkfifo(fifo, 0644) == 0 && symlink("/dev/null", devlink) == 0,
+          "make the odd destinations");
+    const struct {
+        const char *path, *needle;
+    } bad[] = {{dangling, "dangling symbolic link"},
+               {dir, "a directory"},
+               {fifo, "a FIFO"},
+               {devlink, "symbolic link to a character device"},
+               {"/dev/null", "a character device"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        ropekit_status s = ropekit_model_save(m, bad[i].path);
+        CHECK(s == ROPEKIT_ERROR_IO && strstr(ropekit_last_error(), bad[i].needle) &&
+                  strstr(ropekit_last_error(), "nothing was written"),
+              "%s refused: %s", bad[i].path, ropekit_last_error());
+    }
+    CHECK(lstat(dangling, &st) == 0 && S_ISLNK(st.st_mode), "dangling link kept");
+    CHECK(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode), "FIFO kept");
+    CHECK(lstat(devlink, &st) == 0 && S_ISLNK(st.st_mode), "device link kept");
+    CHECK(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode), "/dev/null kept");
+    char *nowhere = path2(root, "nowhere.onnx");
+    CHECK(access(nowhere, F_OK) != 0, "nothing created behind the dangling link");
+    /* the mode of a replaced file is kept, also through the link */
+    CHECK(chmod(target, 0600) == 0, "chmod");
+    CHECK(ropekit_model_save(m, target) == ROPEKIT_OK, "replace a 0600 file");
+    CHECK(stat(target, &st) == 0 && (st.st_mode & 07777) == 0600, "mode 0600 kept: %o",
+          (unsigned)(st.st_mode & 07777));
+    CHECK(chmod(target, 0640) == 0 && ropekit_model_save(m, link) == ROPEKIT_OK &&
+              stat(target, &st) == 0 && (st.st_mode & 07777) == 0640,
+          "mode kept through a link");
+    /* a 250-character name (the temporary name is short) */
+    char name[251];
+    memset(name, 'n', 245);
+    memcpy(name + 245, ".onnx", 6);
+    char *longp = path2(root, name);
+    CHECK(ropekit_model_save(m, longp) == ROPEKIT_OK, "250-character name: %s",
+          ropekit_last_error());
+    CHECK(ropekit_model_save(m, longp) == ROPEKIT_OK, "and replacing it");
+    unlink(longp);
+    free(longp);
+    /* leftovers of a dead process are removed by the next save; a live one's stay */
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0);
+    char stale_name[64], live_name[64];
+    snprintf(stale_name, sizeof stale_name, ".ropekit-%ld-0.tmp", (long)child);
+    snprintf(live_name, sizeof live_name, ".ropekit-%ld-7.tmp", (long)getppid());
+    char *stale = path2(root, stale_name), *live = path2(root, live_name),
+         *other = path2(root, ".ropekit-notes.tmp");
+    write_file(stale, "x", 1);
+    write_file(live, "x", 1);
+    write_file(other, "x", 1);
+    CHECK(ropekit_model_save(m, target) == ROPEKIT_OK, "save");
+    CHECK(access(stale, F_OK) != 0, "a dead process's temporary file is removed");
+    CHECK(access(live, F_OK) == 0, "a live process's temporary file stays");
+    CHECK(access(other, F_OK) == 0, "names outside the pattern stay");
+    unlink(live);
+    unlink(other);
+    free(stale), free(live), free(other);
+    /* a signal during the write: the handler's ropekit_onnx_remove_temp_files leaves nothing
+     * (SIGXFSZ from a file size limit interrupts the write deterministically) */
+    Onnx__ModelProto *bp = tm_relu();
+    static float bigv[1 << 14];
+    int64_t dn[1] = {1 << 14};
+    tm_init(bp, "big", RK_DT_FLOAT, dn, 1, bigv, sizeof bigv);
+    ropekit_model *bm = NULL;
+    CHECK(tm_load(bp, root, &bm) == ROPEKIT_OK, "load big");
+    tm_free(bp);
+    char *sigout = path2(root, "signal.onnx");
+    fflush(NULL);
+    child = fork();
+    if (child == 0) {
+        struct rlimit rl = {8192, 8192};
+        signal(SIGXFSZ, on_fsize);
+        setrlimit(RLIMIT_FSIZE, &rl);
+        (void)ropekit_model_save(bm, sigout);
+        _exit(4);
+    }
+    int wst = 0;
+    waitpid(child, &wst, 0);
+    CHECK(WIFEXITED(wst) && WEXITSTATUS(wst) == 3, "the save was interrupted by the signal (%d)",
+          wst);
+    CHECK(access(sigout, F_OK) != 0 && count_tmp_files(root) == 0,
+          "no temporary file left after the signal");
+    ropekit_model_free(bm);
+    free(sigout);
+    unlink(dangling), unlink(fifo), unlink(devlink), rmdir(dir), unlink(link), unlink(target);
+    free(dangling), free(dir), free(fifo), free(devlink), free(nowhere), free(link), free(target);
+    ropekit_model_free(m);
+    rmdir(root);
 }
 
 /* ---- F. the graph index and edits -------------------------------------------------------------
@@ -1084,6 +1360,60 @@ static void test_subgraph_consumers(void) {
     ropekit_model_free(m);
 }
 
+/* ---- G. config.json values -------------------------------------------------------------------
+ */
+
+static void test_config(void) {
+    const struct {
+        const char *json, *needle;
+        int64_t want;
+    } cases[] = {
+        {"{\"max_position_embeddings\": 4096}", "max_position_embeddings 4096", 4096},
+        {"{\"max_position_embeddings\": -5}", "max_position_embeddings is -5, not a positive integer", 0},
+        {"{\"max_position_embeddings\": \"2048\"}", "max_position_embeddings is the string \"2048\", not a number", 0},
+        {"{\"max_position_embeddings\": 1e300}", "max_position_embeddings is 1e300, not a positive integer (out of range)", 0},
+        {"{\"max_position_embeddings\": 9.3e18}", "(out of range)", 0},
+        {"{\"max_position_embeddings\": 2048.5}", "is 2048.5, not a positive integer", 0},
+        {"{\"max_position_embeddings\": 0}", "is 0, not a positive integer", 0},
+        {"{\"max_position_embeddings\": NaN}", "gives no max_position_embeddings", 0},
+        {"{\"hidden_size\": 64}", "gives no max_position_embeddings", 0},
+        {"{\"text_config\": {\"max_position_embeddings\": -1}}", "is -1, not a positive integer (in text_config)", 0},
+        {"{\"n_positions\": 1024}", "max_position_embeddings 1024", 1024},
+        /* scaling fields out of range are ignored, never converted */
+        {"{\"max_position_embeddings\": 100, \"rope_scaling\": {\"type\": \"linear\", \"factor\": 1e300, "
+         "\"original_max_position_embeddings\": 1e300}}", "max_position_embeddings 100", 100},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        rk_hf_config cfg;
+        char how[256] = "";
+        ropekit_status s = rk_hf_config_parse(cases[i].json, strlen(cases[i].json), "c.json", &cfg);
+        int64_t got = s == ROPEKIT_OK ? rk_hf_config_max_positions(&cfg, how, sizeof how) : -1;
+        CHECK(s == ROPEKIT_OK && got == cases[i].want && strstr(how, cases[i].needle),
+              "config %s: got %lld '%s', want %lld '%s'", cases[i].json, (long long)got, how,
+              (long long)cases[i].want, cases[i].needle);
+    }
+    /* a directory, a FIFO, a missing file */
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/ropekit_cfg_XXXXXX");
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    rk_hf_config cfg;
+    CHECK(rk_hf_config_read(dir, &cfg) == ROPEKIT_ERROR_IO &&
+              strstr(ropekit_last_error(), "is a directory; pass the config file itself"),
+          "config dir: %s", ropekit_last_error());
+    char *fifo = path2(dir, "fifo.json"), *none = path2(dir, "none.json");
+    CHECK(mkfifo(fifo, 0644) == 0, "mkfifo");
+    CHECK(rk_hf_config_read(fifo, &cfg) == ROPEKIT_ERROR_IO &&
+              strstr(ropekit_last_error(), "not a regular file"),
+          "config FIFO (never blocks): %s", ropekit_last_error());
+    CHECK(rk_hf_config_read(none, &cfg) == ROPEKIT_ERROR_IO &&
+              strstr(ropekit_last_error(), "No such file"),
+          "config missing: %s", ropekit_last_error());
+    unlink(fifo);
+    rmdir(dir);
+    free(fifo);
+    free(none);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) g_src = argv[1];
     umask(022);
@@ -1095,7 +1425,10 @@ int main(int argc, char **argv) {
     test_deep_nesting();
     test_crafted();
     test_external();
+    test_external_elsewhere();
+    test_destinations();
     test_graph();
     test_subgraph_consumers();
+    test_config();
     return REPORT();
 }

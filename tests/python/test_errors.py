@@ -31,6 +31,7 @@ def sentinel(shape, dt=f32):
 
 
 # (id, call(out), out (sentinel) or None, expected status or exception type, substrings of the message)
+# The binding's own checks of Python arguments (types, int64 range, alignment): test_arguments.py.
 CASES = [
     ("odd_rotary_dim", lambda o: ONNX(X4, z((10, 2)), z((10, 2)), POS, rotary_embedding_dim=5, out=o),
      sentinel(X4.shape), "INVALID_ATTRIBUTE", ["rotary_embedding_dim", "5"]),
@@ -100,13 +101,13 @@ CASES = [
      sentinel(X4.shape), "UNSUPPORTED", ["is_packed_batching"]),
     ("ms_scale_nan", lambda o: MS(X4, POS, COS, SIN, scale=float("nan"), out=o),
      sentinel(X4.shape), "INVALID_ATTRIBUTE", ["scale"]),
-    ("int32_x", lambda o: ONNX(X4.astype(np.int32), COS, SIN, POS, out=o), sentinel(X4.shape), TypeError, ["X"]),
-    ("float64_x", lambda o: ONNX(X4.astype(np.float64), COS, SIN, POS, out=o), sentinel(X4.shape), TypeError, ["X"]),
-    ("float64_table", lambda o: ONNX(X4, COS.astype(np.float64), SIN, POS, out=o), sentinel(X4.shape), TypeError,
+    ("int32_x", lambda o: ONNX(X4.astype(np.int32), COS, SIN, POS, out=o), sentinel(X4.shape), rk.ArgumentTypeError, ["X"]),
+    ("float64_x", lambda o: ONNX(X4.astype(np.float64), COS, SIN, POS, out=o), sentinel(X4.shape), rk.ArgumentTypeError, ["X"]),
+    ("float64_table", lambda o: ONNX(X4, COS.astype(np.float64), SIN, POS, out=o), sentinel(X4.shape), rk.ArgumentTypeError,
      ["cos_cache"]),
-    ("int32_table_ms", lambda o: MS(X4, POS, COS.astype(np.int32), SIN, out=o), sentinel(X4.shape), TypeError,
+    ("int32_table_ms", lambda o: MS(X4, POS, COS.astype(np.int32), SIN, out=o), sentinel(X4.shape), rk.ArgumentTypeError,
      ["cos_cache"]),
-    ("float_position_ids", lambda o: ONNX(X4, COS, SIN, POS.astype(f32), out=o), sentinel(X4.shape), TypeError,
+    ("float_position_ids", lambda o: ONNX(X4, COS, SIN, POS.astype(f32), out=o), sentinel(X4.shape), rk.ArgumentTypeError,
      ["position_ids"]),
     ("rank5", lambda o: ONNX(ramp((1, 1, 2, 3, 8)), COS, SIN, POS[:1], out=o), sentinel((1, 1, 2, 3, 8)), "SHAPE",
      ["X", "5"]),
@@ -145,9 +146,10 @@ def test_error(name, call, out, status, words):
         with pytest.raises(rk.Error) as e:
             call(out)
         assert e.value.status == "ROPEKIT_ERROR_" + status, str(e.value)
-    else:
+    else:  # a wrong Python type: still a ropekit.Error (and a ValueError), also a TypeError
         with pytest.raises(status) as e:
             call(out)
+        assert isinstance(e.value, rk.Error) and isinstance(e.value, TypeError), type(e.value)
     msg = str(e.value)
     for w in words:
         assert w in msg, f"{w!r} not in message {msg!r}"

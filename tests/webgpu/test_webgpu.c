@@ -9,7 +9,11 @@
  *
  * Backend: ROPEKIT_WEBGPU_BACKEND=vulkan|gl|any (default any); ROPEKIT_CASES_DIR overrides the
  * case folder compiled in. No adapter: exit 77 (skipped),
- * unless ROPEKIT_WEBGPU_REQUIRE=1 (CI), then it fails. Prints "N passed, N failed, N skipped" (tests/check.h). */
+ * unless ROPEKIT_WEBGPU_REQUIRE=1 (CI), then it fails. Prints "N passed, N failed, N skipped" (tests/check.h).
+ * ROPEKIT_WEBGPU_SAMPLE=K (default 1: everything) runs a deterministic sample for slow builds
+ * (scripts/test.sh uses it under ASan): configuration i (in the order above) runs shared case k of
+ * each file when (k + i) % K == 0, so with K = 4 every case still runs once, in one configuration.
+ * Progress: a line per configuration and case file, as it goes (stdout is line-buffered). */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -178,13 +182,15 @@ static int rotary_op(rk_case_op op) { return op <= RK_OP_MROTARY_EMBEDDING; }
  * and shader-f64, default, packed16 and nof64 coincide) and is not run again. */
 static int seen_sets[8][3], n_seen;
 
-static void run_config(const config *cfg, const rk_case_file *files, int nfiles) {
+static size_t g_sample = 1; /* ROPEKIT_WEBGPU_SAMPLE */
+
+static void run_config(const config *cfg, size_t cfg_index, const rk_case_file *files, int nfiles) {
     ropekit_webgpu *ctx = NULL;
     ropekit_status st = ropekit_webgpu_create(&cfg->opt, &ctx);
     CHECK(st == ROPEKIT_OK, "[%s] context: %s", cfg->name, ropekit_webgpu_last_error());
     if (st != ROPEKIT_OK) return;
     const int set[3] = {ropekit_webgpu_has_f16(ctx), ropekit_webgpu_has_f64(ctx), (int)cfg->opt.max_workgroups_per_dim};
-    for (int i = 0; i < n_seen; ++i)
+    for (int i = 0; i < n_seen && g_sample == 1; ++i) /* sampled runs: each config its own cases */
         if (memcmp(seen_sets[i], set, sizeof set) == 0) {
             printf("[%s] same features as an earlier configuration (shader-f16 %d, shader-f64 %d): "
                    "the same variants, not run again\n", cfg->name, set[0], set[1]);
@@ -196,9 +202,12 @@ static void run_config(const config *cfg, const rk_case_file *files, int nfiles)
            ropekit_webgpu_adapter_name(ctx), ropekit_webgpu_has_f16(ctx) ? "on" : "off",
            ropekit_webgpu_has_f64(ctx) ? "on" : "off");
     int runs = 0, grids[4] = {0}, vec_runs = 0, elem_runs = 0, exact32 = 0;
-    for (int f = 0; f < nfiles; ++f)
+    for (int f = 0; f < nfiles; ++f) {
+        size_t ran = 0;
         for (size_t k = 0; k < files[f].count; ++k) {
             const rk_case *c = &files[f].cases[k];
+            if ((k + cfg_index) % g_sample != 0) continue;
+            ++ran;
             ropekit_tensor ref[RK_CASE_MAX_OUTPUTS], gpu[RK_CASE_MAX_OUTPUTS];
             if (rk_case_alloc_outputs(c, ref) < 0 || rk_case_alloc_outputs(c, gpu) < 0) {
                 CHECK(0, "out of memory");
@@ -224,6 +233,9 @@ static void run_config(const config *cfg, const rk_case_file *files, int nfiles)
             rk_case_free_outputs(c, ref);
             rk_case_free_outputs(c, gpu);
         }
+        printf("[%s] %s: %zu of %zu cases\n", cfg->name, rk_case_op_name(files[f].op), ran,
+               files[f].count);
+    }
     printf("[%s] %d runs compared bit for bit with the CPU reference (%d with the integer exact32 "
            "arithmetic); grids 1d/2d/3d: %d/%d/%d; rotary kernels vector/element: %d/%d\n",
            cfg->name, runs, exact32, grids[1], grids[2], grids[3], vec_runs, elem_runs);
@@ -475,6 +487,7 @@ static void run_vector_layouts(ropekit_webgpu_backend backend) {
 }
 
 int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines appear as they are printed */
     static const char *names[] = {"rotary_embedding", "ms_rotary_embedding", "mrotary_embedding",
                                   "qknorm_rotary_embedding", "inverse_rotary_regroup"};
     rk_case_file files[5];
@@ -488,6 +501,19 @@ int main(void) {
             return REPORT();
         }
     }
+    const char *sample = getenv("ROPEKIT_WEBGPU_SAMPLE");
+    if (sample && *sample) {
+        char *end;
+        unsigned long long k = strtoull(sample, &end, 10);
+        if (*end || k < 1 || k > 1000) {
+            CHECK(0, "ROPEKIT_WEBGPU_SAMPLE=%s must be an integer in [1, 1000]", sample);
+            return REPORT();
+        }
+        g_sample = (size_t)k;
+    }
+    if (g_sample > 1)
+        printf("sampled (ROPEKIT_WEBGPU_SAMPLE=%zu): configuration i runs case k when (k + i) %% "
+               "%zu == 0\n", g_sample, g_sample);
     ropekit_set_cpu_variant("ref");
     ropekit_webgpu_backend backend = backend_from_env();
     ropekit_webgpu_options probe = {backend, 0, 0, 0, 0};
@@ -509,7 +535,7 @@ int main(void) {
         {"nof64", {backend, 0, 1, 0, 0}},
         {"smallgrid", {backend, 0, 0, 64, 6}}, /* up to 216 workgroups: 2-D above 6, 3-D above 36 */
     };
-    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; ++i) run_config(&cfgs[i], files, 5);
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; ++i) run_config(&cfgs[i], i, files, 5);
     run_errors(backend);
     run_vector_layouts(backend);
     run_double_rounding(backend);

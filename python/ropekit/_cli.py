@@ -1,0 +1,30 @@
+"""The `ropekit` console command of an installed wheel: runs the bundled C program
+(ropekit/bin/ropekit), with the same arguments and exit status."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+
+
+def executable() -> pathlib.Path:
+    here = pathlib.Path(__file__).resolve().parent
+    for p in (here / "bin" / "ropekit", here.parent.parent / "build" / "ropekit"):
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+    raise FileNotFoundError(f"the ropekit program is not in {here / 'bin'} (a build without the ONNX layer?)")
+
+
+def main() -> int:
+    try:
+        exe = executable()
+    except FileNotFoundError as e:
+        print(f"ropekit: {e}", file=sys.stderr)
+        return 1
+    os.execv(str(exe), [str(exe), *sys.argv[1:]])
+    return 1  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+/* Shared pieces of libropekit_cuda (the .cu files of src/cuda): element types and their exact
+ * conversions, raw and 16-byte accesses with cache hints, 16-bit pair rounding, fast division,
+ * the device error state, and the host helpers and per-family launch entries (run_rotary,
+ * run_qknorm, run_regroup) that src/cuda/ropekit_cuda.cu's public functions call. Everything
+ * here is inline or a declaration: each .cu file compiles its own copy of the device code. */
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstdio>
+#include <mutex>
+#include <new>
+#include <type_traits>
+
+extern "C" {
+#include "../core/internal.h"
+}
+#include "ropekit_cuda.h"
+
+namespace rk_cuda {
+
+/* ---- element types ------------------------------------------------------------------------ */
+
+template <int DT> struct Elt;
+template <> struct Elt<ROPEKIT_FLOAT32> {
+    typedef float raw;
+    static __device__ __forceinline__ float ld(raw v) { return v; }
+    static __device__ __forceinline__ raw st(float f) { return f; }
+};
+template <> struct Elt<ROPEKIT_FLOAT16> {
+    typedef unsigned short raw;
+    static __device__ __forceinline__ float ld(raw v) { return __half2float(__ushort_as_half(v)); }
+    static __device__ __forceinline__ raw st(float f) { return __half_as_ushort(__float2half_rn(f)); }
+};
+template <> struct Elt<ROPEKIT_BFLOAT16> {
+    typedef unsigned short raw;
+    static __device__ __forceinline__ float ld(raw v) { return __uint_as_float((unsigned)v << 16); }
+    static __device__ __forceinline__ raw st(float f) { /* as rk_f32_to_bf16: RN-even, NaN kept */
+        const unsigned u = __float_as_uint(f);
+        const raw h = __bfloat16_as_ushort(__float2bfloat16_rn(f));
+        return (u & 0x7fffffffu) > 0x7f800000u ? (raw)((u >> 16) | 0x0040u) : h;
+    }
+};
+template <int DT> __device__ __forceinline__ float round_to(float f) {
+    return Elt<DT>::ld(Elt<DT>::st(f));
+}
+
+/* V elements of T at p (16-byte vector when V * sizeof(T) == 16, else V loads at stride st). */
+template <int DT, int V>
+__device__ __forceinline__ void load_raw(const typename Elt<DT>::raw *p, long long st,
+                                         typename Elt<DT>::raw *r) {
+    typedef typename Elt<DT>::raw raw;
+    if constexpr (V * sizeof(raw) == 16) {
+        union { uint4 u; raw e[V]; } t;
+        t.u = *reinterpret_cast<const uint4 *>(p);
+#pragma unroll
+        for (int i = 0; i < V; ++i) r[i] = t.e[i];
+    } else {
+#pragma unroll
+        for (int i = 0; i < V; ++i) r[i] = p[i * st];
+    }
+}
+template <int DT, int V>
+__device__ __forceinline__ void store_raw(typename Elt<DT>::raw *p, long long st,
+                                          const typename Elt<DT>::raw *r) {
+    typedef typename Elt<DT>::raw raw;
+    if constexpr (V * sizeof(raw) == 16) {
+        union { uint4 u; raw e[V]; } t;
+#pragma unroll
+        for (int i = 0; i < V; ++i) t.e[i] = r[i];
+        *reinterpret_cast<uint4 *>(p) = t.u;
+    } else {
+#pragma unroll
+        for (int i = 0; i < V; ++i) p[i * st] = r[i];
+    }
+}
+
+/* ---- fast division by a run-time constant (n < 2^31, 1 <= d < 2^31) ----------------------- */
+
+struct FastDiv {
+    unsigned d, m, s;
+};
+inline FastDiv make_div(long long d) {
+    FastDiv f;
+    f.d = (unsigned)d;
+    f.s = 0;
+    while ((1ull << f.s) < (unsigned long long)d) ++f.s;
+    f.m = (unsigned)(((1ull << 32) * ((1ull << f.s) - (unsigned long long)d)) / (unsigned long long)d + 1);
+    return f;
+}
+__device__ __forceinline__ unsigned fdiv(unsigned n, const FastDiv &f) {
+    return (__umulhi(n, f.m) + n) >> f.s;
+}
+
+/* ---- error state -------------------------------------------------------------------------- */
+
+enum { ERR_IDS_2D = 0, ERR_IDS_MROPE = 1, ERR_OFFSET = 2 };
+
+struct DevErr {                 /* zeroed = no error */
+    unsigned long long count;   /* failed lookups */
+    unsigned long long nkey;    /* ~(smallest key): larger is smaller */
+    int lock, kind;
+    long long stream, b, s, value, rows, seq;
+};
+
+/* ---- 16-bit pairs and 16-byte accesses for the flat kernel -------------------------------- */
+
+/* The two elements of a 32-bit word of 16-bit values, as floats (exact). */
+template <int DT> __device__ __forceinline__ float lo_of(unsigned w) {
+    return Elt<DT>::ld((typename Elt<DT>::raw)(w & 0xffffu));
+}
+template <int DT> __device__ __forceinline__ float hi_of(unsigned w) {
+    if constexpr (DT == ROPEKIT_BFLOAT16) return __uint_as_float(w & 0xffff0000u);
+    else return Elt<DT>::ld((typename Elt<DT>::raw)(w >> 16));
+}
+
+/* Two floats rounded to a word of 16-bit values (lo in the low half) by one paired conversion
+ * instruction, round to nearest even: Elt::st's result for every value but a bfloat16 NaN (the
+ * hardware does not promise the CPU's quiet-NaN payload rule). For values known not to be NaN. */
+template <int DT> __device__ __forceinline__ unsigned pack2_finite(float lo, float hi) {
+    if constexpr (DT == ROPEKIT_FLOAT16) {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<unsigned *>(&h);
+    } else {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<unsigned *>(&h);
+    }
+}
+
+/* The same word converted element by element with Elt::st (any value, NaNs by the CPU's rule). */
+template <int DT> __device__ __forceinline__ unsigned pack2_each(float lo, float hi) {
+    return Elt<DT>::st(lo) | (unsigned)Elt<DT>::st(hi) << 16;
+}
+
+/* pack2_finite for any value: bfloat16 NaNs take the CPU's rule (quiet, payload kept), so a
+ * word holding a NaN is converted again element by element. The test is one compare per pair
+ * and the branch is never taken on finite data. float16 NaNs keep the hardware's payload
+ * (ropekit_cuda.h). */
+template <int DT> __device__ __forceinline__ unsigned pack2(float lo, float hi) {
+    const unsigned u = pack2_finite<DT>(lo, hi);
+    if constexpr (DT == ROPEKIT_BFLOAT16)
+        if (__builtin_expect(isnan(lo) || isnan(hi), 0)) return pack2_each<DT>(lo, hi);
+    return u;
+}
+
+enum { RK_HINT_X_NOALLOC = 1, RK_HINT_X_STREAM = 2, RK_HINT_Y_STREAM = 4 };
+
+/* 16-byte accesses of x and y, always single vector instructions: written as plain uint4
+ * accesses, nvcc split some of them into four 32-bit stores (heads whose loads are
+ * conditional). Hints: x is read exactly once, so L1::no_allocate keeps it from evicting the
+ * table rows and ids that a token's threads share in L1, and .cs (evict first) also spares
+ * L2; y is written once (.cs). Never the read-only (.nc) path for x: y may be x (in place). */
+__device__ __forceinline__ uint4 ld_x(const void *p, int hints) {
+    uint4 v;
+    if (hints & RK_HINT_X_NOALLOC)
+        asm("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    else if (hints & RK_HINT_X_STREAM)
+        asm("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    else
+        asm("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ void st_y(void *p, uint4 v, int hints) {
+    if (hints & RK_HINT_Y_STREAM)
+        asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};"
+                     :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+    else
+        asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};"
+                     :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+/* 8-byte versions (QKNorm's 16-bit rows: see stage_row). */
+__device__ __forceinline__ uint2 ld_x8(const void *p, int hints) {
+    uint2 v;
+    if (hints & RK_HINT_X_NOALLOC)
+        asm("ld.global.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    else if (hints & RK_HINT_X_STREAM)
+        asm("ld.global.cs.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    else
+        asm("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ void st_y8(void *p, uint2 v, int hints) {
+    if (hints & RK_HINT_Y_STREAM)
+        asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" :: "l"(p), "r"(v.x), "r"(v.y) : "memory");
+    else
+        asm volatile("st.global.v2.u32 [%0], {%1, %2};" :: "l"(p), "r"(v.x), "r"(v.y) : "memory");
+}
+__device__ __forceinline__ unsigned &word(uint4 &v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+/* ---- host side (src/cuda/ropekit_cuda.cu) ------------------------------------------------- */
+
+ropekit_status cuda_fail(cudaError_t e, const char *what);
+ropekit_status launched(const char *what);
+int sm_count(void);
+inline bool aligned(const void *p, long long elems_ok) { return ((uintptr_t)p % 16 == 0) && elems_ok; }
+/* Benchmark knobs, read once (bench/cuda/run_device.sh variants compares them; not for
+ * users): ROPEKIT_CUDA_HEADS_PER_THREAD=2|4 (flat kernel G, default 4),
+ * ROPEKIT_CUDA_HINTS=<RK_HINT_* bits> (cache hints on x and y in the flat and QKNorm kernels,
+ * default 5: x L1::no_allocate, y .cs), ROPEKIT_CUDA_BLOCK=64|128|256 (flat kernel block
+ * size, default 128),
+ * ROPEKIT_CUDA_QKNORM_PIECE=8|16 (qknorm_piece). */
+int env_int(const char *name, int lo, int hi, int dflt);
+int flat_hints();
+
+} // namespace rk_cuda
+
+struct ropekit_cuda_error_state {
+    rk_cuda::DevErr *dev;
+    int device;
+    int is_default;
+};
+
+namespace rk_cuda {
+/* The caller's error state, or the current device's default one. */
+ropekit_status state_or_default(ropekit_cuda_error_state **st);
+
+/* One launch per call (src/cuda/rotary.cu, qknorm.cu, regroup.cu); plans fully validated. The
+ * three rotary operators (RotaryEmbedding, com.microsoft.RotaryEmbedding, MRotaryEmbedding) share
+ * run_rotary. */
+ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_error_state *errors);
+ropekit_status run_qknorm(const rk_qknorm_plan *p, void *stream);
+ropekit_status run_regroup(const rk_regroup_plan *p, void *stream);
+} // namespace rk_cuda
+

@@ -1,0 +1,411 @@
+/* QKNormRotaryEmbedding on the GPU.
+ *
+ *   qknorm_kernel   a block per 16 rows of one flat list (all kv rows, then all query rows),
+ *                   one half-warp per row: the row is staged in shared memory as float, squares
+ *                   summed in double in the CPU's sixteen-lane order (lane j = half-warp lane
+ *                   j), so the result is the CPU's bit for bit; then the tail is rotated in
+ *                   place and the row normalised and stored (16-bit rows with a finite sum of
+ *                   squares round two values per instruction; fp8 rounding by bit arithmetic). */
+#include "common.cuh"
+
+namespace rk_cuda {
+namespace {
+
+/* ---- QKNormRotaryEmbedding ---------------------------------------------------------------- */
+
+struct QkArgs {
+    const char *q, *kv;
+    char *q_out, *kv_out;
+    long long qs[4], qos[4], kvs[3], kvos[3];
+    const float *w;
+    long long ws;
+    const float *cos, *sin;
+    long long cos_s[3], sin_s[3];
+    long long S;
+    int nh, hd, rd, nope, fp8;
+    float eps;
+    int rowstride; /* floats per staged row */
+    int vec_q_in, vec_q_out, vec_kv_in, vec_kv_out;
+    long long T, rows; /* tokens B*S; rows T*(nh+1): every token's kv row, then the query rows */
+    int small;         /* rows < 2^31: 32-bit fast division */
+    int hints;         /* cache hints on the rows (RK_HINT_*) */
+    FastDiv d_nh, d_S; /* by nh and by S */
+};
+
+/* As rk_e4m3_round, for |v| <= 448 (the clamp before every call): round to nearest even on the
+ * grid of 3 stored significand bits, quantum 2^q with q = e - 4 (frexpf's e) and q >= -9. The
+ * rounding is one float addition of 2^(q+23), whose ulp is 2^q (exact for |v| < 2^(q+5)), and
+ * its exact subtraction: a handful of instructions where frexpf/ldexpf/rintf cost dozens. */
+__device__ __forceinline__ float e4m3_round(float v) {
+    if (isnan(v) || v == 0.0f) return v;
+    const float av = fabsf(v);
+    int q = (int)(__float_as_uint(av) >> 23) - 130; /* frexpf's e - 4 (subnormals: clamped) */
+    if (q < -9) q = -9;
+    const float big = __uint_as_float((unsigned)(q + 150) << 23); /* 2^(q+23) */
+    const float r = __fsub_rn(__fadd_rn(av, big), big);
+    return v < 0 ? -r : r;
+}
+
+/* 2^ceil(logf(ratio) / ln 2) as the contract computes it (CUDA's logf: within 1 ulp of the
+ * CPU's). The power of two is built from its exponent; n stays in [-99, 120] for finite amax. */
+__device__ __forceinline__ float fp8_block_scale(float amax) {
+    if (!(amax > 0.0f)) return 1.0f;
+    const float ratio = fmaxf(__fdiv_rn(amax, 448.0f), 1e-30f);
+    const float n = ceilf(__fdiv_rn(logf(ratio), 0.69314718f));
+    return n <= 127.0f ? __uint_as_float((unsigned)((int)n + 127) << 23) : __int_as_float(0x7f800000);
+}
+
+/* Shared-memory row passes: a half-warp's lanes own float4 chunks (lane*4 + 64*i) when the row
+ * length is a multiple of 4, else single channels (lane + 16*i). Passes are separated by
+ * __syncwarp, so ownership may change between passes. */
+template <typename F>
+__device__ __forceinline__ void row_pass(float *buf, int n, int lane, F f) {
+    if (n % 4 == 0) {
+#pragma unroll 1
+        for (int c = lane * 4; c < n; c += 64) {
+            float4 v = *reinterpret_cast<float4 *>(buf + c);
+            v.x = f(c, v.x), v.y = f(c + 1, v.y), v.z = f(c + 2, v.z), v.w = f(c + 3, v.w);
+            *reinterpret_cast<float4 *>(buf + c) = v;
+        }
+    } else {
+#pragma unroll 1
+        for (int c = lane; c < n; c += 16) buf[c] = f(c, buf[c]);
+    }
+}
+
+/* The row as floats in buf. Vector rows: each lane issues up to 4 16-byte loads (a whole
+ * 512-channel 16-bit row) before the first conversion, so they are in flight together. */
+template <int DT, int V, bool W8>
+__device__ __forceinline__ void stage_row(const typename Elt<DT>::raw *p, long long st, int vec,
+                                          int n, float *buf, int lane, int hints) {
+    typedef typename Elt<DT>::raw raw;
+    if constexpr (W8) {
+        if (vec) { /* 16-bit, n % 8 == 0, 16-byte aligned: 8-byte pieces (4 channels) */
+            /* A 16-byte piece is 8 channels, 32 bytes as floats: lanes' float4 stores 32 bytes
+             * apart hit every bank twice (ncu on an H200: 53% of the shared store wavefronts
+             * were conflicts). With 4 channels per piece, each float4 store lands next to the
+             * neighbour lane's. The 8 loads of a 512-channel row are issued together. */
+            constexpr int U = 8;
+            for (int c0 = lane * 4; c0 < n; c0 += 64 * U) {
+                uint2 r[U];
+#pragma unroll
+                for (int k = 0; k < U; ++k)
+                    if (c0 + k * 64 < n) r[k] = ld_x8(p + c0 + k * 64, hints);
+#pragma unroll
+                for (int k = 0; k < U; ++k) {
+                    const int c = c0 + k * 64;
+                    if (c >= n) break;
+                    *reinterpret_cast<float4 *>(buf + c) =
+                        make_float4(lo_of<DT>(r[k].x), hi_of<DT>(r[k].x), lo_of<DT>(r[k].y), hi_of<DT>(r[k].y));
+                }
+            }
+            return;
+        }
+    }
+    if (vec) { /* n % V == 0, 16-byte aligned */
+        constexpr int U = 4;
+        for (int c0 = lane * V; c0 < n; c0 += 16 * V * U) {
+            uint4 r[U];
+#pragma unroll
+            for (int k = 0; k < U; ++k)
+                if (c0 + k * 16 * V < n) r[k] = ld_x(p + c0 + k * 16 * V, hints);
+#pragma unroll
+            for (int k = 0; k < U; ++k) {
+                const int c = c0 + k * 16 * V;
+                if (c >= n) break;
+                const unsigned w[4] = {r[k].x, r[k].y, r[k].z, r[k].w};
+                if constexpr (V == 4) {
+                    *reinterpret_cast<float4 *>(buf + c) = make_float4(
+                        __uint_as_float(w[0]), __uint_as_float(w[1]), __uint_as_float(w[2]), __uint_as_float(w[3]));
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 4; i += 2)
+                        *reinterpret_cast<float4 *>(buf + c + 2 * i) =
+                            make_float4(lo_of<DT>(w[i]), hi_of<DT>(w[i]), lo_of<DT>(w[i + 1]), hi_of<DT>(w[i + 1]));
+                }
+            }
+        }
+    } else { /* uncommon layouts: kept rolled, so that they do not set the register count */
+#pragma unroll 1
+        for (int c = lane; c < n; c += 16) buf[c] = Elt<DT>::ld(p[c * st]);
+    }
+}
+
+/* Rotates the tail of the row in buf, channels [nope, hd), in place: pair (t, t+1), t even,
+ * x = norm(c, buf[c]) (the rounded values of the contract), products in double:
+ *   y[t] = x[t]*cos[t] - x[t+1]*sin[t],  y[t+1] = x[t+1]*cos[t+1] + x[t]*sin[t+1].
+ * One lane per pair. */
+template <typename N>
+__device__ __forceinline__ void rope_pass(float *buf, const QkArgs &a, const float *cs,
+                                          const float *sn, int lane, N norm) {
+#pragma unroll 1
+    for (int t = 2 * lane; t < a.rd; t += 32) {
+        const int c = a.nope + t;
+        float2 v;
+        if (a.nope % 2 == 0) v = *reinterpret_cast<const float2 *>(buf + c); /* no bank conflict */
+        else v = make_float2(buf[c], buf[c + 1]);
+        const double x0 = norm(c, v.x), x1 = norm(c + 1, v.y);
+        const double c0 = __ldg(cs + t * a.cos_s[2]), s0 = __ldg(sn + t * a.sin_s[2]);
+        const double c1 = __ldg(cs + (t + 1) * a.cos_s[2]), s1 = __ldg(sn + (t + 1) * a.sin_s[2]);
+        v = make_float2((float)(x0 * c0 - x1 * s0), (float)(x1 * c1 + x0 * s1));
+        if (a.nope % 2 == 0) *reinterpret_cast<float2 *>(buf + c) = v;
+        else buf[c] = v.x, buf[c + 1] = v.y;
+    }
+}
+
+/* Stores the row: channel c < nope as norm(c, buf[c]) rounded to T, the others (already
+ * final: rope_pass) rounded to T. fast: no value can be NaN (the caller proved it), so 16-bit
+ * chunks of leading channels are rounded two at a time with no NaN test. */
+template <int DT, int V, bool W8, typename N>
+__device__ __forceinline__ void write_row(typename Elt<DT>::raw *p, long long st, int vec,
+                                          const QkArgs &a, const float *buf, int lane, bool fast,
+                                          N norm) {
+    typedef typename Elt<DT>::raw raw;
+    const int nope = a.nope;
+    if constexpr (W8) {
+        if (vec) { /* 16-bit, 8-byte pieces: float4 reads of buf free of bank conflicts */
+#pragma unroll 4
+            for (int c = lane * 4; c < a.hd; c += 64) {
+                const float4 v = *reinterpret_cast<const float4 *>(buf + c);
+                uint2 o;
+                if (c + 4 <= nope) {
+                    const float y0 = norm(c, v.x), y1 = norm(c + 1, v.y);
+                    const float y2 = norm(c + 2, v.z), y3 = norm(c + 3, v.w);
+                    if (fast) {
+                        o.x = pack2_finite<DT>(y0, y1), o.y = pack2_finite<DT>(y2, y3);
+                    } else {
+                        o.x = pack2_each<DT>(y0, y1), o.y = pack2_each<DT>(y2, y3);
+                    }
+                } else {
+                    float f[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) f[i] = c + i < nope ? norm(c + i, f[i]) : f[i];
+                    o.x = pack2_each<DT>(f[0], f[1]), o.y = pack2_each<DT>(f[2], f[3]);
+                }
+                st_y8(p + c, o, a.hints);
+            }
+            return;
+        }
+    }
+    if (vec) { /* hd % V == 0, 16-byte aligned */
+#pragma unroll 2
+        for (int c = lane * V; c < a.hd; c += 16 * V) {
+            uint4 o;
+            unsigned *ow = &o.x;
+            if (c + V <= nope) {
+#pragma unroll
+                for (int i = 0; i < V; i += 4) {
+                    const float4 v = *reinterpret_cast<const float4 *>(buf + c + i);
+                    const float y0 = norm(c + i, v.x), y1 = norm(c + i + 1, v.y);
+                    const float y2 = norm(c + i + 2, v.z), y3 = norm(c + i + 3, v.w);
+                    if constexpr (V == 4) {
+                        o = make_uint4(__float_as_uint(y0), __float_as_uint(y1), __float_as_uint(y2), __float_as_uint(y3));
+                    } else if (fast) {
+                        ow[i / 2] = pack2_finite<DT>(y0, y1), ow[i / 2 + 1] = pack2_finite<DT>(y2, y3);
+                    } else {
+                        ow[i / 2] = pack2_each<DT>(y0, y1), ow[i / 2 + 1] = pack2_each<DT>(y2, y3);
+                    }
+                }
+            } else {
+                raw r[V];
+#pragma unroll
+                for (int i = 0; i < V; ++i) {
+                    const float v = buf[c + i];
+                    r[i] = Elt<DT>::st(c + i < nope ? norm(c + i, v) : v);
+                }
+                memcpy(&o, r, 16);
+            }
+            st_y(p + c, o, a.hints);
+        }
+    } else {
+#pragma unroll 1
+        for (int c = lane; c < a.hd; c += 16) p[c * st] = Elt<DT>::st(c < nope ? norm(c, buf[c]) : buf[c]);
+    }
+}
+
+/* Sum of squares of buf[0, n) in the CPU's sixteen-lane double order; every lane gets it.
+ * (A float-sum variant was measured no faster on an H200: the exact order costs nothing.) */
+__device__ __forceinline__ float half_warp_ss(const float *buf, int n, int lane, unsigned mask) {
+    double acc = 0.0;
+#pragma unroll 8
+    for (int c = lane; c < n; c += 16) {
+        double v = buf[c];
+        acc = fma(v, v, acc); /* v*v is exact: same as lane[j] += v*v */
+    }
+    for (int m = 8; m >= 1; m >>= 1) acc += __shfl_xor_sync(mask, acc, m, 16);
+    return (float)acc;
+}
+
+/* One half-warp per row, a block per 16 consecutive rows of one flat list: the T kv rows
+ * first, then the T*nh query rows (token-major). Every block is full, and the kv rows, whose
+ * weight and fp8 passes make them several times slower than a query row, share blocks with
+ * each other only (no block holds 15 finished query rows while one kv row runs) and start
+ * first, so that their latency hides under the query blocks. (The first version gave each
+ * token its own blocks of 16 rows: the kv row had a block of its own, 15 half-warps idle.)
+ * The row is staged in shared memory as float: the sum of squares needs the CPU's lane order
+ * (lane j: channels j, j+16, ...), the stores vectors (16 bytes; 8 for bfloat16 rows, whose float4
+ * staging is then free of bank conflicts: qknorm_piece). (Tried and slower: a grid of
+ * resident blocks whose half-warps walk many rows with the next row's loads issued before the
+ * current row's arithmetic, 65% vs 78% of copy for float16: 64 registers, 4 blocks per SM.) */
+template <int DT, bool W8>
+__global__ void __launch_bounds__(256, 5) qknorm_kernel(const QkArgs a) {
+    typedef typename Elt<DT>::raw raw;
+    constexpr int V = 16 / sizeof(raw);
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int hw = threadIdx.x >> 4, nhw = blockDim.x >> 4, lane = threadIdx.x & 15;
+    const unsigned mask = 0xffffu << (threadIdx.x & 16);
+    float *buf = reinterpret_cast<float *>(smem) + (size_t)hw * a.rowstride;
+    const float hdf = (float)a.hd;
+    const int nope = a.nope;
+    for (long long gr = (long long)blockIdx.x * nhw + hw; gr < a.rows; gr += (long long)gridDim.x * nhw) {
+        long long t, b, s;
+        int row;
+        if (gr < a.T) { /* the kv rows first */
+            t = gr, row = a.nh;
+        } else if (a.small) {
+            const unsigned q = (unsigned)(gr - a.T), t32 = fdiv(q, a.d_nh);
+            t = t32, row = (int)(q - t32 * (unsigned)a.nh);
+        } else {
+            t = (gr - a.T) / a.nh, row = (int)(gr - a.T - t * a.nh);
+        }
+        if (a.small) {
+            const unsigned b32 = fdiv((unsigned)t, a.d_S);
+            b = b32, s = (unsigned)t - b32 * a.d_S.d;
+        } else {
+            b = t / a.S, s = t - b * a.S;
+        }
+        const float *cs = a.rd ? a.cos + b * a.cos_s[0] + s * a.cos_s[1] : nullptr;
+        const float *sn = a.rd ? a.sin + b * a.sin_s[0] + s * a.sin_s[1] : nullptr;
+        if (row < a.nh) { /* a query head */
+            const raw *x = reinterpret_cast<const raw *>(a.q) + b * a.qs[0] + s * a.qs[1] + row * a.qs[2];
+            raw *y = reinterpret_cast<raw *>(a.q_out) + b * a.qos[0] + s * a.qos[1] + row * a.qos[2];
+            stage_row<DT, V, W8>(x, a.qs[3], a.vec_q_in, a.hd, buf, lane, a.hints);
+            __syncwarp(mask);
+            const float ss = half_warp_ss(buf, a.hd, lane, mask);
+            const float r = round_to<DT>(__fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, hdf), a.eps))));
+            /* finite ss means finite x, so with a finite r no x*r is NaN */
+            const bool fast = isfinite(ss) && isfinite(r);
+            /* rope: Rt(x*r), rotated; nope: x*r (rounded when stored) */
+            if (a.rd) {
+                rope_pass(buf, a, cs, sn, lane, [&](int, float v) { return round_to<DT>(__fmul_rn(v, r)); });
+                __syncwarp(mask);
+            }
+            write_row<DT, V, W8>(y, a.qos[3], a.vec_q_out, a, buf, lane, fast,
+                             [&](int, float v) { return __fmul_rn(v, r); });
+        } else { /* the kv row */
+            const raw *x = reinterpret_cast<const raw *>(a.kv) + b * a.kvs[0] + s * a.kvs[1];
+            raw *y = reinterpret_cast<raw *>(a.kv_out) + b * a.kvos[0] + s * a.kvos[1];
+            stage_row<DT, V, W8>(x, a.kvs[2], a.vec_kv_in, a.hd, buf, lane, a.hints);
+            __syncwarp(mask);
+            const float ss = half_warp_ss(buf, a.hd, lane, mask);
+            const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, hdf), a.eps)));
+            __syncwarp(mask);
+            row_pass(buf, a.hd, lane, [&](int c, float v) {
+                return round_to<DT>(__fmul_rn(__fmul_rn(v, r), __ldg(a.w + c * a.ws)));
+            });
+            __syncwarp(mask);
+            if (a.fp8) {
+#pragma unroll 1
+                for (int c0 = 0; c0 < nope; c0 += 64) {
+                    float amax = 0.0f;
+                    for (int i = lane; i < 64; i += 16) amax = fmaxf(amax, fabsf(buf[c0 + i]));
+                    for (int m = 8; m >= 1; m >>= 1)
+                        amax = fmaxf(amax, __shfl_xor_sync(mask, amax, m, 16));
+                    const float scale = fp8_block_scale(amax);
+                    /* x / scale == x * (1 / scale): scale is a power of two whose reciprocal
+                     * is a normal float (or 0 for an infinite scale), so both are the correctly
+                     * rounded quotient */
+                    const float inv = __frcp_rn(scale);
+                    for (int i = lane; i < 64; i += 16) {
+                        float q = fminf(fmaxf(__fmul_rn(buf[c0 + i], inv), -448.0f), 448.0f);
+                        buf[c0 + i] = __fmul_rn(e4m3_round(q), scale);
+                    }
+                }
+                __syncwarp(mask);
+            }
+            if (a.rd) {
+                rope_pass(buf, a, cs, sn, lane, [](int, float v) { return v; });
+                __syncwarp(mask);
+            }
+            write_row<DT, V, W8>(y, a.kvos[2], a.vec_kv_out, a, buf, lane, false, [](int, float v) { return v; });
+        }
+        __syncwarp(mask);
+    }
+}
+
+template <int DT, bool W8>
+ropekit_status launch_qknorm_t(const QkArgs &a, int threads, size_t shm, cudaStream_t st) {
+    if (shm > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(qknorm_kernel<DT, W8>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm);
+        if (e != cudaSuccess) return cuda_fail(e, "qknorm shared memory");
+    }
+    const long long per = threads / 16;
+    long long blocks = (a.rows + per - 1) / per;
+    if (blocks > (1ll << 30)) blocks = 1ll << 30; /* the kernel loops over the rest */
+    qknorm_kernel<DT, W8><<<(unsigned)blocks, threads, shm, st>>>(a);
+    return launched("qknorm kernel launch");
+}
+/* Bytes per global access of a 16-bit QKNorm row: bfloat16 8 (conflict-free staging: 76% of
+ * copy vs 73% with 16), float16 16 (78.5% vs 76%: its conversions cost more than the bank
+ * conflicts; H200, same calls). ROPEKIT_CUDA_QKNORM_PIECE=8|16 forces one (timing knob). */
+int qknorm_piece(ropekit_dtype dt) {
+    static const int forced = env_int("ROPEKIT_CUDA_QKNORM_PIECE", 8, 16, 0);
+    if (forced == 8 || forced == 16) return forced;
+    return dt == ROPEKIT_BFLOAT16 ? 8 : 16;
+}
+
+} // namespace
+
+ropekit_status run_qknorm(const rk_qknorm_plan *p, void *stream) {
+    if (p->B == 0 || p->S == 0) return ROPEKIT_OK;
+    if (p->head_dim > (1 << 20) || p->num_heads > INT_MAX - 1)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "head_dim or num_heads too large for the CUDA kernel");
+    const long long es = (long long)ropekit_dtype_size(p->dtype), V = 16 / es;
+    QkArgs a;
+    memset(&a, 0, sizeof a);
+    a.q = p->q, a.kv = p->kv, a.q_out = p->q_out, a.kv_out = p->kv_out;
+    for (int i = 0; i < 4; ++i) a.qs[i] = p->qs[i], a.qos[i] = p->qos[i];
+    for (int i = 0; i < 3; ++i) a.kvs[i] = p->kvs[i], a.kvos[i] = p->kvos[i];
+    a.w = p->w, a.ws = p->ws;
+    a.cos = p->cos, a.sin = p->sin;
+    for (int i = 0; i < 3; ++i) a.cos_s[i] = p->cos_s[i], a.sin_s[i] = p->sin_s[i];
+    a.S = p->S;
+    a.nh = (int)p->num_heads, a.hd = (int)p->head_dim, a.rd = (int)p->rope_dim;
+    a.nope = (int)p->nope, a.fp8 = p->simulate_fp8, a.eps = p->epsilon;
+    const bool hv = p->head_dim % V == 0;
+    a.vec_q_in = hv && p->qs[3] == 1 && aligned(p->q, p->qs[0] % V == 0 && p->qs[1] % V == 0 && p->qs[2] % V == 0);
+    a.vec_q_out = hv && p->qos[3] == 1 && aligned(p->q_out, p->qos[0] % V == 0 && p->qos[1] % V == 0 && p->qos[2] % V == 0);
+    a.vec_kv_in = hv && p->kvs[2] == 1 && aligned(p->kv, p->kvs[0] % V == 0 && p->kvs[1] % V == 0);
+    a.vec_kv_out = hv && p->kvos[2] == 1 && aligned(p->kv_out, p->kvos[0] % V == 0 && p->kvos[1] % V == 0);
+    a.rowstride = (int)((p->head_dim + 31) / 32 * 32 + 16);
+    const size_t row_bytes = (size_t)a.rowstride * 4;
+    int dev = 0, max_optin = 48 * 1024;
+    if (cudaGetDevice(&dev) == cudaSuccess)
+        (void)cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    /* 16 half-warps (256 threads) when their rows fit in 48 KB, fewer (down to one warp) else */
+    int nhw = 16;
+    while (nhw > 2 && row_bytes * nhw > 48 * 1024) nhw -= 2;
+    if (row_bytes * nhw > (size_t)max_optin)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "head_dim = %lld too large for the CUDA kernel",
+                       (long long)p->head_dim);
+    const long long tokens = p->B * p->S;
+    if (tokens > LLONG_MAX / ((long long)p->num_heads + 1))
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many rows for one launch");
+    a.T = tokens, a.rows = tokens * (p->num_heads + 1);
+    a.hints = flat_hints();
+    a.small = a.rows < (1ll << 31) - 1024;
+    a.d_nh = make_div(p->num_heads);
+    a.d_S = make_div(p->S < (1ll << 31) ? p->S : 1);
+    cudaStream_t st = (cudaStream_t)stream;
+    const size_t shm = row_bytes * nhw;
+    if (p->dtype == ROPEKIT_FLOAT32) return launch_qknorm_t<ROPEKIT_FLOAT32, false>(a, nhw * 16, shm, st);
+    const bool w8 = qknorm_piece(p->dtype) == 8;
+    if (p->dtype == ROPEKIT_FLOAT16)
+        return w8 ? launch_qknorm_t<ROPEKIT_FLOAT16, true>(a, nhw * 16, shm, st)
+                  : launch_qknorm_t<ROPEKIT_FLOAT16, false>(a, nhw * 16, shm, st);
+    return w8 ? launch_qknorm_t<ROPEKIT_BFLOAT16, true>(a, nhw * 16, shm, st)
+              : launch_qknorm_t<ROPEKIT_BFLOAT16, false>(a, nhw * 16, shm, st);
+}
+
+} // namespace rk_cuda

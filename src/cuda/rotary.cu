@@ -1,0 +1,608 @@
+/* RotaryEmbedding (ai.onnx and com.microsoft) and MRotaryEmbedding on the GPU: one kernel family
+ * (MRoPE's per-column id streams: src/cuda/mrope.cuh), one launch path (run_rotary).
+ *
+ *   rotary_flat_kernel  when channels are contiguous and 16-byte chunks fit the layout: one
+ *                   thread per (token, group of 4 heads, 16-byte chunk), no shared memory, no
+ *                   barrier; rotated chunks before copied ones (warp-uniform paths with partial
+ *                   rotary). It issues the 4 heads' x loads first (L1::no_allocate), reads the
+ *                   chunk's table columns once (they stay in L1/L2 for the other heads), converts
+ *                   them once to the wide type and stores with evict-first (.cs) hints.
+ *                   Half-split chunks load lanes [k, k+V) and [k+h, k+h+V); interleaved chunks V
+ *                   adjacent lanes; chunks of [R, H) are copied bit for bit. Every 16-byte access
+ *                   is one vector instruction (inline PTX: nvcc split some plain uint4 stores into
+ *                   four).
+ *   rotary_kernel   the same for any strides (one element per lane): a block takes a few
+ *                   tokens, gathers their columns into shared memory once, heads reuse them.
+ * Position ids are checked in the kernel: a bad id's row is never read, its pairs are copied,
+ * and the event is recorded in the error state (record_bad). */
+#include "common.cuh"
+
+namespace rk_cuda {
+namespace {
+
+__device__ void record_bad(DevErr *e, unsigned long long key, int kind, long long stream,
+                           long long b, long long s, long long value, long long rows,
+                           long long seq) {
+    atomicAdd(&e->count, 1ull);
+    const unsigned long long nk = ~key;
+    volatile DevErr *v = e;
+    if (nk <= v->nkey) return;
+    while (atomicCAS(&e->lock, 0, 1) != 0) { /* sm_70+: independent thread scheduling */
+    }
+    __threadfence();
+    if (nk > v->nkey) {
+        v->nkey = nk, v->kind = kind, v->stream = stream, v->b = b, v->s = s;
+        v->value = value, v->rows = rows, v->seq = seq;
+    }
+    __threadfence();
+    atomicExch(&e->lock, 0);
+}
+
+/* ---- rotary ------------------------------------------------------------------------------- */
+
+struct RotArgs {
+    const char *x;
+    char *y;
+    long long xs[4], ys[4];
+    long long B, S, T; /* T = B*S tokens */
+    int N, H, R, h;
+    int interleaved, inverse, apply_scale;
+    float scale;
+    const char *cos, *sin;
+    long long cos_rs, cos_cs, sin_rs, sin_cs, cos_bs, cos_ss, sin_bs, sin_ss;
+    int rows;
+    long long table_rows;
+    const long long *pos;
+    long long pos_as, pos_bs, pos_ss;
+    int sec0, sec1, sec2, layout, stream_mask;
+    int tpb;               /* tokens per block */
+    int items, rot_items;  /* per head */
+    DevErr *err;
+    int ngroups;           /* head groups of G heads (flat kernel) */
+    int rot_total;         /* flat kernel: rotation threads per token (ngroups * rot_items) */
+    int copy_items;        /* flat kernel: 16-byte chunks of [R, H) per head */
+    int tab_vec;           /* table columns contiguous and 16-byte aligned */
+    int small;             /* flat thread count and S fit in 31 bits: 32-bit fast division */
+    int hints;             /* flat kernel: cache hints on x and y (RK_HINT_*) */
+    FastDiv d_per_tok, d_rot_items, d_copy_items, d_S;
+};
+
+#include "mrope.cuh"
+
+/* Table row of token (b, s) for id stream `st`; false when it selects no row. */
+__device__ __forceinline__ bool token_row(const RotArgs &a, long long b, long long s, int st,
+                                          long long *row, long long *value) {
+    long long r;
+    if (a.rows == RK_ROWS_OFFSET) {
+        long long off = a.pos[0];
+        *value = off;
+        *row = off + s;
+        return !(off < 0 || a.S > a.table_rows || off > a.table_rows - a.S);
+    }
+    if (a.rows == RK_ROWS_MROPE) r = a.pos[st * a.pos_as + b * a.pos_bs + s * a.pos_ss];
+    else r = a.pos[b * a.pos_bs + s * a.pos_ss];
+    *value = r;
+    *row = r;
+    return r >= 0 && r < a.table_rows;
+}
+
+/* cos/sin of column k for token (b, s) as the rotation uses them; false: copy the pair. */
+template <int TDT>
+__device__ __forceinline__ bool fetch_cs(const RotArgs &a, long long b, long long s, int k,
+                                         float *c, float *sn) {
+    typedef typename Elt<TDT>::raw traw;
+    long long co, so;
+    if (a.rows == RK_ROWS_TABLE_3D) {
+        co = b * a.cos_bs + s * a.cos_ss + k * a.cos_cs;
+        so = b * a.sin_bs + s * a.sin_ss + k * a.sin_cs;
+    } else {
+        long long row, value;
+        int st = a.rows == RK_ROWS_MROPE ? mrope_stream(a, k) : 0;
+        if (!token_row(a, b, s, st, &row, &value)) return false;
+        co = row * a.cos_rs + k * a.cos_cs;
+        so = row * a.sin_rs + k * a.sin_cs;
+    }
+    float cv = Elt<TDT>::ld(__ldg(reinterpret_cast<const traw *>(a.cos) + co));
+    float sv = Elt<TDT>::ld(__ldg(reinterpret_cast<const traw *>(a.sin) + so));
+    if (a.apply_scale) {
+        cv = round_to<TDT>(__fmul_rn(cv, a.scale));
+        sv = round_to<TDT>(__fmul_rn(sv, a.scale));
+    }
+    *c = cv;
+    *sn = a.inverse ? -sv : sv;
+    return true;
+}
+
+template <bool WIDE>
+__device__ __forceinline__ void rotate(float x0, float x1, typename std::conditional<WIDE, double, float>::type c,
+                                       typename std::conditional<WIDE, double, float>::type s,
+                                       float *y0, float *y1) {
+    if constexpr (WIDE) { /* products exact in double: an fma gives the same bits */
+        double a = x0, b = x1;
+        *y0 = (float)(c * a - s * b);
+        *y1 = (float)(s * a + c * b);
+    } else { /* 16-bit x and tables: products exact in float */
+        *y0 = c * x0 - s * x1;
+        *y1 = s * x0 + c * x1;
+    }
+}
+
+/* DT: x dtype, TDT: table dtype, V: elements per chunk (16 bytes, or 1 for any strides),
+ * SMEM: gather the columns into shared memory (h small enough). */
+template <int DT, int TDT, int V, bool SMEM>
+__global__ void __launch_bounds__(256) rotary_kernel(const RotArgs a) {
+    constexpr bool WIDE = DT == ROPEKIT_FLOAT32 || TDT == ROPEKIT_FLOAT32;
+    typedef typename std::conditional<WIDE, double, float>::type W;
+    typedef typename Elt<DT>::raw raw;
+    extern __shared__ __align__(16) unsigned char smem[];
+    long long *xoff = reinterpret_cast<long long *>(smem);
+    long long *yoff = xoff + a.tpb, *tb = yoff + a.tpb, *ts = tb + a.tpb;
+    W *cw = reinterpret_cast<W *>(ts + a.tpb);
+    W *sw = cw + (size_t)a.tpb * a.h;
+    unsigned char *ok = reinterpret_cast<unsigned char *>(sw + (size_t)a.tpb * a.h);
+
+    const long long tok0 = (long long)blockIdx.x * a.tpb;
+    const int ntok = (int)min((long long)a.tpb, a.T - tok0);
+    const int tid = threadIdx.x, nt = blockDim.x;
+    for (int i = tid; i < ntok; i += nt) {
+        long long t = tok0 + i, b = t / a.S, s = t - b * a.S;
+        tb[i] = b, ts[i] = s;
+        xoff[i] = b * a.xs[0] + s * a.xs[1];
+        yoff[i] = b * a.ys[0] + s * a.ys[1];
+    }
+    __syncthreads();
+    /* out-of-range ids: counted here, once per (token, stream); never used below */
+    if (a.err && a.rows != RK_ROWS_TABLE_3D) {
+        for (int i = tid; i < ntok * 3; i += nt) {
+            int tl = i / 3, st = i - tl * 3;
+            if (!((a.stream_mask >> st) & 1)) continue;
+            long long row, value, b = tb[tl], s = ts[tl];
+            if (token_row(a, b, s, st, &row, &value)) continue;
+            int kind = a.rows == RK_ROWS_MROPE ? ERR_IDS_MROPE
+                     : a.rows == RK_ROWS_OFFSET ? ERR_OFFSET : ERR_IDS_2D;
+            unsigned long long key = (unsigned long long)((a.rows == RK_ROWS_MROPE ? st : 0) * a.B + b) *
+                                         (unsigned long long)a.S + (unsigned long long)s;
+            record_bad(a.err, key, kind, st, b, s, value, a.table_rows, a.S);
+        }
+    }
+    if constexpr (SMEM) {
+        for (int i = tid; i < ntok * a.h; i += nt) {
+            int tl = i / a.h, k = i - tl * a.h;
+            float c, s;
+            bool good = fetch_cs<TDT>(a, tb[tl], ts[tl], k, &c, &s);
+            cw[i] = good ? (W)c : (W)1;
+            sw[i] = good ? (W)s : (W)0;
+            ok[i] = good;
+        }
+        __syncthreads();
+    }
+    const int per_tok = a.N * a.items;
+    const long long xs3 = a.xs[3], ys3 = a.ys[3];
+    for (int i = tid; i < ntok * per_tok; i += nt) {
+        const int tl = i / per_tok, r = i - tl * per_tok, n = r / a.items, u = r - n * a.items;
+        const raw *xp = reinterpret_cast<const raw *>(a.x) + xoff[tl] + n * a.xs[2];
+        raw *yp = reinterpret_cast<raw *>(a.y) + yoff[tl] + n * a.ys[2];
+        if (u >= a.rot_items) { /* channels [R, H): copied bit for bit */
+            const long long c0 = a.R + (long long)(u - a.rot_items) * V;
+            raw v[V];
+            load_raw<DT, V>(xp + c0 * xs3, xs3, v);
+            store_raw<DT, V>(yp + c0 * ys3, ys3, v);
+            continue;
+        }
+        auto col = [&](int k, W *c, W *s, bool *good) {
+            if constexpr (SMEM) {
+                int j = tl * a.h + k;
+                *c = cw[j], *s = sw[j], *good = ok[j];
+            } else {
+                float cf, sf;
+                *good = fetch_cs<TDT>(a, tb[tl], ts[tl], k, &cf, &sf);
+                *c = cf, *s = sf;
+            }
+        };
+        if (!a.interleaved) { /* pairs (k, k+h), k in [k0, k0+V) */
+            const long long k0 = (long long)u * V;
+            raw va[V], vb[V];
+            load_raw<DT, V>(xp + k0 * xs3, xs3, va);
+            load_raw<DT, V>(xp + (k0 + a.h) * xs3, xs3, vb);
+#pragma unroll
+            for (int j = 0; j < V; ++j) {
+                W c, s;
+                bool good;
+                col((int)k0 + j, &c, &s, &good);
+                if (good) {
+                    float y0, y1;
+                    rotate<WIDE>(Elt<DT>::ld(va[j]), Elt<DT>::ld(vb[j]), c, s, &y0, &y1);
+                    va[j] = Elt<DT>::st(y0), vb[j] = Elt<DT>::st(y1);
+                }
+            }
+            store_raw<DT, V>(yp + k0 * ys3, ys3, va);
+            store_raw<DT, V>(yp + (k0 + a.h) * ys3, ys3, vb);
+        } else { /* adjacent pairs: lanes [l0, l0+L) */
+            constexpr int L = V >= 2 ? V : 2;
+            const long long l0 = (long long)u * L;
+            raw v[L];
+            load_raw<DT, L>(xp + l0 * xs3, xs3, v);
+#pragma unroll
+            for (int j = 0; j < L; j += 2) {
+                W c, s;
+                bool good;
+                col((int)(l0 / 2) + j / 2, &c, &s, &good);
+                if (good) {
+                    float y0, y1;
+                    rotate<WIDE>(Elt<DT>::ld(v[j]), Elt<DT>::ld(v[j + 1]), c, s, &y0, &y1);
+                    v[j] = Elt<DT>::st(y0), v[j + 1] = Elt<DT>::st(y1);
+                }
+            }
+            store_raw<DT, L>(yp + l0 * ys3, ys3, v);
+        }
+    }
+}
+
+
+/* Loads NC table values of column k0.. (contiguous, 16-byte aligned when vec) as floats. */
+template <int TDT, int NC>
+__device__ __forceinline__ void load_cols(const char *base, long long off, long long cs, bool vec,
+                                          float *out) {
+    typedef typename Elt<TDT>::raw traw;
+    const traw *p = reinterpret_cast<const traw *>(base) + off;
+    if constexpr ((NC * sizeof(traw)) % 16 == 0) {
+        if (vec) {
+            constexpr int NV = NC * sizeof(traw) / 16, PER = 16 / sizeof(traw);
+#pragma unroll
+            for (int v = 0; v < NV; ++v) {
+                union { uint4 u; traw e[PER]; } t;
+                t.u = __ldg(reinterpret_cast<const uint4 *>(p) + v);
+#pragma unroll
+                for (int i = 0; i < PER; ++i) out[v * PER + i] = Elt<TDT>::ld(t.e[i]);
+            }
+            return;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < NC; ++i) out[i] = Elt<TDT>::ld(__ldg(p + i * cs));
+}
+
+/* Flat kernel for 16-byte chunks (contiguous channels).
+ *
+ * Thread shape: one thread per (token, group of G heads, chunk); no shared memory, no barrier.
+ * A token's threads are laid out rotation chunks first (ngroups x rot_items), then the copied
+ * chunks of [R, H) (ngroups x copy_items), so that with partial rotary (Phi: 2 rotated and 6
+ * copied chunks per head) a warp is all rotation or all copy instead of running both paths
+ * one after the other with most lanes idle. Blocks of 128 threads (flat_block): measured a
+ * little faster than 256 on the 16-bit rows (finer tail).
+ *
+ * Order inside a rotation thread: the x loads of its G heads first (they do not depend on the
+ * ids), then the id and the chunk's table columns (one 16-byte vector per 16 bytes of table;
+ * an MRoPE chunk whose columns all read one stream loads like a plain one), converted once and
+ * used for the G heads, column by column, so that a column's wide (double) cos/sin live only
+ * while it is used. 16-bit results are rounded two at a time (pack2). x is loaded with
+ * L1::no_allocate and y stored with .cs (evict first): RK_HINT_*, the largest single gain
+ * measured (16-bit Llama rows 80% -> 88-90% of copy).
+ *
+ * Registers (flat_min_blocks): half-split chunks with G = 4 hold 8 x vectors and 16 table
+ * columns; capped at 64 registers (4 blocks of 256 per SM) they spill 150-230 bytes, so they
+ * get 80 (3 blocks: measured faster than 4 blocks with spills). G = 2 and adjacent pairs fit
+ * in 64 registers. */
+template <int G>
+constexpr int flat_min_blocks() { return G == 4 ? 3 : 4; }
+
+template <int DT, int TDT, bool IL, int G>
+__global__ void __launch_bounds__(256, flat_min_blocks<G>()) rotary_flat_kernel(const RotArgs a) {
+    constexpr bool WIDE = DT == ROPEKIT_FLOAT32 || TDT == ROPEKIT_FLOAT32;
+    typedef typename std::conditional<WIDE, double, float>::type W;
+    typedef typename Elt<DT>::raw raw;
+    constexpr int V = 16 / sizeof(raw);
+    constexpr int NC = IL ? V / 2 : V; /* table columns per chunk */
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int per_tok = a.ngroups * a.items;
+    long long tok, b, s;
+    int r;
+    if (a.small) {
+        const unsigned t32 = fdiv((unsigned)i, a.d_per_tok), b32 = fdiv(t32, a.d_S);
+        tok = t32, b = b32, s = t32 - b32 * a.d_S.d, r = (int)((unsigned)i - t32 * (unsigned)per_tok);
+    } else {
+        tok = i / per_tok, b = tok / a.S, s = tok - b * a.S, r = (int)(i - tok * per_tok);
+    }
+    if (tok >= a.T) return;
+    const int hints = a.hints;
+    if (r >= a.rot_total) { /* channels [R, H): copied bit for bit */
+        r -= a.rot_total;
+        const int grp = (int)fdiv((unsigned)r, a.d_copy_items), u = r - grp * a.copy_items;
+        const int n0 = grp * G;
+        const long long c0 = a.R + (long long)u * V;
+        const raw *xp = reinterpret_cast<const raw *>(a.x) + b * a.xs[0] + s * a.xs[1] + n0 * a.xs[2] + c0;
+        raw *yp = reinterpret_cast<raw *>(a.y) + b * a.ys[0] + s * a.ys[1] + n0 * a.ys[2] + c0;
+        uint4 v[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+            if (n0 + g < a.N) v[g] = ld_x(xp + g * a.xs[2], hints);
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+            if (n0 + g < a.N) st_y(yp + g * a.ys[2], v[g], hints);
+        return;
+    }
+    const int grp = (int)fdiv((unsigned)r, a.d_rot_items), u = r - grp * a.rot_items;
+    const int n0 = grp * G;
+    const raw *xp = reinterpret_cast<const raw *>(a.x) + b * a.xs[0] + s * a.xs[1] + n0 * a.xs[2];
+    raw *yp = reinterpret_cast<raw *>(a.y) + b * a.ys[0] + s * a.ys[1] + n0 * a.ys[2];
+    /* x loads first: they do not depend on the ids */
+    const int k0 = u * NC;
+    uint4 va[G], vb[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+        if (n0 + g < a.N) {
+            const raw *q = xp + g * a.xs[2];
+            va[g] = ld_x(q + (IL ? 2 * k0 : k0), hints);
+            if (!IL) vb[g] = ld_x(q + k0 + a.h, hints);
+        }
+    /* out-of-range ids: counted by one thread per token */
+    if (a.err && grp == 0 && u == 0 && a.rows != RK_ROWS_TABLE_3D) {
+        for (int st = 0; st < 3; ++st) {
+            if (!((a.stream_mask >> st) & 1)) continue;
+            long long row, value;
+            if (token_row(a, b, s, st, &row, &value)) continue;
+            int kind = a.rows == RK_ROWS_MROPE ? ERR_IDS_MROPE
+                     : a.rows == RK_ROWS_OFFSET ? ERR_OFFSET : ERR_IDS_2D;
+            unsigned long long key = (unsigned long long)((a.rows == RK_ROWS_MROPE ? st : 0) * a.B + b) *
+                                         (unsigned long long)a.S + (unsigned long long)s;
+            record_bad(a.err, key, kind, st, b, s, value, a.table_rows, a.S);
+        }
+    }
+    /* the chunk's columns */
+    float cf[NC], sf[NC];
+    unsigned good = 0;
+    bool whole = true;            /* one table row for every column of the chunk */
+    long long co = 0, so = 0;     /* its offsets */
+    if (a.rows == RK_ROWS_MROPE) {
+        int sts[NC];
+#pragma unroll
+        for (int j = 0; j < NC; ++j) {
+            sts[j] = mrope_stream(a, k0 + j);
+            whole = whole && sts[j] == sts[0];
+        }
+        if (whole) { /* sectioned layouts: chunks rarely straddle a section */
+            long long row, value;
+            if (token_row(a, b, s, sts[0], &row, &value)) {
+                good = (1u << NC) - 1u;
+                co = row * a.cos_rs + k0 * a.cos_cs, so = row * a.sin_rs + k0 * a.sin_cs;
+            }
+        } else { /* columns from several streams: one lookup per stream, one load per column */
+            long long rw[3] = {0, 0, 0}, v3;
+            bool ok[3] = {false, false, false};
+#pragma unroll
+            for (int st = 0; st < 3; ++st)
+                ok[st] = ((a.stream_mask >> st) & 1) && token_row(a, b, s, st, &rw[st], &v3);
+#pragma unroll
+            for (int j = 0; j < NC; ++j) {
+                const int st = sts[j];
+                const long long row = st == 0 ? rw[0] : st == 1 ? rw[1] : rw[2];
+                cf[j] = 1.0f, sf[j] = 0.0f;
+                if (!(st == 0 ? ok[0] : st == 1 ? ok[1] : ok[2])) continue;
+                good |= 1u << j;
+                cf[j] = Elt<TDT>::ld(__ldg(reinterpret_cast<const typename Elt<TDT>::raw *>(a.cos) + row * a.cos_rs + (k0 + j) * a.cos_cs));
+                sf[j] = Elt<TDT>::ld(__ldg(reinterpret_cast<const typename Elt<TDT>::raw *>(a.sin) + row * a.sin_rs + (k0 + j) * a.sin_cs));
+            }
+        }
+    } else if (a.rows == RK_ROWS_TABLE_3D) {
+        good = (1u << NC) - 1u;
+        co = b * a.cos_bs + s * a.cos_ss + k0 * a.cos_cs;
+        so = b * a.sin_bs + s * a.sin_ss + k0 * a.sin_cs;
+    } else {
+        long long row, value;
+        if (token_row(a, b, s, 0, &row, &value)) {
+            good = (1u << NC) - 1u;
+            co = row * a.cos_rs + k0 * a.cos_cs, so = row * a.sin_rs + k0 * a.sin_cs;
+        }
+    }
+    if (whole) {
+        if (good) {
+            load_cols<TDT, NC>(a.cos, co, a.cos_cs, a.tab_vec, cf);
+            load_cols<TDT, NC>(a.sin, so, a.sin_cs, a.tab_vec, sf);
+        } else {
+#pragma unroll
+            for (int j = 0; j < NC; ++j) cf[j] = 1.0f, sf[j] = 0.0f;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < NC; ++j) {
+        if (a.apply_scale) {
+            cf[j] = round_to<TDT>(__fmul_rn(cf[j], a.scale));
+            sf[j] = round_to<TDT>(__fmul_rn(sf[j], a.scale));
+        }
+        if (a.inverse) sf[j] = -sf[j];
+    }
+    if constexpr (sizeof(raw) == 4) { /* float32 x: a vector holds V floats */
+#pragma unroll
+        for (int j = 0; j < NC; ++j) {
+            if (!((good >> j) & 1)) continue; /* bad id: the pair is copied */
+            const W c = cf[j], sn = sf[j];
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                unsigned &w0 = word(va[g], IL ? 2 * j : j), &w1 = IL ? word(va[g], 2 * j + 1) : word(vb[g], j);
+                float y0, y1;
+                rotate<WIDE>(__uint_as_float(w0), __uint_as_float(w1), c, sn, &y0, &y1);
+                w0 = __float_as_uint(y0), w1 = __float_as_uint(y1);
+            }
+        }
+    } else if constexpr (IL) { /* 16-bit adjacent pairs: word j holds pair j */
+#pragma unroll
+        for (int j = 0; j < NC; ++j) {
+            if (!((good >> j) & 1)) continue;
+            const W c = cf[j], sn = sf[j];
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                unsigned &w = word(va[g], j);
+                float y0, y1;
+                rotate<WIDE>(lo_of<DT>(w), hi_of<DT>(w), c, sn, &y0, &y1);
+                w = pack2<DT>(y0, y1);
+            }
+        }
+    } else { /* 16-bit half-split: word q of va/vb holds columns 2q and 2q+1 */
+#pragma unroll
+        for (int q = 0; q < NC / 2; ++q) {
+            const unsigned gm = (good >> (2 * q)) & 3u;
+            if (!gm) continue;
+            const W c0 = cf[2 * q], s0 = sf[2 * q], c1 = cf[2 * q + 1], s1 = sf[2 * q + 1];
+            /* halves whose column had a bad id keep x's bits */
+            const unsigned keep = (gm & 1u ? 0u : 0xffffu) | (gm & 2u ? 0u : 0xffff0000u);
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                unsigned &wa = word(va[g], q), &wb = word(vb[g], q);
+                float ya0, yb0, ya1, yb1;
+                rotate<WIDE>(lo_of<DT>(wa), lo_of<DT>(wb), c0, s0, &ya0, &yb0);
+                rotate<WIDE>(hi_of<DT>(wa), hi_of<DT>(wb), c1, s1, &ya1, &yb1);
+                const unsigned na = pack2<DT>(ya0, ya1), nb = pack2<DT>(yb0, yb1);
+                wa = (na & ~keep) | (wa & keep), wb = (nb & ~keep) | (wb & keep);
+            }
+        }
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        if (n0 + g >= a.N) continue;
+        raw *q = yp + g * a.ys[2];
+        st_y(q + (IL ? 2 * k0 : k0), va[g], hints);
+        if (!IL) st_y(q + k0 + a.h, vb[g], hints);
+    }
+}
+
+/* ---- launch ------------------------------------------------------------------------------- */
+
+template <int DT, int TDT, int V, bool SMEM>
+ropekit_status launch_rotary_t(const RotArgs &a, unsigned blocks, size_t shm, cudaStream_t st) {
+    rotary_kernel<DT, TDT, V, SMEM><<<blocks, 256, shm, st>>>(a);
+    return launched("rotary kernel launch");
+}
+
+/* Benchmark knobs: see env_int (common.cuh). */
+int flat_heads_per_thread() {
+    static const int g = env_int("ROPEKIT_CUDA_HEADS_PER_THREAD", 2, 4, 4) == 2 ? 2 : 4;
+    return g;
+}
+int flat_block() {
+    static const int bs = env_int("ROPEKIT_CUDA_BLOCK", 64, 256, 128);
+    return bs == 64 || bs == 128 ? bs : 256;
+}
+
+template <int DT, int TDT>
+ropekit_status launch_rotary_flat(const RotArgs &a, long long threads_total, int G, cudaStream_t st) {
+    /* blocks of 256, or smaller ones when that is needed to give every SM two blocks */
+    long long bs = flat_block();
+    const long long sms = sm_count();
+    while (bs > 64 && (threads_total + bs - 1) / bs < 2 * sms) bs /= 2;
+    const long long blocks = (threads_total + bs - 1) / bs;
+    if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
+    const dim3 grid((unsigned)blocks), block((unsigned)bs);
+    if (G == 2) {
+        if (a.interleaved) rotary_flat_kernel<DT, TDT, true, 2><<<grid, block, 0, st>>>(a);
+        else rotary_flat_kernel<DT, TDT, false, 2><<<grid, block, 0, st>>>(a);
+    } else {
+        if (a.interleaved) rotary_flat_kernel<DT, TDT, true, 4><<<grid, block, 0, st>>>(a);
+        else rotary_flat_kernel<DT, TDT, false, 4><<<grid, block, 0, st>>>(a);
+    }
+    return launched("rotary kernel launch");
+}
+
+template <int DT, int TDT>
+ropekit_status launch_rotary_scalar(const RotArgs &a, bool smem, unsigned blocks, size_t shm,
+                                    cudaStream_t st) {
+    return smem ? launch_rotary_t<DT, TDT, 1, true>(a, blocks, shm, st)
+                : launch_rotary_t<DT, TDT, 1, false>(a, blocks, shm, st);
+}
+
+} // namespace
+
+ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_error_state *errors) {
+    if (p->B == 0 || p->S == 0 || p->N == 0) return ROPEKIT_OK;
+    if (p->rows != RK_ROWS_TABLE_3D) RK_TRY(state_or_default(&errors));
+    const int dt = p->dtype, tdt = p->table_dtype;
+    const long long es = (long long)ropekit_dtype_size(p->dtype);
+    const int V = (int)(16 / es);
+    const long long h = p->R / 2;
+    if (p->H > INT_MAX / 4 || p->N > INT_MAX / 4)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "head size or head count too large for the CUDA kernel");
+    bool vec = p->xs[3] == 1 && p->ys[3] == 1 && p->H % V == 0 &&
+               (p->interleaved ? p->R % V == 0 : h % V == 0) &&
+               aligned(p->x, p->xs[0] % V == 0 && p->xs[1] % V == 0 && p->xs[2] % V == 0) &&
+               aligned(p->y, p->ys[0] % V == 0 && p->ys[1] % V == 0 && p->ys[2] % V == 0);
+    RotArgs a;
+    memset(&a, 0, sizeof a);
+    a.x = p->x, a.y = p->y;
+    for (int i = 0; i < 4; ++i) a.xs[i] = p->xs[i], a.ys[i] = p->ys[i];
+    a.B = p->B, a.S = p->S, a.T = p->B * p->S;
+    a.N = (int)p->N, a.H = (int)p->H, a.R = (int)p->R, a.h = (int)h;
+    a.interleaved = p->interleaved, a.inverse = p->inverse, a.apply_scale = p->apply_scale;
+    a.scale = p->scale;
+    a.cos = p->cos, a.sin = p->sin;
+    a.cos_rs = p->cos_rs, a.cos_cs = p->cos_cs, a.sin_rs = p->sin_rs, a.sin_cs = p->sin_cs;
+    a.cos_bs = p->cos_bs, a.cos_ss = p->cos_ss, a.sin_bs = p->sin_bs, a.sin_ss = p->sin_ss;
+    a.rows = (int)p->rows;
+    a.table_rows = p->table_rows;
+    a.pos = reinterpret_cast<const long long *>(p->pos);
+    a.pos_as = p->pos_as, a.pos_bs = p->pos_bs, a.pos_ss = p->pos_ss;
+    a.sec0 = (int)p->mrope_section[0], a.sec1 = (int)p->mrope_section[1];
+    a.sec2 = (int)p->mrope_section[2], a.layout = p->mrope_layout;
+    a.stream_mask = 1;
+    if (p->rows == RK_ROWS_MROPE) {
+        a.stream_mask = 0;
+        for (long long k = 0; k < h; ++k)
+            a.stream_mask |= 1 << rk_mrope_stream(p->mrope_section, p->mrope_layout, k);
+    }
+    const int vv = vec ? V : 1;
+    a.rot_items = p->interleaved ? (vec ? (int)(p->R / V) : (int)h) : (int)(h / vv);
+    a.items = a.rot_items + (int)((p->H - p->R) / vv);
+    a.err = errors ? errors->dev : nullptr;
+    const long long per_tok = (long long)a.N * a.items;
+    if (per_tok > INT_MAX / 2)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "num_heads * head_size too large for the CUDA kernel");
+    const bool wide = dt == ROPEKIT_FLOAT32 || tdt == ROPEKIT_FLOAT32;
+    const bool smem = h <= 2048;
+    const size_t col_bytes = smem ? (size_t)h * (2 * (wide ? 8 : 4) + 1) : 0;
+    long long tpb = per_tok >= 1024 ? 1 : 1024 / per_tok;
+    if (tpb > 64) tpb = 64;
+    const long long sms = sm_count();
+    while (tpb > 1 && (a.T + tpb - 1) / tpb < 2 * sms) tpb /= 2;
+    auto shm_of = [&](long long n) { return (size_t)n * (32 + col_bytes) + 16; };
+    while (tpb > 1 && shm_of(tpb) > 48 * 1024) --tpb;
+    a.tpb = (int)tpb;
+    const long long blocks = (a.T + tpb - 1) / tpb;
+    if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
+    cudaStream_t st = (cudaStream_t)stream;
+    const size_t shm = shm_of(tpb);
+    /* flat kernel: 16-byte chunks, G = 4 heads per thread (ROPEKIT_CUDA_HEADS_PER_THREAD=2|4,
+     * for benchmarks; 2 and 8 were measured slower on an H200, and so were a variant looping
+     * over head groups with the next group's loads in flight, and copy threads of 8 heads for
+     * [R, H) (Phi float16 78% vs 83% of copy)) */
+    const int G = flat_heads_per_thread();
+    a.ngroups = (int)((p->N + G - 1) / G);
+    a.rot_total = a.ngroups * a.rot_items;
+    a.copy_items = a.items - a.rot_items;
+    a.hints = flat_hints();
+    const long long flat_total = a.T * a.ngroups * (long long)a.items;
+    a.small = flat_total < (1ll << 31) - 1024 && a.S < (1ll << 31);
+    a.d_per_tok = make_div((long long)a.ngroups * a.items);
+    a.d_rot_items = make_div(a.rot_items > 0 ? a.rot_items : 1);
+    a.d_copy_items = make_div(a.copy_items > 0 ? a.copy_items : 1);
+    a.d_S = make_div(a.S < (1ll << 31) ? a.S : 1);
+    {
+        const long long tes = (long long)ropekit_dtype_size(p->table_dtype), per = 16 / tes;
+        const bool t3 = p->rows == RK_ROWS_TABLE_3D;
+        a.tab_vec = p->cos_cs == 1 && p->sin_cs == 1 && (uintptr_t)p->cos % 16 == 0 &&
+                    (uintptr_t)p->sin % 16 == 0 &&
+                    (t3 ? p->cos_bs % per == 0 && p->cos_ss % per == 0 && p->sin_bs % per == 0 &&
+                              p->sin_ss % per == 0
+                        : p->cos_rs % per == 0 && p->sin_rs % per == 0);
+    }
+#define RK_ROT(DT_, TDT_)                                                                        \
+    return vec ? launch_rotary_flat<DT_, TDT_>(a, flat_total, G, st)                             \
+               : launch_rotary_scalar<DT_, TDT_>(a, smem, (unsigned)blocks, shm, st)
+    if (dt == ROPEKIT_FLOAT32) RK_ROT(ROPEKIT_FLOAT32, ROPEKIT_FLOAT32);
+    if (dt == ROPEKIT_FLOAT16) {
+        if (tdt == ROPEKIT_FLOAT32) RK_ROT(ROPEKIT_FLOAT16, ROPEKIT_FLOAT32);
+        RK_ROT(ROPEKIT_FLOAT16, ROPEKIT_FLOAT16);
+    }
+    if (tdt == ROPEKIT_FLOAT32) RK_ROT(ROPEKIT_BFLOAT16, ROPEKIT_FLOAT32);
+    RK_ROT(ROPEKIT_BFLOAT16, ROPEKIT_BFLOAT16);
+#undef RK_ROT
+}
+
+} // namespace rk_cuda

@@ -1,0 +1,94 @@
+/* The fusion's analysis helpers on a committed fixture (tests/fixtures/models/llama.onnx):
+ * memoized shape inference agrees with the unmemoized one, the numeric evaluator reproduces
+ * cos(position * inv_freq) computed here independently, refuses unknown ops with a reason, and
+ * the site verifier accepts the true site and refuses one whose table is tampered with.
+ * Usage: test_fuse_eval REPO_ROOT */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../check.h"
+#include "fuse_internal.h"
+
+static const Onnx__NodeProto *first_op(const rk_graph *ix, const char *op) {
+    for (size_t i = 0; i < ix->g->n_node; ++i)
+        if (!strcmp(ix->g->node[i]->op_type, op)) return ix->g->node[i];
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/fixtures/models/llama.onnx", argc > 1 ? argv[1] : ".");
+    ropekit_model *m = NULL;
+    if (ropekit_model_load(path, &m) != ROPEKIT_OK) {
+        printf("FAIL cannot load %s: %s\n", path, ropekit_last_error());
+        return 1;
+    }
+    rk_graph *ix = NULL;
+    CHECK(rk_graph_open(m, NULL, &ix) == ROPEKIT_OK, "graph index");
+    const Onnx__NodeProto *neg = first_op(ix, "Neg");
+    CHECK(neg != NULL, "the fixture has a Neg");
+
+    /* memoized and plain shape inference agree on every value */
+    size_t n = ix->n_values, differ = 0;
+    rk_shape *plain = calloc(n, sizeof *plain);
+    for (size_t i = 0; i < n; ++i) rk_value_rank(ix, ix->values[i].name, &plain[i]);
+    CHECK(rk_match_begin(ix) == ROPEKIT_OK, "memo");
+    for (size_t i = 0; i < n; ++i) {
+        rk_shape s;
+        rk_value_rank(ix, ix->values[i].name, &s);
+        /* the memo may know more (no depth cap), never something else */
+        if (plain[i].rank >= 0 && (s.rank != plain[i].rank ||
+                                   memcmp(s.dims, plain[i].dims, (size_t)s.rank * sizeof *s.dims)))
+            ++differ;
+    }
+    CHECK(differ == 0, "%zu values with a different shape under the memo", differ);
+    rk_site site;
+    int matched = neg && rk_match_rotate_half(ix, neg, &site);
+    rk_match_end();
+    free(plain);
+    CHECK(matched && !site.reason[0] && site.cos_term && site.angles.kind == RK_ANGLES_INV_FREQ,
+          "rotate_half site matched (%s)", matched ? site.reason : "no match");
+
+    /* the evaluator: cos rows for given positions, against cos(float(p) * inv_freq) here */
+    rk_eval *e = rk_eval_new(ix, 1 << 20, 1 << 22);
+    CHECK(e != NULL, "evaluator");
+    int64_t pd[2] = {2, 3};
+    double pos[6] = {0, 1, 7, 100, 2047, 33};
+    CHECK(rk_eval_bind(e, site.angles.positions, RK_DT_INT64, 2, pd, pos), "bind positions");
+    rk_eval_set_dim(e, "batch", 2);
+    rk_eval_set_dim(e, "sequence", 3);
+    const rk_ten *c = rk_eval_get(e, site.cos_term);
+    CHECK(c && c->rank == 3 && c->dims[0] == 2 && c->dims[1] == 3 && c->dims[2] == site.rotary_dim,
+          "cos term (%s)", c ? "shape" : rk_eval_error(e));
+    double worst = 0;
+    int64_t h = site.rotary_dim / 2;
+    for (int64_t r = 0; c && r < 6; ++r)
+        for (int64_t k = 0; k < site.rotary_dim; ++k) {
+            float ang = (float)pos[r] * site.angles.inv_freq[k % h];
+            double want = (double)(float)cos((double)ang) * site.angles.scale;
+            double d = fabs(c->v[r * site.rotary_dim + k] - want);
+            worst = d > worst ? d : worst;
+        }
+    CHECK(worst < 1e-6, "cos rows differ from cos(p * inv_freq) by %g", worst);
+    /* an op outside the evaluator's set: a clear refusal, not a crash */
+    const Onnx__NodeProto *sm = first_op(ix, "Softmax");
+    const rk_ten *y = sm ? rk_eval_get(e, sm->output[0]) : NULL;
+    CHECK(sm && !y && strstr(rk_eval_error(e), "does not know"), "Softmax refused: %s",
+          rk_eval_error(e));
+    rk_eval_free(e);
+
+    /* the verifier: the true site passes, a tampered table (inv_freq doubled) is refused */
+    rk_sites_verify(ix, &site, 1, 2048);
+    CHECK(site.verified && !site.reason[0], "the true site verifies (%s)", site.reason);
+    site.verified = 0;
+    for (int64_t k = 0; k < h; ++k) site.angles.inv_freq[k] *= 2;
+    rk_sites_verify(ix, &site, 1, 2048);
+    CHECK(strstr(site.reason, "disagree") != NULL, "tampered table refused (%s)", site.reason);
+    rk_site_free(&site);
+
+    rk_graph_close(ix);
+    ropekit_model_free(m);
+    return REPORT();
+}
