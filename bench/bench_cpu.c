@@ -88,7 +88,7 @@ static void fill_cos_sin(void *c, void *s, ropekit_dtype t, size_t n) {
 }
 
 /* ---- memcpy over T threads (helpers sleep on a condition variable between copies; copies
- * under 256 KiB stay on one thread, as ropekit's calls do) ------------------------------------ */
+ * under 1 MiB stay on one thread, as ropekit's calls do) ------------------------------------ */
 
 typedef struct copy_job {
     char *dst;
@@ -145,7 +145,7 @@ static void copy_threads_stop(void) {
 }
 static void par_memcpy(void *dst, const void *src, size_t n) {
     g_copy.dst = dst, g_copy.src = src, g_copy.n = n;
-    if (g_copy_threads == 1 || 2 * n < 256 * 1024) {
+    if (g_copy_threads == 1 || 2 * n < 1024 * 1024) {
         memcpy(dst, src, n);
         return;
     }

@@ -18,7 +18,10 @@ target_include_directories(ropekit_onnx_shared
           "${ROPEKIT_PROTOBUF_C_INCLUDE}")
 target_compile_definitions(ropekit_onnx_shared PRIVATE ${_rk_onnx_defs})
 target_link_libraries(ropekit_onnx_shared PRIVATE "${ROPEKIT_PROTOBUF_C_LIB}" m Threads::Threads)
-target_link_options(ropekit_onnx_shared PRIVATE "LINKER:-Bsymbolic" "LINKER:--no-undefined")
+target_link_options(ropekit_onnx_shared PRIVATE "LINKER:-Bsymbolic")
+if(NOT ROPEKIT_SANITIZE) # sanitizer runtimes come with the executable, not the shared library
+  target_link_options(ropekit_onnx_shared PRIVATE "LINKER:--no-undefined")
+endif()
 set_target_properties(ropekit_onnx_shared PROPERTIES OUTPUT_NAME ropekit_onnx EXPORT_NAME ropekit_onnx
   VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
   LIBRARY_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}")

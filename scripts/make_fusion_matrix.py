@@ -78,13 +78,15 @@ def longrope_factors(n):
 class DenseMLP(nn.Module):
     """Stands in for a MoE block (export of tiny MoE routing is not what this matrix tests)."""
 
-    def __init__(self, hidden, inter):
+    def __init__(self, hidden, inter, pair=False):
         super().__init__()
+        self.pair = pair
         self.up = nn.Linear(hidden, inter, bias=False)
         self.down = nn.Linear(inter, hidden, bias=False)
 
     def forward(self, x, *a, **k):
-        return self.down(torch.nn.functional.silu(self.up(x)))
+        y = self.down(torch.nn.functional.silu(self.up(x)))
+        return (y, None) if self.pair else y  # GPT-OSS's layer unpacks (out, router scores)
 
 
 def family(name):
@@ -378,7 +380,7 @@ def build(fam, dtype, attn="sdpa"):
         model = getattr(transformers, cls)(cfg)
     if extra.get("dense_mlp"):
         for layer in model.model.layers:
-            layer.mlp = DenseMLP(cfg.hidden_size, INTER)
+            layer.mlp = DenseMLP(cfg.hidden_size, INTER, pair=fam == "gpt_oss")
     model.eval()
     if dtype == "float16":
         model = model.half()

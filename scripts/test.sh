@@ -36,7 +36,7 @@ run_ctest build
 # ---- browser suite (owned by the WebGPU backend): the kernel packages (build/webgpu-packages)
 # through js/ropekit-webgpu.js in Debian's chromium headless (SwiftShader WebGPU, no shader-f16,
 # no f64), one browser start, every shared case of every operator bit for bit
-echo "== browser: WebGPU kernel packages + js/ropekit-webgpu.js in chromium headless"
+stage "browser: WebGPU kernel packages + js/ropekit-webgpu.js in chromium headless"
 .venv/bin/python tests/browser/run_browser_tests.py --packages build/webgpu-packages
 
 # ---- CUDA backend (owned by the CUDA backend): compile only, warnings as errors -------------

@@ -7,6 +7,7 @@ A benchmark program, not a test. Needs onnxruntime (with its `transformers` tool
 sympy and torch-free modules only), onnx, onnxscript/onnx_ir; e.g. /opt/venv-torch/bin/python.
 
     python bench/fuse/peers_matrix.py [--json OUT.json] [--markdown OUT.md] [--only NAME ...]
+                                      [--reuse EARLIER.json]   # measure only models not in it
 
 One subprocess per tool runs all models (a model that crashes the tool ends that batch; the
 rest is then run again in a new subprocess, so a crash costs one row, not the run):
@@ -16,7 +17,8 @@ rest is then run again in a new subprocess, so a crash costs one row, not the ru
              nodes (do_rotary=1): counted separately in `gqa_rotary`.
 Each output is saved to a temporary folder (external data beside it) and loaded in onnxruntime
 (CPU EP, optimizations off); `loads` says whether that worked.
-Sites to compare with: `rope_sites` from the fixtures' expect.json (derived from the configs).
+Sites to compare with: `rope_sites` from the fixtures' expect.json (derived from the configs);
+RotaryEmbedding nodes the exporter already wrote (torch's opset-23 exports) are subtracted.
 """
 
 import argparse
@@ -105,7 +107,11 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--markdown")
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--reuse", help="take the rows of models already measured in this --json output")
     args = ap.parse_args()
+    old = {}
+    if args.reuse:
+        old = {r["model"]: r for r in json.loads(pathlib.Path(args.reuse).read_text())["rows"]}
     rows, paths = [], []
     for d in DIRS:
         expect = json.loads((d / "expect.json").read_text())
@@ -114,12 +120,19 @@ def main():
                 continue
             if not e.get("loads_in_ort", True):
                 continue  # originals that do not run; their repaired twins are measured
+            import onnx
+            pre = sum(1 for n in onnx.load(str(d / f"{name}.onnx"), load_external_data=False).graph.node
+                      if n.op_type == "RotaryEmbedding")  # written by the exporter (opset 23)
             rows.append({"model": name, "where": d.name, "family": e.get("family", "ort_fusion"),
-                         "rope_sites": e["rope_sites"]})
+                         "rope_sites": e["rope_sites"], "in_input": pre})
             paths.append(str(d / f"{name}.onnx"))
+    todo = [(row, p) for row, p in zip(rows, paths) if row["model"] not in old]
+    for row, p in zip(rows, paths):
+        if row["model"] in old:
+            row.update({t: old[row["model"]][t] for t in TOOLS})
     for t in TOOLS:
-        res = run_tool(t, paths)
-        for row, p in zip(rows, paths):
+        res = run_tool(t, [p for _, p in todo])
+        for row, p in todo:
             row[t] = res[p]
         print(t, "done", flush=True)
     import onnxruntime
@@ -151,20 +164,22 @@ def cell(r):
 def markdown(meta, rows):
     out = [f"Date {meta['date']}, commit `{meta['commit']}`, onnxruntime {meta['onnxruntime']}, "
            f"onnxscript {meta['onnxscript']}, Python {meta['python']}.", "",
-           "| model | RoPE sites | ORT optimizer (gpt2) | ORT optimizer (qwen3) | onnxscript optimize_for_ort |",
-           "|---|---:|---:|---:|---:|"]
+           "| model | RoPE sites | already in the input | ORT optimizer (gpt2) | ORT optimizer (qwen3) | onnxscript optimize_for_ort |",
+           "|---|---:|---:|---:|---:|---:|"]
     for r in rows:
-        out.append(f"| {r['model']} | {r['rope_sites']} | {cell(r['ort-gpt2'])} | "
+        out.append(f"| {r['model']} | {r['rope_sites']} | {r['in_input']} | {cell(r['ort-gpt2'])} | "
                    f"{cell(r['ort-qwen3'])} | {cell(r['onnxscript'])} |")
     tot = sum(r["rope_sites"] for r in rows)
     out.append("")
+    pre = sum(r["in_input"] for r in rows)
     for t in TOOLS:
-        n = sum(r[t].get("rope", 0) for r in rows if "error" not in r[t])
-        good = sum(min(r[t].get("rope", 0), r["rope_sites"]) for r in rows
+        n = sum(max(r[t].get("rope", 0) - r["in_input"], 0) for r in rows if "error" not in r[t])
+        good = sum(max(min(r[t].get("rope", 0), r["rope_sites"]) - r["in_input"], 0) for r in rows
                    if "error" not in r[t] and r[t].get("loads", True))
         err = sum(1 for r in rows if "error" in r[t])
-        out.append(f"* {t}: {n} RotaryEmbedding nodes over {len(rows)} models ({tot} RoPE sites); "
-                   f"{good} in outputs that load; {err} models where the tool raised.")
+        out.append(f"* {t}: {n} RotaryEmbedding nodes added over {len(rows)} models ({tot} RoPE "
+                   f"sites, {pre} already fused by the exporter); {good} of them in outputs that "
+                   f"load; {err} models where the tool raised.")
     return "\n".join(out)
 
 

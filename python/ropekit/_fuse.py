@@ -94,9 +94,10 @@ def fuse(src, dst=None, *, max_positions=None, config=None, target="ort", dry_ru
     """Find the RoPE subgraphs of the ONNX model `src` and write a copy with fused nodes to `dst`
     (atomically; `src` is never modified), as ``ropekit fuse SRC DST`` does.
 
-    max_positions: rows of the cos/sin tables (largest position id + 1); default: from `config`
-    (a Hugging Face config.json), else from the config found next to `src` (SRC's stem +
-    '.config.json', then config.json in its directory), else 4096 with a warning in the report.
+    max_positions: a fixed cos/sin table of this many rows (largest position id + 1). Default: no
+    table — the fused nodes read the graph's own per-call cos/sin rows (no position limit).
+    config: a Hugging Face config.json; given without max_positions, a fixed table of its
+    max_position_embeddings rows.
     target: 'ort' (com.microsoft.RotaryEmbedding, stock onnxruntime) or 'onnx' (ai.onnx
     RotaryEmbedding, only for opset >= 23 models) or 'ropekit' (the ai.ropekit ops of
     libropekit_ort). DeepSeek-V4 attention becomes QKNormRotaryEmbedding / InverseRotaryRegroup,
@@ -115,8 +116,10 @@ def fuse(src, dst=None, *, max_positions=None, config=None, target="ort", dry_ru
     elif not dry_run:
         raise Error(1, "dst: missing the output file (or pass dry_run=True)")
     cfg = _path(config, "config") if config is not None else None
-    if cfg is None and max_positions is None:
-        cfg = _find_config(s)
+    # as `ropekit fuse`: a fixed table only when asked for (max_positions, or config: its length
+    # from the config, -1 = ROPEKIT_FUSE_TABLE_FROM_CONFIG); by default per-call rows, no length
+    if max_positions is None and cfg is not None:
+        max_positions = -1
     lib = _library()
     opts = _FuseOptions(int(max_positions or 0), cfg, _TARGETS[target], 1 if dry_run else 0)
     model, report = ctypes.c_void_p(), ctypes.c_void_p()

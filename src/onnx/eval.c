@@ -115,8 +115,10 @@ rk_eval *rk_eval_new(const rk_graph *ix, int64_t max_elems, int64_t budget) {
 
 void rk_eval_free(rk_eval *e) {
     if (!e) return;
-    for (size_t i = 0; e->vals && i < e->n; ++i) ten_free(e->vals[i]);
-    for (size_t i = 0; i < e->n_dims; ++i) free(e->dim_name[i]);
+    for (size_t i = 0; e->vals && i < e->n; ++i)
+        ten_free(e->vals[i]);
+    for (size_t i = 0; i < e->n_dims; ++i)
+        free(e->dim_name[i]);
     free(e->vals), free(e->state), free(e);
 }
 
@@ -155,7 +157,8 @@ int rk_eval_bind(rk_eval *e, const char *name, int32_t type, int rank, const int
     if (i >= e->n) return efail(e, "'%s' is not a value of the graph", name ? name : "?");
     rk_ten *t = ten_new(e, type, rank, dims);
     if (!t) return 0;
-    for (int64_t k = 0; k < t->n; ++k) t->v[k] = round_to(type, values[k]);
+    for (int64_t k = 0; k < t->n; ++k)
+        t->v[k] = round_to(type, values[k]);
     ten_free(e->vals[i]);
     e->vals[i] = t;
     e->state[i] = ST_OK;
@@ -166,7 +169,8 @@ int rk_eval_bind(rk_eval *e, const char *name, int32_t type, int rank, const int
 
 static void strides_of(const rk_ten *t, int64_t *st) {
     int64_t s = 1;
-    for (int i = t->rank - 1; i >= 0; --i) st[i] = s, s *= t->dims[i];
+    for (int i = t->rank - 1; i >= 0; --i)
+        st[i] = s, s *= t->dims[i];
 }
 
 /* numpy broadcasting of k shapes into out (rank r). */
@@ -181,8 +185,9 @@ static int broadcast_shape(rk_eval *e, const rk_ten *const *ts, int k, int *r, i
             int ii = i - (rank - ts[j]->rank);
             int64_t dj = ii >= 0 ? ts[j]->dims[ii] : 1;
             if (dj == d || dj == 1) continue;
-            if (d != 1) return efail(e, "shapes do not broadcast (%lld against %lld)", (long long)d,
-                                     (long long)dj);
+            if (d != 1)
+                return efail(e, "shapes do not broadcast (%lld against %lld)", (long long)d,
+                             (long long)dj);
             d = dj;
         }
         out[i] = d;
@@ -227,7 +232,8 @@ static int to_i64_vec(rk_eval *e, const rk_ten *t, int64_t *out, size_t cap, siz
 static int norm_axis(rk_eval *e, int64_t a, int rank, int64_t *out) {
     *out = 0;
     if (a < 0) a += rank;
-    if (a < 0 || a >= rank) return efail(e, "axis %lld out of range for rank %d", (long long)a, rank);
+    if (a < 0 || a >= rank)
+        return efail(e, "axis %lld out of range for rank %d", (long long)a, rank);
     *out = a;
     return 1;
 }
@@ -284,8 +290,8 @@ static double unary(const char *op, double x, int *ok) {
 /* 1: the result is bool */
 static int binary_kind(const char *op) {
     static const char *const arith[] = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod"};
-    static const char *const cmp[] = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual",
-                                      "And", "Or", "Xor"};
+    static const char *const cmp[] = {"Equal",       "Greater", "Less", "GreaterOrEqual",
+                                      "LessOrEqual", "And",     "Or",   "Xor"};
     for (size_t i = 0; i < sizeof arith / sizeof *arith; ++i)
         if (!strcmp(op, arith[i])) return 1;
     for (size_t i = 0; i < sizeof cmp / sizeof *cmp; ++i)
@@ -316,18 +322,21 @@ static double binary(const char *op, double a, double b, int integer) {
     }
 }
 
-static rk_ten *elementwise(rk_eval *e, const char *op, const rk_ten *const *ts, int k, int32_t type) {
+static rk_ten *elementwise(rk_eval *e, const char *op, const rk_ten *const *ts, int k,
+                           int32_t type) {
     int r;
     int64_t dims[RK_SHAPE_MAX_RANK], idx[RK_SHAPE_MAX_RANK] = {0};
     int64_t st[3][RK_SHAPE_MAX_RANK];
     if (!broadcast_shape(e, ts, k, &r, dims)) return NULL;
     rk_ten *o = ten_new(e, type, r, dims);
     if (!o) return NULL;
-    for (int j = 0; j < k; ++j) strides_of(ts[j], st[j]);
+    for (int j = 0; j < k; ++j)
+        strides_of(ts[j], st[j]);
     int integer = !is_float_type(ts[k - 1]->type);
     for (int64_t i = 0; i < o->n; ++i, next_index(idx, dims, r)) {
         double v[3];
-        for (int j = 0; j < k; ++j) v[j] = ts[j]->v[bcast_off(ts[j], st[j], idx, r)];
+        for (int j = 0; j < k; ++j)
+            v[j] = ts[j]->v[bcast_off(ts[j], st[j], idx, r)];
         double y = k == 3 ? (v[0] != 0 ? v[1] : v[2]) : binary(op, v[0], v[1], integer);
         o->v[i] = round_to(type, y);
     }
@@ -401,7 +410,8 @@ static rk_ten *op_transpose(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *
     int64_t idx[RK_SHAPE_MAX_RANK] = {0};
     for (int64_t i = 0; i < o->n; ++i, next_index(idx, dims, a->rank)) {
         int64_t off = 0;
-        for (int k = 0; k < a->rank; ++k) off += idx[k] * st[perm[k]];
+        for (int k = 0; k < a->rank; ++k)
+            off += idx[k] * st[perm[k]];
         o->v[i] = a->v[off];
     }
     return o;
@@ -422,7 +432,8 @@ static rk_ten *op_slice(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *a, i
         return NULL;
     }
     int64_t lo[RK_SHAPE_MAX_RANK], step[RK_SHAPE_MAX_RANK], dims[RK_SHAPE_MAX_RANK];
-    for (int i = 0; i < a->rank; ++i) lo[i] = 0, step[i] = 1, dims[i] = a->dims[i];
+    for (int i = 0; i < a->rank; ++i)
+        lo[i] = 0, step[i] = 1, dims[i] = a->dims[i];
     for (size_t k = 0; k < ns; ++k) {
         int64_t ax;
         if (!norm_axis(e, p3 ? axes[k] : (int64_t)k, a->rank, &ax)) return NULL;
@@ -450,7 +461,8 @@ static rk_ten *op_slice(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *a, i
     strides_of(a, st);
     for (int64_t i = 0; i < o->n; ++i, next_index(idx, dims, a->rank)) {
         int64_t off = 0;
-        for (int k = 0; k < a->rank; ++k) off += (lo[k] + idx[k] * step[k]) * st[k];
+        for (int k = 0; k < a->rank; ++k)
+            off += (lo[k] + idx[k] * step[k]) * st[k];
         o->v[i] = a->v[off];
     }
     return o;
@@ -484,8 +496,10 @@ static rk_ten *op_concat(rk_eval *e, const Onnx__NodeProto *n, int depth) {
     rk_ten *o = ten_new(e, first->type, first->rank, dims);
     if (!o) return NULL;
     int64_t outer = 1, inner = 1;
-    for (int k = 0; k < ax; ++k) outer *= dims[k];
-    for (int k = (int)ax + 1; k < first->rank; ++k) inner *= dims[k];
+    for (int k = 0; k < ax; ++k)
+        outer *= dims[k];
+    for (int k = (int)ax + 1; k < first->rank; ++k)
+        inner *= dims[k];
     int64_t col = 0;
     for (size_t i = 0; i < n->n_input; ++i) {
         const rk_ten *t = get(e, n->input[i], depth + 1);
@@ -511,7 +525,8 @@ static rk_ten *op_expand(rk_eval *e, const rk_ten *a, const rk_ten *s) {
     rk_ten *o = ten_new(e, a->type, r, dims);
     if (!o) return NULL;
     strides_of(a, st);
-    for (int64_t i = 0; i < o->n; ++i, next_index(idx, dims, r)) o->v[i] = a->v[bcast_off(a, st, idx, r)];
+    for (int64_t i = 0; i < o->n; ++i, next_index(idx, dims, r))
+        o->v[i] = a->v[bcast_off(a, st, idx, r)];
     return o;
 }
 
@@ -536,7 +551,8 @@ static rk_ten *op_tile(rk_eval *e, const rk_ten *a, const rk_ten *rp) {
     int64_t idx[RK_SHAPE_MAX_RANK] = {0};
     for (int64_t i = 0; i < o->n; ++i, next_index(idx, dims, a->rank)) {
         int64_t off = 0;
-        for (int k = 0; k < a->rank; ++k) off += (idx[k] % a->dims[k]) * st[k];
+        for (int k = 0; k < a->rank; ++k)
+            off += (idx[k] % a->dims[k]) * st[k];
         o->v[i] = a->v[off];
     }
     return o;
@@ -552,14 +568,19 @@ static rk_ten *op_gather(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *a, 
     }
     int64_t dims[RK_SHAPE_MAX_RANK];
     int k = 0;
-    for (int i = 0; i < ax; ++i) dims[k++] = a->dims[i];
-    for (int i = 0; i < ind->rank; ++i) dims[k++] = ind->dims[i];
-    for (int i = (int)ax + 1; i < a->rank; ++i) dims[k++] = a->dims[i];
+    for (int i = 0; i < ax; ++i)
+        dims[k++] = a->dims[i];
+    for (int i = 0; i < ind->rank; ++i)
+        dims[k++] = ind->dims[i];
+    for (int i = (int)ax + 1; i < a->rank; ++i)
+        dims[k++] = a->dims[i];
     rk_ten *o = ten_new(e, a->type, r, dims);
     if (!o) return NULL;
     int64_t outer = 1, inner = 1, d = a->dims[ax];
-    for (int i = 0; i < ax; ++i) outer *= a->dims[i];
-    for (int i = (int)ax + 1; i < a->rank; ++i) inner *= a->dims[i];
+    for (int i = 0; i < ax; ++i)
+        outer *= a->dims[i];
+    for (int i = (int)ax + 1; i < a->rank; ++i)
+        inner *= a->dims[i];
     int64_t pos = 0;
     for (int64_t p = 0; p < outer; ++p)
         for (int64_t j = 0; j < ind->n; ++j) {
@@ -567,8 +588,8 @@ static rk_ten *op_gather(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *a, 
             if (q < 0) q += d;
             if (q < 0 || q >= d) {
                 ten_free(o);
-                efail(e, "Gather index %lld out of range [0, %lld) in '%s'",
-                      (long long)ind->v[j], (long long)d, n->output[0]);
+                efail(e, "Gather index %lld out of range [0, %lld) in '%s'", (long long)ind->v[j],
+                      (long long)d, n->output[0]);
                 return NULL;
             }
             memcpy(o->v + pos, a->v + (p * d + q) * inner, (size_t)inner * sizeof *o->v);
@@ -605,7 +626,8 @@ static rk_ten *op_gather_elements(rk_eval *e, const Onnx__NodeProto *n, const rk
     return o;
 }
 
-static rk_ten *op_gather_nd(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *a, const rk_ten *ind) {
+static rk_ten *op_gather_nd(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *a,
+                            const rk_ten *ind) {
     if (rk_attr_i(n, "batch_dims", 0) != 0 || ind->rank < 1) {
         efail(e, "GatherND with batch_dims");
         return NULL;
@@ -617,8 +639,10 @@ static rk_ten *op_gather_nd(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *
     }
     int64_t dims[RK_SHAPE_MAX_RANK], st[RK_SHAPE_MAX_RANK];
     int r = 0;
-    for (int i = 0; i < ind->rank - 1; ++i) dims[r++] = ind->dims[i];
-    for (int i = (int)m; i < a->rank; ++i) dims[r++] = a->dims[i];
+    for (int i = 0; i < ind->rank - 1; ++i)
+        dims[r++] = ind->dims[i];
+    for (int i = (int)m; i < a->rank; ++i)
+        dims[r++] = a->dims[i];
     rk_ten *o = ten_new(e, a->type, r, dims);
     if (!o) return NULL;
     strides_of(a, st);
@@ -669,7 +693,8 @@ static rk_ten *op_matmul(rk_eval *e, const rk_ten *a0, const rk_ten *b0) {
     rk_ten *o = ten_new(e, a0->type, orank, odims);
     if (!o) return NULL;
     int64_t idx[RK_SHAPE_MAX_RANK] = {0}, nb = 1;
-    for (int i = 0; i < r; ++i) nb *= dims[i];
+    for (int i = 0; i < r; ++i)
+        nb *= dims[i];
     for (int64_t bi = 0; bi < nb; ++bi, next_index(idx, dims, r)) {
         const double *pa_ = a0->v + bcast_off(&ba, sa, idx, r) * M * K;
         const double *pb_ = b0->v + bcast_off(&bb, sb, idx, r) * K * N;
@@ -677,7 +702,8 @@ static rk_ten *op_matmul(rk_eval *e, const rk_ten *a0, const rk_ten *b0) {
         for (int64_t i = 0; i < M; ++i)
             for (int64_t j = 0; j < N; ++j) {
                 double s = 0;
-                for (int64_t k = 0; k < K; ++k) s += pa_[i * K + k] * pb_[k * N + j];
+                for (int64_t k = 0; k < K; ++k)
+                    s += pa_[i * K + k] * pb_[k * N + j];
                 po[i * N + j] = round_to(o->type, s);
             }
     }
@@ -692,7 +718,8 @@ static rk_ten *op_reduce(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *a, 
     int red[RK_SHAPE_MAX_RANK] = {0};
     if (!present || na == 0) {
         if (rk_attr_i(n, "noop_with_empty_axes", 0)) return copy_with_shape(e, a, a->rank, a->dims);
-        for (int i = 0; i < a->rank; ++i) red[i] = 1;
+        for (int i = 0; i < a->rank; ++i)
+            red[i] = 1;
     }
     for (size_t i = 0; i < na; ++i) {
         int64_t ax;
@@ -711,7 +738,8 @@ static rk_ten *op_reduce(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *a, 
     const char *op = n->op_type;
     int is_max = !strcmp(op, "ReduceMax"), is_min = !strcmp(op, "ReduceMin");
     int is_mean = !strcmp(op, "ReduceMean");
-    for (int64_t i = 0; i < o->n; ++i) o->v[i] = is_max ? -INFINITY : is_min ? INFINITY : 0;
+    for (int64_t i = 0; i < o->n; ++i)
+        o->v[i] = is_max ? -INFINITY : is_min ? INFINITY : 0;
     int64_t *cnt = NULL;
     rk_ten kt = {0};
     kt.rank = a->rank;
@@ -722,11 +750,15 @@ static rk_ten *op_reduce(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *a, 
     (void)cnt;
     for (int64_t i = 0; i < a->n; ++i, next_index(idx, a->dims, a->rank)) {
         int64_t off = 0;
-        for (int k = 0; k < a->rank; ++k) off += (red[k] ? 0 : idx[k]) * st[k];
+        for (int k = 0; k < a->rank; ++k)
+            off += (red[k] ? 0 : idx[k]) * st[k];
         double x = a->v[i];
-        if (is_max) o->v[off] = x > o->v[off] ? x : o->v[off];
-        else if (is_min) o->v[off] = x < o->v[off] ? x : o->v[off];
-        else o->v[off] += x;
+        if (is_max)
+            o->v[off] = x > o->v[off] ? x : o->v[off];
+        else if (is_min)
+            o->v[off] = x < o->v[off] ? x : o->v[off];
+        else
+            o->v[off] += x;
     }
     for (int64_t i = 0; i < o->n; ++i)
         o->v[i] = round_to(o->type, is_mean && group ? o->v[i] / (double)group : o->v[i]);
@@ -736,7 +768,8 @@ static rk_ten *op_reduce(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *a, 
 static rk_ten *op_scatter_nd(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *a,
                              const rk_ten *ind, const rk_ten *upd) {
     const Onnx__AttributeProto *red = rk_node_attr(n, "reduction");
-    if ((red && red->has_s && !(red->s.len == 4 && !memcmp(red->s.data, "none", 4))) || ind->rank < 1) {
+    if ((red && red->has_s && !(red->s.len == 4 && !memcmp(red->s.data, "none", 4))) ||
+        ind->rank < 1) {
         efail(e, "ScatterND with a reduction");
         return NULL;
     }
@@ -821,7 +854,8 @@ static rk_ten *leaf(rk_eval *e, const char *name) {
             efail(e, "'%s' is not a readable constant: %s", name, ropekit_last_error());
             return NULL;
         }
-        for (int64_t i = 0; i < t->n; ++i) t->v[i] = round_to(t->type, t->v[i]);
+        for (int64_t i = 0; i < t->n; ++i)
+            t->v[i] = round_to(t->type, t->v[i]);
         return t;
     }
     /* a graph input the caller did not bind: probe dims by name, deterministic contents */
@@ -876,7 +910,8 @@ static void eval_node(rk_eval *e, const Onnx__NodeProto *n, const char *want, in
     const rk_ten *a = NULL, *b = NULL, *c = NULL;
     int kind;
     if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0) {
-        efail(e, "'%s' is computed by %s.%s, which the evaluator does not know", want, n->domain, op);
+        efail(e, "'%s' is computed by %s.%s, which the evaluator does not know", want, n->domain,
+              op);
         store(e, want, NULL);
         return;
     }
@@ -894,7 +929,8 @@ static void eval_node(rk_eval *e, const Onnx__NodeProto *n, const char *want, in
             to = b->type;
         if (a && (strcmp(op, "CastLike") || b) && (o = copy_with_shape(e, a, a->rank, a->dims))) {
             o->type = to;
-            for (int64_t i = 0; i < o->n; ++i) o->v[i] = round_to(to, o->v[i]);
+            for (int64_t i = 0; i < o->n; ++i)
+                o->v[i] = round_to(to, o->v[i]);
         }
     } else if ((kind = binary_kind(op)) != 0) {
         if ((a = in_at(e, n, 0, depth)) && (b = in_at(e, n, 1, depth))) {
@@ -902,7 +938,8 @@ static void eval_node(rk_eval *e, const Onnx__NodeProto *n, const char *want, in
             o = elementwise(e, op, ts, 2, kind == 2 ? RK_DT_BOOL : a->type);
         }
     } else if (!strcmp(op, "Where")) {
-        if ((a = in_at(e, n, 0, depth)) && (b = in_at(e, n, 1, depth)) && (c = in_at(e, n, 2, depth))) {
+        if ((a = in_at(e, n, 0, depth)) && (b = in_at(e, n, 1, depth)) &&
+            (c = in_at(e, n, 2, depth))) {
             const rk_ten *ts[3] = {a, b, c};
             o = elementwise(e, op, ts, 3, b->type);
         }
@@ -915,9 +952,11 @@ static void eval_node(rk_eval *e, const Onnx__NodeProto *n, const char *want, in
             en = en < s ? s : en > a->rank ? a->rank : en;
             int64_t len = !strcmp(op, "Size") ? 1 : en - s;
             o = ten_new(e, RK_DT_INT64, !strcmp(op, "Size") ? 0 : 1, &len);
-            if (o && !strcmp(op, "Size")) o->v[0] = (double)a->n;
+            if (o && !strcmp(op, "Size"))
+                o->v[0] = (double)a->n;
             else if (o)
-                for (int64_t i = 0; i < len; ++i) o->v[i] = (double)a->dims[s + i];
+                for (int64_t i = 0; i < len; ++i)
+                    o->v[i] = (double)a->dims[s + i];
         }
     } else if (!strcmp(op, "Reshape")) {
         if ((a = in_at(e, n, 0, depth)) && (b = in_at(e, n, 1, depth))) o = op_reshape(e, n, a, b);
@@ -925,7 +964,8 @@ static void eval_node(rk_eval *e, const Onnx__NodeProto *n, const char *want, in
         if ((a = in_at(e, n, 0, depth))) {
             int64_t ax = rk_attr_i(n, "axis", 1), d[2] = {1, 1};
             if (ax < 0) ax += a->rank;
-            for (int i = 0; i < a->rank; ++i) d[i < ax ? 0 : 1] *= a->dims[i];
+            for (int i = 0; i < a->rank; ++i)
+                d[i < ax ? 0 : 1] *= a->dims[i];
             o = copy_with_shape(e, a, 2, d);
         }
     } else if (!strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze")) {
@@ -942,7 +982,8 @@ static void eval_node(rk_eval *e, const Onnx__NodeProto *n, const char *want, in
                 if (rr > RK_SHAPE_MAX_RANK) ok = efail(e, "Unsqueeze past rank 16");
                 for (size_t i = 0; ok && i < na; ++i)
                     if ((ok = norm_axis(e, axes[i], rr, &ax))) isnew[ax] = 1;
-                for (int i = 0; ok && i < rr; ++i) dims[r++] = isnew[i] ? 1 : a->dims[k++];
+                for (int i = 0; ok && i < rr; ++i)
+                    dims[r++] = isnew[i] ? 1 : a->dims[k++];
             } else {
                 int drop[RK_SHAPE_MAX_RANK] = {0};
                 int64_t ax;
@@ -978,7 +1019,8 @@ static void eval_node(rk_eval *e, const Onnx__NodeProto *n, const char *want, in
                 ns = k;
             }
             int64_t total = 0;
-            for (size_t i = 0; i < ns; ++i) total += sizes[i];
+            for (size_t i = 0; i < ns; ++i)
+                total += sizes[i];
             if (ns != k || total != a->dims[ax]) {
                 efail(e, "Split '%s' sizes do not cover the axis", n->output[0]);
             } else {
@@ -987,17 +1029,22 @@ static void eval_node(rk_eval *e, const Onnx__NodeProto *n, const char *want, in
                     int64_t dims[RK_SHAPE_MAX_RANK], outer = 1, inner = 1;
                     memcpy(dims, a->dims, sizeof dims);
                     dims[ax] = sizes[i];
-                    for (int q = 0; q < ax; ++q) outer *= a->dims[q];
-                    for (int q = (int)ax + 1; q < a->rank; ++q) inner *= a->dims[q];
+                    for (int q = 0; q < ax; ++q)
+                        outer *= a->dims[q];
+                    for (int q = (int)ax + 1; q < a->rank; ++q)
+                        inner *= a->dims[q];
                     rk_ten *t = ten_new(e, a->type, a->rank, dims);
                     if (!t) break;
                     for (int64_t r = 0; r < outer; ++r)
                         memcpy(t->v + r * sizes[i] * inner, a->v + (r * a->dims[ax] + off) * inner,
                                (size_t)(sizes[i] * inner) * sizeof *t->v);
                     off += sizes[i];
-                    if (!n->output[i][0]) ten_free(t);
-                    else if (strcmp(n->output[i], want) != 0) store(e, n->output[i], t);
-                    else o = t;
+                    if (!n->output[i][0])
+                        ten_free(t);
+                    else if (strcmp(n->output[i], want) != 0)
+                        store(e, n->output[i], t);
+                    else
+                        o = t;
                 }
             }
         }
@@ -1011,15 +1058,16 @@ static void eval_node(rk_eval *e, const Onnx__NodeProto *n, const char *want, in
         if ((a = in_at(e, n, 0, depth)) && (b = in_at(e, n, 1, depth)))
             o = op_gather_elements(e, n, a, b);
     } else if (!strcmp(op, "GatherND")) {
-        if ((a = in_at(e, n, 0, depth)) && (b = in_at(e, n, 1, depth))) o = op_gather_nd(e, n, a, b);
+        if ((a = in_at(e, n, 0, depth)) && (b = in_at(e, n, 1, depth)))
+            o = op_gather_nd(e, n, a, b);
     } else if (!strcmp(op, "MatMul")) {
         if ((a = in_at(e, n, 0, depth)) && (b = in_at(e, n, 1, depth))) o = op_matmul(e, a, b);
-    } else if (!strncmp(op, "Reduce", 6) &&
-               (!strcmp(op + 6, "Max") || !strcmp(op + 6, "Min") || !strcmp(op + 6, "Sum") ||
-                !strcmp(op + 6, "Mean"))) {
+    } else if (!strncmp(op, "Reduce", 6) && (!strcmp(op + 6, "Max") || !strcmp(op + 6, "Min") ||
+                                             !strcmp(op + 6, "Sum") || !strcmp(op + 6, "Mean"))) {
         if ((a = in_at(e, n, 0, depth))) o = op_reduce(e, n, a, depth);
     } else if (!strcmp(op, "Range")) {
-        if ((a = in_at(e, n, 0, depth)) && (b = in_at(e, n, 1, depth)) && (c = in_at(e, n, 2, depth))) {
+        if ((a = in_at(e, n, 0, depth)) && (b = in_at(e, n, 1, depth)) &&
+            (c = in_at(e, n, 2, depth))) {
             if (a->n != 1 || b->n != 1 || c->n != 1 || c->v[0] == 0) {
                 efail(e, "Range '%s' of non-scalars or step 0", n->output[0]);
             } else {
@@ -1044,13 +1092,16 @@ static void eval_node(rk_eval *e, const Onnx__NodeProto *n, const char *want, in
                     efail(e, "ConstantOfShape '%s' has no one-element value", n->output[0]);
             }
             if (!e->err[0] && (o = ten_new(e, type, (int)nd, dims)))
-                for (int64_t i = 0; i < o->n; ++i) o->v[i] = round_to(type, x);
+                for (int64_t i = 0; i < o->n; ++i)
+                    o->v[i] = round_to(type, x);
         }
     } else if (!strcmp(op, "ScatterND")) {
-        if ((a = in_at(e, n, 0, depth)) && (b = in_at(e, n, 1, depth)) && (c = in_at(e, n, 2, depth)))
+        if ((a = in_at(e, n, 0, depth)) && (b = in_at(e, n, 1, depth)) &&
+            (c = in_at(e, n, 2, depth)))
             o = op_scatter_nd(e, n, a, b, c);
     } else if (!strcmp(op, "ScatterElements")) {
-        if ((a = in_at(e, n, 0, depth)) && (b = in_at(e, n, 1, depth)) && (c = in_at(e, n, 2, depth)))
+        if ((a = in_at(e, n, 0, depth)) && (b = in_at(e, n, 1, depth)) &&
+            (c = in_at(e, n, 2, depth)))
             o = op_scatter_elements(e, n, a, b, c);
     } else {
         int ok = 1;
@@ -1058,7 +1109,8 @@ static void eval_node(rk_eval *e, const Onnx__NodeProto *n, const char *want, in
         if (!ok) {
             efail(e, "'%s' is computed by %s, which the evaluator does not know", want, op);
         } else if ((a = in_at(e, n, 0, depth)) && (o = copy_with_shape(e, a, a->rank, a->dims))) {
-            for (int64_t i = 0; i < o->n; ++i) o->v[i] = round_to(o->type, unary(op, o->v[i], &ok));
+            for (int64_t i = 0; i < o->n; ++i)
+                o->v[i] = round_to(o->type, unary(op, o->v[i], &ok));
         }
     }
     store(e, want, o);

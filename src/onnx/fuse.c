@@ -16,6 +16,7 @@ typedef struct rk_unfused {
     char reason[2 * RK_REASON];
     int64_t *sites; /* indices of the sites its values reach */
     size_t n_sites;
+    int feeds_rotary; /* it already feeds a RotaryEmbedding-family node (an opset-23 export) */
 } rk_unfused;
 
 struct ropekit_fuse_report {
@@ -477,6 +478,7 @@ static ropekit_status collect_trig(rk_graph *ix, ropekit_fuse_report *r) {
         while (head < tail && st == ROPEKIT_OK) {
             int32_t at = queue[head], lv = level[head++];
             const Onnx__NodeProto *m = g->node[at];
+            if (strstr(m->op_type, "RotaryEmbedding")) u->feeds_rotary = 1;
             for (size_t k = 0; k < m->n_output; ++k) {
                 const char *o = m->output[k];
                 for (size_t si = 0; si < r->n_sites; ++si) {
@@ -520,7 +522,8 @@ static void account_trig(rk_graph *ix, ropekit_fuse_report *r) {
             all_done &= done;
         }
         /* per-call rows: a Cos/Sin whose sites are all fused now feeds the fused nodes */
-        int rows_fed = all_done && !strcmp(r->mode, "per-call rows");
+        int rows_fed = (all_done && !strcmp(r->mode, "per-call rows")) ||
+                       (u->feeds_rotary && !skipped); /* already the input of a fused op */
         if (!present || rows_fed ||
             (r->dry_run && all_done && !(v->flags & RK_VALUE_OUTPUT) && v->n_consumers <= u->n_sites)) {
             free(u->value), free(u->sites);
@@ -599,8 +602,7 @@ static ropekit_status check_table_bytes(const ropekit_fuse_report *r) {
     double per_row = 0, fixed = 0;
     for (size_t i = 0; i < r->n_sites; ++i) {
         const rk_site *s = &r->sites[i];
-        /* per-call rows (RK_ANGLES_ROWS) are computed in the graph: no stored table */
-        if (s->reason[0] || !s->angles_ok || s->angles.kind == RK_ANGLES_ROWS) continue;
+        if (s->reason[0] || !s->angles_ok || s->angles.kind == RK_ANGLES_ROWS) continue; /* no table */
         int seen = 0;
         for (size_t k = 0; k < i && !seen; ++k) {
             const rk_site *o = &r->sites[k];

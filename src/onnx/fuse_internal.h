@@ -18,7 +18,7 @@
 
 #include "onnx_internal.h"
 
-#define RK_REASON 256
+#define RK_REASON 640
 
 /* Where a site's cos/sin come from. */
 typedef enum rk_angle_kind {

@@ -254,8 +254,13 @@ static void infer_shape(const rk_graph *ix, const char *name, rk_shape *out, int
 }
 
 static void infer_shape_compute(const rk_graph *ix, const char *name, rk_shape *out, int depth) {
+    if (!name) { /* an absent input (a fuzzed Where/Add with one operand) */
+        memset(out, 0, sizeof *out);
+        out->rank = -1;
+        return;
+    }
     rk_graph_shape(ix, name, out);
-    if (out->rank >= 0 || depth > 24 || !name) return;
+    if (out->rank >= 0 || depth > 24) return;
     Onnx__NodeProto *n = rk_graph_producer(ix, name);
     if (!n || !is_default_domain(n)) return;
     const char *op = n->op_type;

@@ -9,8 +9,8 @@
  * Probes: batch 2, sequence 3 (symbolic dims of graph inputs named like those of the position
  * ids get the same values), x random in [-1, 1] in its element type, positions spread over the
  * table's first 8192 rows (0, the last probed row, and values between; different per batch row,
- * so a table that ignores the batch or the token is caught). All sites share one evaluator, so the angle subgraph they
- * share is evaluated once. */
+ * so a table that ignores the batch or the token is caught). All sites share one evaluator, so the
+ * angle subgraph they share is evaluated once. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +28,9 @@ static _Thread_local int64_t tl_probe_b = 2, tl_probe_s = 3;
 #define BUDGET ((int64_t)1 << 25)
 
 static ropekit_dtype to_dtype(int32_t t) {
-    return t == RK_DT_FLOAT16 ? ROPEKIT_FLOAT16 : t == RK_DT_BFLOAT16 ? ROPEKIT_BFLOAT16 : ROPEKIT_FLOAT32;
+    return t == RK_DT_FLOAT16    ? ROPEKIT_FLOAT16
+           : t == RK_DT_BFLOAT16 ? ROPEKIT_BFLOAT16
+                                 : ROPEKIT_FLOAT32;
 }
 
 /* dims of a value's declared type, by name, into the evaluator */
@@ -106,14 +108,16 @@ static ropekit_status cached_tables(table_cache *tc, const rk_site *s, int64_t P
         }
     RK_TRY(rk_angles_tables(&s->angles, s->elem_type, P, cb, sb, rows));
     int k = tc->n < TABLE_CACHE ? tc->n++ : TABLE_CACHE - 1;
-    if (tc->n == TABLE_CACHE && k == TABLE_CACHE - 1 && tc->a[k]) free(tc->cos[k]), free(tc->sin[k]);
+    if (tc->n == TABLE_CACHE && k == TABLE_CACHE - 1 && tc->a[k])
+        free(tc->cos[k]), free(tc->sin[k]);
     tc->a[k] = &s->angles, tc->type[k] = s->elem_type;
     tc->cos[k] = *cb, tc->sin[k] = *sb, tc->rows[k] = *rows;
     return ROPEKIT_OK;
 }
 
 static void cache_free(table_cache *tc) {
-    for (int i = 0; i < tc->n; ++i) free(tc->cos[i]), free(tc->sin[i]);
+    for (int i = 0; i < tc->n; ++i)
+        free(tc->cos[i]), free(tc->sin[i]);
     tc->n = 0;
 }
 
@@ -124,24 +128,28 @@ static ropekit_status run_fused(table_cache *tc, const rk_site *s, const int64_t
     ropekit_dtype dt = to_dtype(s->elem_type);
     char *cb = rows_cos, *sb = rows_sin;
     int64_t rows = n_rows, maxp = 0;
-    for (int64_t i = 0; i < npos; ++i) maxp = pos[i] > (double)maxp ? (int64_t)pos[i] : maxp;
+    for (int64_t i = 0; i < npos; ++i)
+        maxp = pos[i] > (double)maxp ? (int64_t)pos[i] : maxp;
     /* an inv_freq table's first rows do not depend on its length: build only what is read */
-    int64_t P = s->angles.kind == RK_ANGLES_TABLE ? 0 : (maxp + 1 < table_rows ? maxp + 1 : table_rows);
+    int64_t P =
+        s->angles.kind == RK_ANGLES_TABLE ? 0 : (maxp + 1 < table_rows ? maxp + 1 : table_rows);
     if (!rows_cos) RK_TRY(cached_tables(tc, s, P, &cb, &sb, &rows));
     int64_t tshape[2] = {rows, s->angles.half};
     ropekit_tensor ct = ropekit_tensor_contiguous(cb, dt, 2, tshape);
     ropekit_tensor st = ropekit_tensor_contiguous(sb, dt, 2, tshape);
     int64_t pids[3 * PROBE_MAX_BS];
-    for (int64_t i = 0; i < npos; ++i) pids[i] = (int64_t)pos[i];
+    for (int64_t i = 0; i < npos; ++i)
+        pids[i] = (int64_t)pos[i];
     int64_t pshape[3] = {3, PROBE_B, PROBE_S};
-    ropekit_tensor pt = s->angles.mrope ? ropekit_tensor_contiguous(pids, ROPEKIT_INT64, 3, pshape)
-                                        : ropekit_tensor_contiguous(pids, ROPEKIT_INT64, 2, pshape + 1);
+    ropekit_tensor pt = s->angles.mrope
+                            ? ropekit_tensor_contiguous(pids, ROPEKIT_INT64, 3, pshape)
+                            : ropekit_tensor_contiguous(pids, ROPEKIT_INT64, 2, pshape + 1);
     int64_t d3[3] = {xdims[0], xdims[1], xdims[2] * xdims[3]};
     int bsnh = s->layout == RK_LAYOUT_BSNH;
-    ropekit_tensor xt = bsnh ? ropekit_tensor_contiguous(x, dt, 3, d3)
-                             : ropekit_tensor_contiguous(x, dt, 4, xdims);
-    ropekit_tensor yt = bsnh ? ropekit_tensor_contiguous(y, dt, 3, d3)
-                             : ropekit_tensor_contiguous(y, dt, 4, xdims);
+    ropekit_tensor xt =
+        bsnh ? ropekit_tensor_contiguous(x, dt, 3, d3) : ropekit_tensor_contiguous(x, dt, 4, xdims);
+    ropekit_tensor yt =
+        bsnh ? ropekit_tensor_contiguous(y, dt, 3, d3) : ropekit_tensor_contiguous(y, dt, 4, xdims);
     int partial = s->head_size < 0 || s->rotary_dim < xdims[3];
     int64_t N = bsnh ? xdims[2] : xdims[1];
     ropekit_status r;
@@ -172,8 +180,7 @@ static void verify_one(table_cache *tc, rk_eval *e, rk_site *s, const int64_t *x
                rk_eval_error(e));
         return;
     }
-    if (y->n != n || y->rank != 4 ||
-        memcmp(y->dims, xdims, 4 * sizeof *xdims) != 0) {
+    if (y->n != n || y->rank != 4 || memcmp(y->dims, xdims, 4 * sizeof *xdims) != 0) {
         char d[96];
         snprintf(d, sizeof d, "%lld elements of rank %d for an input of %lld", (long long)y->n,
                  y->rank, (long long)n);
@@ -188,13 +195,16 @@ static void verify_one(table_cache *tc, rk_eval *e, rk_site *s, const int64_t *x
         refuse(s, "%s", "out of memory while verifying the site");
         return;
     }
-    for (int64_t i = 0; i < n; ++i) rk_store(xb, dt, i, (float)xv[i]);
+    for (int64_t i = 0; i < n; ++i)
+        rk_store(xb, dt, i, (float)xv[i]);
     char *rc = NULL, *rs = NULL;
     int64_t n_rows = 0;
     double rpos[3 * PROBE_MAX_BS];
     if (s->angles.kind == RK_ANGLES_ROWS) {
-        /* the graph's own rows for these probes, as the rewrite feeds them, and the identity index */
-        const rk_ten *tcos = rk_eval_get(e, s->cos_term), *tsin = tcos ? rk_eval_get(e, s->sin_term) : NULL;
+        /* the graph's own rows for these probes, as the rewrite feeds them, and the identity index
+         */
+        const rk_ten *tcos = rk_eval_get(e, s->cos_term),
+                     *tsin = tcos ? rk_eval_get(e, s->sin_term) : NULL;
         int64_t W = s->term_full ? s->rotary_dim : s->rotary_dim / 2, h = s->rotary_dim / 2;
         if (!tcos || !tsin) {
             refuse(s, "the site's cos/sin do not evaluate on probe inputs (%s); not fused",
@@ -205,11 +215,14 @@ static void verify_one(table_cache *tc, rk_eval *e, rk_site *s, const int64_t *x
         int r = tcos->rank;
         int64_t Bp = r == 3 ? tcos->dims[0] : 1, S = r >= 2 ? tcos->dims[r - 2] : -1;
         int64_t lead = 1;
-        for (int q = 0; q < r - 1; ++q) lead *= tcos->dims[q];
-        if (r >= 2 && r <= 4 && S != PROBE_S) S = PROBE_S; /* rank 4: (B', 1, S, W) or (B', S, 1, W) */
+        for (int q = 0; q < r - 1; ++q)
+            lead *= tcos->dims[q];
+        if (r >= 2 && r <= 4 && S != PROBE_S)
+            S = PROBE_S; /* rank 4: (B', 1, S, W) or (B', S, 1, W) */
         Bp = S > 0 && lead % S == 0 ? lead / S : -1;
-        if (r < 2 || r > 4 || tsin->rank != r || memcmp(tsin->dims, tcos->dims, sizeof tcos->dims) ||
-            tcos->dims[r - 1] != W || (Bp != 1 && Bp != PROBE_B)) {
+        if (r < 2 || r > 4 || tsin->rank != r ||
+            memcmp(tsin->dims, tcos->dims, sizeof tcos->dims) || tcos->dims[r - 1] != W ||
+            (Bp != 1 && Bp != PROBE_B)) {
             char d[96];
             snprintf(d, sizeof d, "rank %d, last dim %lld for R = %lld", r,
                      (long long)(r > 0 ? tcos->dims[r - 1] : -1), (long long)s->rotary_dim);
@@ -231,7 +244,8 @@ static void verify_one(table_cache *tc, rk_eval *e, rk_site *s, const int64_t *x
                 rk_store(rs, dt, q * h + k, (float)tsin->v[q * W + col]);
             }
         for (int64_t b = 0; b < PROBE_B; ++b)
-            for (int64_t t = 0; t < PROBE_S; ++t) rpos[b * PROBE_S + t] = (double)((Bp == 1 ? 0 : b) * S + t);
+            for (int64_t t = 0; t < PROBE_S; ++t)
+                rpos[b * PROBE_S + t] = (double)((Bp == 1 ? 0 : b) * S + t);
         pos = rpos, npos = PROBE_B * PROBE_S;
     }
     ropekit_status r = run_fused(tc, s, xdims, xb, yb, pos, npos, table_rows, rc, rs, n_rows);
@@ -254,8 +268,10 @@ static void verify_one(table_cache *tc, rk_eval *e, rk_site *s, const int64_t *x
         char d[160];
         snprintf(d, sizeof d, "element %lld: %.6g vs %.6g, max |diff| %.3g", (long long)at,
                  y->v[at], (double)rk_load(yb, dt, at), worst);
-        refuse(s, "the original subgraph and the fused operator disagree on probe inputs (%s); "
-               "not fused", d);
+        refuse(s,
+               "the original subgraph and the fused operator disagree on probe inputs (%s); "
+               "not fused",
+               d);
     }
     free(xb), free(yb);
 }
@@ -275,10 +291,12 @@ void rk_sites_verify(const rk_graph *ix, rk_site *sites, size_t n, int64_t table
             continue;
         }
         tl_probe_b = gb, tl_probe_s = gs;
-        int mrope = s0->angles.mrope || s0->probe_mrope, rows_mode = s0->angles.kind == RK_ANGLES_ROWS;
+        int mrope = s0->angles.mrope || s0->probe_mrope,
+            rows_mode = s0->angles.kind == RK_ANGLES_ROWS;
         const char *pname = s0->angles.positions;
         int64_t L = s0->angles.kind == RK_ANGLES_TABLE ? s0->angles.rows
-                    : rows_mode ? (s0->probe_limit > 0 ? s0->probe_limit : PROBE_MAX_POS) : table_rows;
+                    : rows_mode ? (s0->probe_limit > 0 ? s0->probe_limit : PROBE_MAX_POS)
+                                : table_rows;
         if (L <= 0) L = 1;
         e = rk_eval_new(ix, MAX_ELEMS, BUDGET);
         if (!e) {
@@ -302,11 +320,12 @@ void rk_sites_verify(const rk_graph *ix, rk_site *sites, size_t n, int64_t table
             rk_site *s = &sites[i];
             int64_t Ls = s->angles.kind == RK_ANGLES_TABLE ? s->angles.rows
                          : s->angles.kind == RK_ANGLES_ROWS
-                             ? (s->probe_limit > 0 ? s->probe_limit : PROBE_MAX_POS) : table_rows;
+                             ? (s->probe_limit > 0 ? s->probe_limit : PROBE_MAX_POS)
+                             : table_rows;
             int64_t sb, ss;
             probe_bs(s, &sb, &ss);
-            if (s->reason[0] || !s->angles_ok || s->verified || (!pname) != (!s->angles.positions) ||
-                sb != gb || ss != gs ||
+            if (s->reason[0] || !s->angles_ok || s->verified ||
+                (!pname) != (!s->angles.positions) || sb != gb || ss != gs ||
                 (pname && strcmp(s->angles.positions, pname) != 0) ||
                 (s->angles.mrope || s->probe_mrope) != mrope ||
                 (s->angles.kind == RK_ANGLES_ROWS) != rows_mode || Ls != L)
@@ -314,7 +333,8 @@ void rk_sites_verify(const rk_graph *ix, rk_site *sites, size_t n, int64_t table
             s->verified = 1;
             int64_t xdims[4];
             if (!ok) {
-                refuse(s, "the position ids could not be bound for verification (%s)", rk_eval_error(e));
+                refuse(s, "the position ids could not be bound for verification (%s)",
+                       rk_eval_error(e));
                 continue;
             }
             if (!site_x_dims(s, xdims)) {
@@ -327,7 +347,8 @@ void rk_sites_verify(const rk_graph *ix, rk_site *sites, size_t n, int64_t table
                 refuse(s, "%s", "out of memory while verifying the site");
                 continue;
             }
-            for (int64_t k = 0; k < cnt; ++k) xv[k] = (double)lcg(&seed) / (1 << 24) * 2 - 1;
+            for (int64_t k = 0; k < cnt; ++k)
+                xv[k] = (double)lcg(&seed) / (1 << 24) * 2 - 1;
             int64_t bs[4] = {xdims[0], 0, 0, 0};
             (void)bs;
             if (s->layout == RK_LAYOUT_BSNH) {

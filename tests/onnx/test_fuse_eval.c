@@ -33,7 +33,8 @@ int main(int argc, char **argv) {
     /* memoized and plain shape inference agree on every value */
     size_t n = ix->n_values, differ = 0;
     rk_shape *plain = calloc(n, sizeof *plain);
-    for (size_t i = 0; i < n; ++i) rk_value_rank(ix, ix->values[i].name, &plain[i]);
+    for (size_t i = 0; i < n; ++i)
+        rk_value_rank(ix, ix->values[i].name, &plain[i]);
     CHECK(rk_match_begin(ix) == ROPEKIT_OK, "memo");
     for (size_t i = 0; i < n; ++i) {
         rk_shape s;
@@ -83,7 +84,8 @@ int main(int argc, char **argv) {
     rk_sites_verify(ix, &site, 1, 2048);
     CHECK(site.verified && !site.reason[0], "the true site verifies (%s)", site.reason);
     site.verified = 0;
-    for (int64_t k = 0; k < h; ++k) site.angles.inv_freq[k] *= 2;
+    for (int64_t k = 0; k < h; ++k)
+        site.angles.inv_freq[k] *= 2;
     rk_sites_verify(ix, &site, 1, 2048);
     CHECK(strstr(site.reason, "disagree") != NULL, "tampered table refused (%s)", site.reason);
     rk_site_free(&site);
