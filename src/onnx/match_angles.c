@@ -594,9 +594,10 @@ int rk_match_angle_term(const rk_graph *ix, const char *term, int want_sin, rk_a
 
 int rk_angles_same(const rk_angles *a, const rk_angles *b) {
     if (a->kind != b->kind || a->kind == RK_ANGLES_ROWS || a->half != b->half ||
-        a->scale != b->scale || a->mrope != b->mrope || !a->positions || !b->positions ||
-        strcmp(a->positions, b->positions) != 0)
-        return 0; /* per-call rows are compared by their terms, not here */
+        a->scale != b->scale || a->mrope != b->mrope || !a->positions != !b->positions ||
+        (a->positions && strcmp(a->positions, b->positions)))
+        return 0; /* per-call rows are compared by their terms, not here; positions may be NULL
+                     (a source whose ids are not known) */
     if (a->mrope && (memcmp(a->mrope_section, b->mrope_section, sizeof a->mrope_section) ||
                      a->mrope_layout != b->mrope_layout))
         return 0;

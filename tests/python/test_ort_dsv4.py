@@ -109,8 +109,7 @@ def test_target_ropekit_on_a_rope_model(tmp_path):
     com.microsoft input order, bounds-checked), run by libropekit_ort with parity."""
     src = ROOT / "tests" / "fixtures" / "models" / "qwen3.onnx"
     dst = tmp_path / "qwen3_rk.onnx"
-    # a fixed table (the config beside the fixture: 2048 rows), so that the bounds check shows
-    rep = fuse(src, dst, "--target", "ropekit", "--fixed-table")
+    rep = fuse(src, dst, "--target", "ropekit", "--max-positions", "2048")  # a fixed table
     assert rep["sites_fused"] == 4 and rep["requires"] == "libropekit_ort"
     ops = {(n.domain, n.op_type) for n in onnx.load(str(dst)).graph.node if n.domain}
     assert ops == {("ai.ropekit", "MsRotaryEmbedding")}
