@@ -17,6 +17,7 @@
  * inv_freq must be a constant of the graph (reached through Cast/Expand/Unsqueeze/Reshape);
  * anything computed at run time (a Where choosing long/short factors, a graph input, dynamic
  * NTK arithmetic) is refused with the reason. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,13 @@ static int trace_inv_freq(const rk_graph *ix, const char *name, rk_angles *a, ch
                 return fail(reason, n, "out of memory", NULL);
             }
             for (size_t i = 0; i < count; ++i) a->inv_freq[i] = (float)buf[i];
+            for (size_t i = 0; i < count; ++i)
+                if (!isfinite(a->inv_freq[i])) { /* this site is skipped, the others go on */
+                    snprintf(reason, n, "inv_freq '%s'[%zu] = %g is not finite", name, i,
+                             (double)a->inv_freq[i]);
+                    free(buf), free(a->inv_freq), a->inv_freq = NULL;
+                    return 0;
+                }
             a->half = (int64_t)count;
             free(buf);
             return 1;

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 import onnxruntime as ort
 import pytest
 
@@ -268,3 +269,19 @@ def test_huge_max_positions_fails_fast(tmp_path):
     assert "over the 2 GiB an .onnx file can hold" in res.stderr, res.stderr
     assert "at most 33554431" in res.stderr, res.stderr  # 2 GiB / (2 tables x 8 x 4 bytes)
     assert not dst.exists() and os.listdir(tmp_path) == []
+
+
+def test_non_finite_inv_freq_skips_the_site_naming_the_tensor(tmp_path):
+    """A fixed table from an inv_freq holding inf: each site is skipped with a reason naming the
+    tensor and the element (it used to abort the whole run with "inv_freq[0] is not finite")."""
+    m = onnx.load(str(MODELS / "llama.onnx"))
+    (init,) = [t for t in m.graph.initializer if t.name == INV_FREQ]
+    v = numpy_helper.to_array(init).copy()
+    v.flat[1] = np.inf
+    init.CopyFrom(numpy_helper.from_array(v, INV_FREQ))
+    src = tmp_path / "inf.onnx"
+    onnx.save(m, str(src))
+    report = fuse(src, tmp_path / "out.onnx", "--max-positions", "64", rc=3)
+    assert report["sites_found"] == 4 and report["sites_fused"] == 0
+    for s in report["sites"]:
+        assert f"inv_freq '{INV_FREQ}'[1] = inf is not finite" in s["reason"], s["reason"]
