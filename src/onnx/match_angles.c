@@ -31,6 +31,13 @@ static int fail(char *reason, size_t n, const char *msg, const char *name) {
     return 0;
 }
 
+/* Three M-RoPE section sizes, each in [0, half], summing to half (checked without overflow). */
+static int sections_sum_to(const int64_t *sizes, int64_t half) {
+    for (int i = 0; i < 3; ++i)
+        if (sizes[i] < 0 || sizes[i] > half) return 0;
+    return sizes[0] + sizes[1] + sizes[2] == half;
+}
+
 /* Follow an inv_freq operand back to its constant; fills a->inv_freq / a->half. */
 static int trace_inv_freq(const rk_graph *ix, const char *name, rk_angles *a, char *reason,
                           size_t n) {
@@ -217,7 +224,7 @@ static int match_mrope_sections(const rk_graph *ix, const char *m, int want_sin,
     if (!trig) return fail(reason, n, "M-RoPE sections split '%s', not Cos/Sin", rk_input(split, 0));
     trig_in = rk_input(trig, 0);
     if (!match_freqs(ix, trig_in, 3, a, reason, n)) return 0;
-    if (sizes[0] < 0 || sizes[1] < 0 || sizes[2] < 0 || sizes[0] + sizes[1] + sizes[2] != a->half) {
+    if (!sections_sum_to(sizes, a->half)) {
         rk_angles_free(a);
         return fail(reason, n, "M-RoPE sections of '%s' do not sum to the frequency count", split->output[0]);
     }
@@ -556,7 +563,7 @@ static int match_mrope_sections_full(const rk_graph *ix, const Onnx__NodeProto *
         return fail(reason, n, "the angles '%s' are not Concat(freqs, freqs) along the last "
                     "axis", rk_input(trig, 0));
     if (!match_freqs(ix, freqs, 3, a, reason, n)) return 0;
-    if (sizes[0] + sizes[1] + sizes[2] != a->half) {
+    if (!sections_sum_to(sizes, a->half)) {
         rk_angles_free(a);
         return fail(reason, n, "M-RoPE sections of '%s' do not sum to the frequency count",
                     split->output[0]);
