@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import signal
 import sys
 
 
@@ -22,6 +23,10 @@ def main() -> int:
     except FileNotFoundError as e:
         print(f"ropekit: {e}", file=sys.stderr)
         return 1
+    # Python starts with SIGPIPE and SIGXFSZ ignored, and exec keeps ignored signals ignored: give
+    # the C program the dispositions it would have when started directly from a shell
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
     os.execv(str(exe), [str(exe), *sys.argv[1:]])
     return 1  # not reached
 
