@@ -598,6 +598,20 @@ static rk_ten *op_gather(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *a, 
     return o;
 }
 
+/* GatherElements / ScatterElements: the offset in a (strides st) of the element at index idx
+ * with coordinate q (negative counts from the end) on axis ax; 0 when out of range. */
+static int element_offset(const rk_ten *a, const int64_t *st, const int64_t *idx, int64_t ax,
+                          int64_t q, int64_t *off) {
+    if (q < 0) q += a->dims[ax];
+    *off = 0;
+    for (int k = 0; k < a->rank; ++k) {
+        int64_t c = k == ax ? q : idx[k];
+        if (c < 0 || c >= a->dims[k]) return 0;
+        *off += c * st[k];
+    }
+    return 1;
+}
+
 static rk_ten *op_gather_elements(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *a,
                                   const rk_ten *ind) {
     int64_t ax, st[RK_SHAPE_MAX_RANK], idx[RK_SHAPE_MAX_RANK] = {0};
@@ -610,16 +624,11 @@ static rk_ten *op_gather_elements(rk_eval *e, const Onnx__NodeProto *n, const rk
     if (!o) return NULL;
     strides_of(a, st);
     for (int64_t i = 0; i < o->n; ++i, next_index(idx, ind->dims, ind->rank)) {
-        int64_t off = 0, q = to_i64(ind->v[i]);
-        if (q < 0) q += a->dims[ax];
-        for (int k = 0; k < a->rank; ++k) {
-            int64_t c = k == ax ? q : idx[k];
-            if (c < 0 || c >= a->dims[k]) {
-                ten_free(o);
-                efail(e, "GatherElements index out of range in '%s'", n->output[0]);
-                return NULL;
-            }
-            off += c * st[k];
+        int64_t off;
+        if (!element_offset(a, st, idx, ax, to_i64(ind->v[i]), &off)) {
+            ten_free(o);
+            efail(e, "GatherElements index out of range in '%s'", n->output[0]);
+            return NULL;
         }
         o->v[i] = a->v[off];
     }
@@ -818,16 +827,11 @@ static rk_ten *op_scatter_elements(rk_eval *e, const Onnx__NodeProto *n, const r
     if (!o) return NULL;
     strides_of(a, st);
     for (int64_t i = 0; i < ind->n; ++i, next_index(idx, ind->dims, ind->rank)) {
-        int64_t off = 0, q = to_i64(ind->v[i]);
-        if (q < 0) q += a->dims[ax];
-        for (int k = 0; k < a->rank; ++k) {
-            int64_t c = k == ax ? q : idx[k];
-            if (c < 0 || c >= a->dims[k]) {
-                ten_free(o);
-                efail(e, "ScatterElements index out of range");
-                return NULL;
-            }
-            off += c * st[k];
+        int64_t off;
+        if (!element_offset(a, st, idx, ax, to_i64(ind->v[i]), &off)) {
+            ten_free(o);
+            efail(e, "ScatterElements index out of range");
+            return NULL;
         }
         o->v[off] = upd->v[i];
     }
