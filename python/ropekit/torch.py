@@ -279,7 +279,7 @@ def rotary_embedding(x, cos_cache, sin_cache, position_ids=None, *, interleaved=
     x = _tensor(x, "x")
     c, s = _tensor(cos_cache, "cos_cache"), _tensor(sin_cache, "sin_cache")
     p = _ids(position_ids, x, "position_ids")
-    a = (int(interleaved), int(rotary_embedding_dim), int(num_heads), int(inverse))
+    a = _attrs(interleaved, rotary_embedding_dim, num_heads, inverse)
     if out is not None:
         _check_out(out, x)
     if _eager(x, c, s, p, out):
@@ -292,6 +292,13 @@ def rotary_embedding(x, cos_cache, sin_cache, position_ids=None, *, interleaved=
     return out
 
 
+def _attrs(interleaved, rotary_embedding_dim, num_heads, inverse):
+    """The integer attributes, checked as the numpy binding checks them (no silent truncation)."""
+    return (_rk._int(interleaved, "interleaved", flag=True),
+            _rk._int(rotary_embedding_dim, "rotary_embedding_dim"),
+            _rk._int(num_heads, "num_heads"), _rk._int(inverse, "inverse", flag=True))
+
+
 def ms_rotary_embedding(x, position_ids, cos_cache, sin_cache, *, interleaved=0, rotary_embedding_dim=0,
                         num_heads=0, scale=1.0, inverse=0, out=None):
     """com.microsoft.RotaryEmbedding on tensors: x (B, S, N*H) with num_heads, or (B, N, S, H);
@@ -299,7 +306,8 @@ def ms_rotary_embedding(x, position_ids, cos_cache, sin_cache, *, interleaved=0,
     x = _tensor(x, "x")
     c, s = _tensor(cos_cache, "cos_cache"), _tensor(sin_cache, "sin_cache")
     p = _ids(_tensor(position_ids, "position_ids"), x, "position_ids")
-    a = (int(interleaved), int(rotary_embedding_dim), int(num_heads), float(scale), int(inverse))
+    i, r, nh, inv = _attrs(interleaved, rotary_embedding_dim, num_heads, inverse)
+    a = (i, r, nh, _rk._float(scale, "scale"), inv)
     if out is not None:
         _check_out(out, x)
     if _eager(x, c, s, p, out):
@@ -368,7 +376,7 @@ def apply_rope_with_cos_sin_cache_inplace(positions, query, key, head_size, cos_
     query, key = _tensor(query, "query"), _tensor(key, "key")
     cache = _tensor(cos_sin_cache, "cos_sin_cache")
     positions = _tensor(positions, "positions")
-    head_size = int(head_size)
+    head_size = _rk._int(head_size, "head_size")
     if cache.dim() != 2 or cache.shape[1] % 2:
         raise Error(3, f"cos_sin_cache must be (max_positions, rotary_dim) with rotary_dim even, got "
                        f"{tuple(cache.shape)}")

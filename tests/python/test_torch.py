@@ -346,3 +346,14 @@ def test_requires_grad_is_never_silently_detached():
     assert torch.equal(y, rt.rotary_embedding(x.detach(), cos, sin, torch.tensor([[0, 1, 2]])))
     with pytest.raises(RuntimeError, match="no autograd formula"):
         y.sum().backward()
+
+
+@pytest.mark.parametrize("bad", [2.7, "2", 2**64 + 2, None])
+def test_attributes_are_checked_like_the_numpy_binding(bad):
+    x = torch.zeros(1, 2, 16)
+    c = torch.ones(4, 4)
+    p = torch.zeros(1, 2, dtype=torch.int64)
+    with pytest.raises(ropekit.Error, match="num_heads"):
+        rt.rotary_embedding(x, c, c, p, num_heads=bad)
+    with pytest.raises(ropekit.Error, match="num_heads"):
+        rt.ms_rotary_embedding(x, p, c, c, num_heads=bad)
