@@ -75,6 +75,20 @@ void rk_wgsl_unused(rk_buf *b, int binding, int writable) {
                   writable ? "read_write" : "read", binding);
 }
 
+/* An input tensor and the output written from it: two bindings, or in place only the output's
+ * (the input's binding declared unused, its loads aliased to the output). */
+static void in_out(rk_buf *s, int in_binding, const char *in, rk_wg_kind in_kind, int out_binding,
+                   const char *out, rk_wg_kind out_kind, int inplace) {
+    if (inplace) {
+        rk_wgsl_unused(s, in_binding, 0);
+        rk_wgsl_tensor(s, out_binding, out, out_kind, 0, 1);
+        rk_wgsl_alias_loads(s, in, out, out_kind);
+    } else {
+        rk_wgsl_tensor(s, in_binding, in, in_kind, 1, 0);
+        rk_wgsl_tensor(s, out_binding, out, out_kind, 0, 1);
+    }
+}
+
 /* ---- whole variants -------------------------------------------------------------------------- */
 
 static void prelude(rk_buf *sb, int f16, uint32_t wg, uint32_t sw, const char *arith) {
@@ -112,14 +126,7 @@ void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c) {
         rk_buf_printf(s, "const VE: u32 = %uu;\nconst EW: u32 = %uu;\n%s", ve, ve / 4,
                       conv[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
     }
-    if (c->inplace) {
-        rk_wgsl_unused(s, 1, 0);
-        rk_wgsl_tensor(s, 2, "y", yv, 0, 1);
-        rk_wgsl_alias_loads(s, "x", "y", yv);
-    } else {
-        rk_wgsl_tensor(s, 1, "x", xv, 1, 0);
-        rk_wgsl_tensor(s, 2, "y", yv, 0, 1);
-    }
+    in_out(s, 1, "x", xv, 2, "y", yv, c->inplace);
     rk_wgsl_tensor(s, 3, "c", c->tk, 1, 0);
     rk_wgsl_tensor(s, 4, "s", c->tk, 1, 0);
     rk_buf_puts(s, "@group(0) @binding(5) var<storage, read> ids: array<u32>;\n");
@@ -131,22 +138,8 @@ void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c) {
     prelude(s, c->k == RK_WG_F16, 64, c->ok == RK_WG_F16P || c->ok == RK_WG_BF16P ? 2 : 1,
             arith_file(c->ar));
     rk_wgsl_add_file(s, c->ar == RK_ARITH_WIDE64 ? "round64.wgsl" : "round32.wgsl");
-    if (c->q_inplace) {
-        rk_wgsl_unused(s, 1, 0);
-        rk_wgsl_tensor(s, 6, "qo", c->ok, 0, 1);
-        rk_wgsl_alias_loads(s, "q", "qo", c->ok);
-    } else {
-        rk_wgsl_tensor(s, 1, "q", c->k, 1, 0);
-        rk_wgsl_tensor(s, 6, "qo", c->ok, 0, 1);
-    }
-    if (c->kv_inplace) {
-        rk_wgsl_unused(s, 2, 0);
-        rk_wgsl_tensor(s, 7, "kvo", c->ok, 0, 1);
-        rk_wgsl_alias_loads(s, "kv", "kvo", c->ok);
-    } else {
-        rk_wgsl_tensor(s, 2, "kv", c->k, 1, 0);
-        rk_wgsl_tensor(s, 7, "kvo", c->ok, 0, 1);
-    }
+    in_out(s, 1, "q", c->k, 6, "qo", c->ok, c->q_inplace);
+    in_out(s, 2, "kv", c->k, 7, "kvo", c->ok, c->kv_inplace);
     rk_wgsl_tensor(s, 3, "w", RK_WG_F32, 1, 0);
     rk_wgsl_tensor(s, 4, "c", RK_WG_F32, 1, 0);
     rk_wgsl_tensor(s, 5, "s", RK_WG_F32, 1, 0);
