@@ -117,6 +117,7 @@ int ropekit_cmd_fuse(int argc, char **argv) {
         if (!config) config = found = find_config(in);
     }
     o.config_path = config;
+    o.external_min_bytes = so.external_min_bytes; /* tables saved externally may pass 2 GiB */
 
     ropekit_model *m = NULL;
     ropekit_fuse_report *r = NULL;
