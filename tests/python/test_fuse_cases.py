@@ -1,0 +1,162 @@
+"""`ropekit fuse` on hand-built graphs for cases the fixture matrix cannot hold or should not be
+the only witness of (issue #11):
+
+* graphs without shape information (TorchScript exports carry no value_info) whose head count
+  is only known from what the graph computes: a fused q/k/v projection sliced before the
+  `view(B, S, -1, H)` (Phi-3 / Phi-4-mini). The tool must derive it, and must not guess a head
+  count that depends on the inputs;
+* dynamic NTK scaling (inv_freq recomputed from the sequence length): the fixed-table mode must
+  refuse it with its reason; the default mode (the graph's own per-call rows) keeps the graph's
+  arithmetic and must agree with the original on both sides of the switch.
+
+Expected values come from onnxruntime running the original graph, never from ropekit."""
+
+import json
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CLI = pathlib.Path(os.environ.get("ROPEKIT_CLI", ROOT / "build" / "ropekit"))
+
+ort.set_default_logger_severity(3)
+
+
+def fuse(src, dst, *extra):
+    res = subprocess.run([str(CLI), "fuse", str(src), str(dst), "--json", *extra],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode in (0, 3), res.stderr
+    r = json.loads(res.stdout)
+    assert (res.returncode == 3) == (r["sites_found"] > 0 and r["sites_fused"] == 0)
+    return r
+
+
+def session(path, level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = level
+    so.intra_op_num_threads = 1
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def ints(name, v):
+    return numpy_helper.from_array(np.array(v, np.int64), name)
+
+
+def rope_nodes(x, y, R, H, cos, sin):
+    """y = Concat(x_rot * cos + rotate_half(x_rot) * sin, x[..., R:]) on the last axis of x
+    (B, N, S, H); cos/sin (B, S, R) are broadcast over the heads by Unsqueeze(axis 1)."""
+    h = R // 2
+    nodes = [
+        helper.make_node("Unsqueeze", [cos, "ax1"], [cos + "_u"]),
+        helper.make_node("Unsqueeze", [sin, "ax1"], [sin + "_u"]),
+        helper.make_node("Slice", [x, "c0", "cR", "ax3", "c1"], [x + "_rot"]),
+        helper.make_node("Slice", [x, "cR", "cbig", "ax3", "c1"], [x + "_pass"]),
+        helper.make_node("Mul", [x + "_rot", cos + "_u"], [x + "_c"]),
+        helper.make_node("Slice", [x + "_rot", "c0", "ch", "ax3", "c1"], [x + "_lo"]),
+        helper.make_node("Slice", [x + "_rot", "ch", "cbig", "ax3", "c1"], [x + "_hi"]),
+        helper.make_node("Neg", [x + "_hi"], [x + "_hin"]),
+        helper.make_node("Concat", [x + "_hin", x + "_lo"], [x + "_rh"], axis=-1),
+        helper.make_node("Mul", [x + "_rh", sin + "_u"], [x + "_s"]),
+        helper.make_node("Add", [x + "_c", x + "_s"], [x + "_r"]),
+        helper.make_node("Concat", [x + "_r", x + "_pass"], [y], axis=-1),
+    ]
+    consts = [ints("ax1", [1]), ints("ax3", [3]), ints("c0", [0]), ints("c1", [1]), ints("cR", [R]),
+              ints("ch", [h]), ints("cbig", [2**62])]
+    return nodes, consts
+
+
+def angle_nodes(inv_freq, pos="pos"):
+    """cos/sin (B, S, R) = Cos/Sin(Concat(freqs, freqs)), freqs = float(pos)[..., None] * inv_freq."""
+    return [
+        helper.make_node("Unsqueeze", [pos, "ax_last"], ["pos_u"]),
+        helper.make_node("Cast", ["pos_u"], ["pos_f"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["pos_f", inv_freq], ["freqs"]),
+        helper.make_node("Concat", ["freqs", "freqs"], ["emb"], axis=-1),
+        helper.make_node("Cos", ["emb"], ["cos"]),
+        helper.make_node("Sin", ["emb"], ["sin"]),
+    ], [ints("ax_last", [-1])]
+
+
+# ---- head count from what the graph computes ------------------------------------------------
+
+N, HD, R, HIDDEN = 4, 16, 12, 32
+
+
+def qkv_slice_graph(symbolic_width=False):
+    """TorchScript-like Phi-3 attention input, no value_info: qkv = hs @ W (B, S, 3*N*HD),
+    q = qkv[..., :N*HD], x = view(q, B, S, -1, HD).transpose(1, 2), partial rotation of R of HD
+    channels. With symbolic_width, q is a graph input (B, S, "width") instead: the head count then
+    depends on the input and cannot be known."""
+    rng = np.random.default_rng(7)
+    nodes, inits = [], []
+    if symbolic_width:
+        inputs = [helper.make_tensor_value_info("q", TensorProto.FLOAT, ["batch", "sequence", "width"])]
+        shape_src = "q"
+    else:
+        inputs = [helper.make_tensor_value_info("hs", TensorProto.FLOAT, ["batch", "sequence", HIDDEN])]
+        inits.append(numpy_helper.from_array(
+            rng.standard_normal((HIDDEN, 3 * N * HD)).astype(np.float32) * 0.2, "W"))
+        inits += [ints("q_end", [N * HD]), ints("ax2", [2])]
+        nodes += [helper.make_node("MatMul", ["hs", "W"], ["qkv"]),
+                  helper.make_node("Slice", ["qkv", "c0", "q_end", "ax2", "c1"], ["q"])]
+        shape_src = "hs"
+    inputs.append(helper.make_tensor_value_info("pos", TensorProto.INT64, ["batch", "sequence"]))
+    nodes += [
+        helper.make_node("Shape", [shape_src], ["shp"]),
+        helper.make_node("Gather", ["shp", "i0"], ["b"], axis=0),
+        helper.make_node("Gather", ["shp", "i1"], ["s"], axis=0),
+        helper.make_node("Unsqueeze", ["b", "ax0"], ["b1"]),
+        helper.make_node("Unsqueeze", ["s", "ax0"], ["s1"]),
+        helper.make_node("Concat", ["b1", "s1", "m1", "hd"], ["target"], axis=0),
+        helper.make_node("Reshape", ["q", "target"], ["q4"]),
+        helper.make_node("Transpose", ["q4"], ["x"], perm=[0, 2, 1, 3]),
+    ]
+    inits += [numpy_helper.from_array(np.array(0, np.int64), "i0"),
+              numpy_helper.from_array(np.array(1, np.int64), "i1"),
+              ints("ax0", [0]), ints("m1", [-1]), ints("hd", [HD])]
+    an, ac = angle_nodes("inv_freq")
+    inv = (10000.0 ** (-np.arange(0, R, 2) / R)).astype(np.float32)
+    rn, rc = rope_nodes("x", "y", R, HD, "cos", "sin")
+    g = helper.make_graph(nodes + an + rn, "qkv_slice", inputs,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", N, "sequence", HD])],
+                          initializer=inits + ac + rc + [numpy_helper.from_array(inv, "inv_freq")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    assert not m.graph.value_info
+    return m
+
+
+def test_head_count_of_a_sliced_qkv_projection_without_shape_information(tmp_path):
+    src = tmp_path / "qkv.onnx"
+    onnx.save(qkv_slice_graph(), str(src))
+    dst = tmp_path / "out" / "qkv.onnx"
+    dst.parent.mkdir()
+    r = fuse(src, dst)
+    assert r["sites_found"] == 1 and r["sites_fused"] == 1, r["sites"]
+    assert r["sites"][0]["num_heads"] == N and r["sites"][0]["head_size"] == HD
+    fused = onnx.load(str(dst))
+    onnx.checker.check_model(fused, full_check=True)
+    node = next(n for n in fused.graph.node if n.op_type == "RotaryEmbedding")
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    assert attrs.get("num_heads") == N and attrs.get("rotary_embedding_dim") == R, attrs
+    a = session(src)
+    rng = np.random.default_rng(3)
+    for level in (ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_ALL):
+        b = session(dst, level)
+        for B, S, base in ((1, 1, 0), (2, 9, 5), (3, 4, 100000)):
+            feeds = {"hs": rng.standard_normal((B, S, HIDDEN)).astype(np.float32),
+                     "pos": (np.arange(S)[None, :] + base + np.arange(B)[:, None]).astype(np.int64)}
+            ya, yb = a.run(None, feeds)[0], b.run(None, feeds)[0]
+            assert np.abs(ya - yb).max() <= 1e-5 * np.abs(ya).max(), (B, S, base)
+
+
+def test_a_head_count_that_depends_on_the_inputs_is_not_guessed(tmp_path):
+    src = tmp_path / "width.onnx"
+    onnx.save(qkv_slice_graph(symbolic_width=True), str(src))
+    r = fuse(src, tmp_path / "o.onnx")
+    assert r["sites_found"] == 1 and r["sites_fused"] == 0, r["sites"]
+    assert "number of heads" in r["sites"][0]["reason"]
