@@ -48,23 +48,27 @@ def ints(name, v):
 
 
 def rope_nodes(x, y, R, H, cos, sin):
-    """y = Concat(x_rot * cos + rotate_half(x_rot) * sin, x[..., R:]) on the last axis of x
-    (B, N, S, H); cos/sin (B, S, R) are broadcast over the heads by Unsqueeze(axis 1)."""
+    """y = x * cos + rotate_half(x) * sin on the last axis of x (B, N, S, H); for R < H on the
+    first R channels only, y = Concat(that, x[..., R:]). cos/sin (B, S, R) are broadcast over the
+    heads by Unsqueeze(axis 1)."""
     h = R // 2
+    xr = x + "_rot" if R < H else x
+    yr = x + "_r" if R < H else y
     nodes = [
         helper.make_node("Unsqueeze", [cos, "ax1"], [cos + "_u"]),
         helper.make_node("Unsqueeze", [sin, "ax1"], [sin + "_u"]),
-        helper.make_node("Slice", [x, "c0", "cR", "ax3", "c1"], [x + "_rot"]),
-        helper.make_node("Slice", [x, "cR", "cbig", "ax3", "c1"], [x + "_pass"]),
-        helper.make_node("Mul", [x + "_rot", cos + "_u"], [x + "_c"]),
-        helper.make_node("Slice", [x + "_rot", "c0", "ch", "ax3", "c1"], [x + "_lo"]),
-        helper.make_node("Slice", [x + "_rot", "ch", "cbig", "ax3", "c1"], [x + "_hi"]),
+        helper.make_node("Mul", [xr, cos + "_u"], [x + "_c"]),
+        helper.make_node("Slice", [xr, "c0", "ch", "ax3", "c1"], [x + "_lo"]),
+        helper.make_node("Slice", [xr, "ch", "cbig", "ax3", "c1"], [x + "_hi"]),
         helper.make_node("Neg", [x + "_hi"], [x + "_hin"]),
         helper.make_node("Concat", [x + "_hin", x + "_lo"], [x + "_rh"], axis=-1),
         helper.make_node("Mul", [x + "_rh", sin + "_u"], [x + "_s"]),
-        helper.make_node("Add", [x + "_c", x + "_s"], [x + "_r"]),
-        helper.make_node("Concat", [x + "_r", x + "_pass"], [y], axis=-1),
+        helper.make_node("Add", [x + "_c", x + "_s"], [yr]),
     ]
+    if R < H:
+        nodes = [helper.make_node("Slice", [x, "c0", "cR", "ax3", "c1"], [xr]),
+                 helper.make_node("Slice", [x, "cR", "cbig", "ax3", "c1"], [x + "_pass"])] + nodes
+        nodes.append(helper.make_node("Concat", [yr, x + "_pass"], [y], axis=-1))
     consts = [ints("ax1", [1]), ints("ax3", [3]), ints("c0", [0]), ints("c1", [1]), ints("cR", [R]),
               ints("ch", [h]), ints("cbig", [2**62])]
     return nodes, consts
@@ -160,3 +164,70 @@ def test_a_head_count_that_depends_on_the_inputs_is_not_guessed(tmp_path):
     r = fuse(src, tmp_path / "o.onnx")
     assert r["sites_found"] == 1 and r["sites_fused"] == 0, r["sites"]
     assert "number of heads" in r["sites"][0]["reason"]
+
+
+# ---- dynamic NTK ----------------------------------------------------------------------------
+
+def dynamic_ntk_graph(H=16, base=10000.0, factor=4.0, original=16):
+    """HF's "dynamic" rope_type on q (B, N, S, H), spelled as the graph computes it per call:
+    seq = max(position_ids) + 1; past the original context the base grows,
+    base' = base * (factor * seq / original - (factor - 1)) ** (H / (H - 2));
+    inv_freq = base' ** (-(0, 2, ..., H - 2) / H). inv_freq depends on the positions of the call."""
+    f = lambda n, v: numpy_helper.from_array(np.array(v, np.float32), n)
+    nodes = [
+        helper.make_node("ReduceMax", ["pos"], ["pmax"], keepdims=0),
+        helper.make_node("Add", ["pmax", "one_i"], ["seq_i"]),
+        helper.make_node("Cast", ["seq_i"], ["seq"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["seq", "k_ratio"], ["r0"]),        # factor * seq / original
+        helper.make_node("Sub", ["r0", "k_fm1"], ["r1"]),           # - (factor - 1)
+        helper.make_node("Pow", ["r1", "k_exp"], ["r2"]),
+        helper.make_node("Mul", ["r2", "k_base"], ["base_ntk"]),
+        helper.make_node("Greater", ["seq", "k_orig"], ["longer"]),
+        helper.make_node("Where", ["longer", "base_ntk", "k_base"], ["base_eff"]),
+        helper.make_node("Pow", ["base_eff", "k_e"], ["inv_freq"]),
+    ]
+    consts = [ints("one_i", 1), f("k_ratio", factor / original), f("k_fm1", factor - 1),
+              f("k_exp", H / (H - 2)), f("k_base", base), f("k_orig", float(original)),
+              f("k_e", -np.arange(0, H, 2) / H)]
+    an, ac = angle_nodes("inv_freq")
+    rn, rc = rope_nodes("q", "y", H, H, "cos", "sin")
+    inputs = [helper.make_tensor_value_info("q", TensorProto.FLOAT, ["batch", 2, "sequence", H]),
+              helper.make_tensor_value_info("pos", TensorProto.INT64, ["batch", "sequence"])]
+    g = helper.make_graph(nodes + an + rn, "dynamic_ntk", inputs,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 2, "sequence", H])],
+                          initializer=consts + ac + rc)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_dynamic_ntk_fixed_table_refused_and_per_call_rows_exact(tmp_path):
+    src = tmp_path / "ntk.onnx"
+    onnx.save(dynamic_ntk_graph(), str(src))
+    onnx.checker.check_model(str(src), full_check=True)
+    a = session(src)
+    rng = np.random.default_rng(11)
+    cases = [(1, 1, 0), (2, 8, 0), (2, 40, 0), (1, 5, 3000), (2, 3, 100000)]  # below and past 16
+    feeds = [{"q": rng.standard_normal((B, 2, S, 16)).astype(np.float32),
+              "pos": (np.arange(S)[None, :] + base + np.arange(B)[:, None]).astype(np.int64)}
+             for B, S, base in cases]
+    # the switch is real: position 5 gets other angles in a call longer than the original context
+    short = {"q": feeds[2]["q"][:, :, :8], "pos": feeds[2]["pos"][:, :8]}
+    assert np.abs(a.run(None, short)[0][:, :, 5] - a.run(None, feeds[2])[0][:, :, 5]).max() > 1e-3
+    # fixed table: one row per position cannot hold angles that depend on the whole call
+    r = fuse(src, tmp_path / "t.onnx", "--max-positions", "64")
+    assert r["sites_found"] == 1 and r["sites_fused"] == 0, r["sites"]
+    reason = r["sites"][0]["reason"]
+    assert "computed at run time" in reason and "static table cannot" in reason, reason
+    # default: the fused node reads the graph's own per-call rows, so the switch stays, exactly
+    dst = tmp_path / "out" / "ntk.onnx"
+    dst.parent.mkdir()
+    r = fuse(src, dst)
+    assert r["sites_found"] == 1 and r["sites_fused"] == 1, r["sites"]
+    assert r["sites"][0]["angles"] == "the graph's own cos/sin rows" and r["sites"][0]["variant"] == "rotate_half"
+    fused = onnx.load(str(dst))
+    onnx.checker.check_model(fused, full_check=True)
+    assert sum(n.op_type == "RotaryEmbedding" for n in fused.graph.node) == 1
+    for level in (ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_ALL):
+        b = session(dst, level)
+        for fd, case in zip(feeds + [short], cases + ["short"]):
+            ya, yb = a.run(None, fd)[0], b.run(None, fd)[0]
+            assert np.abs(ya - yb).max() <= 1e-5 * np.abs(ya).max(), case
