@@ -231,3 +231,83 @@ def test_dynamic_ntk_fixed_table_refused_and_per_call_rows_exact(tmp_path):
         for fd, case in zip(feeds + [short], cases + ["short"]):
             ya, yb = a.run(None, fd)[0], b.run(None, fd)[0]
             assert np.abs(ya - yb).max() <= 1e-5 * np.abs(ya).max(), case
+
+
+# ---- rotation computed in float32 on a float16 tensor (OLMo 2's apply_rotary_pos_emb) -------
+
+def widened_graph(narrow=TensorProto.FLOAT16):
+    """q (B, N, S, 16) in float16; float32 cos/sin; q * cos and rotate_half(q) * sin promoted to
+    float32 (Cast of q, Cast of rotate_half(q)), the sum cast back: y = f16(f32(q) * cos +
+    f32(rotate_half(q)) * sin), as torch writes OLMo 2's RoPE in float16 models."""
+    H = 16
+    an, ac = angle_nodes("inv_freq")
+    nodes = an + [
+        helper.make_node("Unsqueeze", ["cos", "ax1"], ["cos_u"]),
+        helper.make_node("Unsqueeze", ["sin", "ax1"], ["sin_u"]),
+        helper.make_node("Cast", ["q"], ["q32"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["q32", "cos_u"], ["qc"]),
+        helper.make_node("Slice", ["q", "c0", "ch", "ax3", "c1"], ["q_lo"]),
+        helper.make_node("Slice", ["q", "ch", "cbig", "ax3", "c1"], ["q_hi"]),
+        helper.make_node("Neg", ["q_hi"], ["q_hin"]),
+        helper.make_node("Concat", ["q_hin", "q_lo"], ["q_rh"], axis=-1),
+        helper.make_node("Cast", ["q_rh"], ["q_rh32"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["q_rh32", "sin_u"], ["qs"]),
+        helper.make_node("Add", ["qc", "qs"], ["y32"]),
+        helper.make_node("Cast", ["y32"], ["y"], to=narrow),
+    ]
+    inv = (10000.0 ** (-np.arange(0, H, 2) / H)).astype(np.float32)
+    consts = ac + [ints("ax1", [1]), ints("ax3", [3]), ints("c0", [0]), ints("c1", [1]),
+                   ints("ch", [H // 2]), ints("cbig", [2**62]), numpy_helper.from_array(inv, "inv_freq")]
+    shape = ["batch", 2, "sequence", H]
+    g = helper.make_graph(nodes, "widened", [helper.make_tensor_value_info("q", narrow, shape),
+                                             helper.make_tensor_value_info("pos", TensorProto.INT64, ["batch", "sequence"])],
+                          [helper.make_tensor_value_info("y", narrow, shape)], initializer=consts)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_rotation_widened_to_float32_fuses_in_float32(tmp_path):
+    src = tmp_path / "widened.onnx"
+    onnx.save(widened_graph(), str(src))
+    onnx.checker.check_model(str(src), full_check=True)
+    for extra in ((), ("--max-positions", "4096")):
+        dst = tmp_path / "out" / ("t" if extra else "r") / "w.onnx"
+        dst.parent.mkdir(parents=True)
+        r = fuse(src, dst, *extra)
+        assert r["sites_found"] == 1 and r["sites_fused"] == 1, r["sites"]
+        assert r["sites"][0]["dtype"] == "float32" and r["sites"][0]["x"] == "q32"
+        fused = onnx.load(str(dst))
+        onnx.checker.check_model(fused, full_check=True)
+        assert [n.op_type for n in fused.graph.node].count("RotaryEmbedding") == 1
+        assert not any(n.op_type == "Neg" for n in fused.graph.node)
+        a = session(src)
+        rng = np.random.default_rng(2)
+        for level in (ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_ALL):
+            b = session(dst, level)
+            for B, S, base in ((1, 1, 0), (2, 9, 7), (2, 4, 3000)):
+                fd = {"q": rng.standard_normal((B, 2, S, 16)).astype(np.float16),
+                      "pos": (np.arange(S)[None, :] + base + 5 * np.arange(B)[:, None]).astype(np.int64)}
+                ya, yb = a.run(None, fd)[0], b.run(None, fd)[0]
+                assert yb.dtype == np.float16
+                # the same float32 arithmetic (up to its rounding), rounded once to float16
+                ya, yb = ya.astype(np.float64), yb.astype(np.float64)
+                assert np.abs(ya - yb).max() <= 1e-3 * np.abs(ya).max(), (extra, B, S, base)
+
+
+def test_a_narrowing_cast_in_rotate_half_is_not_a_site(tmp_path):
+    m = widened_graph()
+    # rotate_half(q) narrowed to float16 before the sin product (q float32 now): not x * cos +
+    # rot(x) * sin in one precision, and the rotation loses bits: never matched as a site
+    for v in list(m.graph.input) + list(m.graph.output):
+        if v.name in ("q", "y"):
+            v.type.tensor_type.elem_type = TensorProto.FLOAT
+    for n in m.graph.node:
+        if n.output[0] == "q_rh32":
+            n.attribute[0].i = TensorProto.FLOAT16
+        if n.output[0] == "y":
+            n.attribute[0].i = TensorProto.FLOAT
+    src = tmp_path / "narrow.onnx"
+    onnx.save(m, str(src))
+    res = subprocess.run([str(CLI), "fuse", str(src), str(tmp_path / "o.onnx"), "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["sites_fused"] == 0
