@@ -737,6 +737,14 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
     for (size_t i = 0; st == ROPEKIT_OK && i < r->n_sites; ++i) {
         rk_site *s = &r->sites[i];
         if (s->reason[0] || !s->angles_ok) continue;
+        rk_shape ps;
+        if ((s->num_heads <= 0 || s->head_size <= 0) && rk_probe_dims(ix, s->x, &ps) &&
+            ps.rank == 4) {
+            /* no shape information in the graph: the dims that do not follow its inputs' */
+            int hd = s->layout == RK_LAYOUT_BNSH ? 1 : 2;
+            if (s->num_heads <= 0 && ps.dims[hd] > 0) s->num_heads = s->xdims[hd] = ps.dims[hd];
+            if (s->head_size <= 0 && ps.dims[3] > 0) s->head_size = s->xdims[3] = ps.dims[3];
+        }
         int partial = s->head_size < 0 || s->rotary_dim < s->head_size;
         if ((partial || s->layout == RK_LAYOUT_BSNH) && s->num_heads <= 0)
             snprintf(s->reason, RK_REASON, "the number of heads of '%s' is unknown (no shape "
