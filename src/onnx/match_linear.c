@@ -554,12 +554,24 @@ static const char *find_x(const rk_graph *ix, const uint8_t *cl, const char *y) 
         cs.in[at][q] = -1;
         if (cs.leaf[at]) cs.in[at][0] = -1;
     }
+    /* x comes before every product with cos/sin (it is what they multiply) */
+    int32_t first_product = INT32_MAX;
+    for (size_t c = 0; c < cs.n; ++c) {
+        int32_t prod = ix->values[cs.v[c]].producer;
+        const Onnx__NodeProto *m = prod >= 0 ? ix->g->node[prod] : NULL;
+        if (!m || !default_domain(m) || strcmp(m->op_type, "Mul") || m->n_input != 2) continue;
+        for (int k = 0; k < 2; ++k) {
+            size_t u = vidx(ix, m->input[k]);
+            if (u < ix->n_values && cl[u] == CL_ANGLE && prod < first_product) first_product = prod;
+        }
+    }
+    if (first_product == INT32_MAX) return NULL;
     /* candidates, latest producer first */
     size_t best = (size_t)-1;
     int32_t best_prod = INT32_MIN;
     for (size_t c = 1; c < cs.n; ++c) {
         int32_t prod = ix->values[cs.v[c]].producer;
-        if (best != (size_t)-1 && prod <= best_prod) continue;
+        if (prod >= first_product || (best != (size_t)-1 && prod <= best_prod)) continue;
         /* is c a cut? walk from y avoiding c: no leaf may be reached */
         uint8_t seen[LIN_CLOSURE] = {0};
         int stack[LIN_CLOSURE], sp = 0, cut = 1;
