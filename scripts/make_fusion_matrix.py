@@ -285,26 +285,141 @@ def family(name):
                                                 mrope_interleaved=True))
             cls = "Qwen3VLTextModel"
         return cls + "+lm_head", cfg, 2 * L, {"mrope": True}
+    if name in HELDOUT_SIMPLE:
+        cfg_cls, model_cls, over, rope, sites_of, ext = HELDOUT_SIMPLE[name]
+        kw = common()
+        kw.update(over)
+        cfg = getattr(T, cfg_cls)(**kw, **rope_kw(**rope))
+        return model_cls, cfg, sites_of(cfg), dict(ext)
+    if name == "falcon":
+        # Falcon (new decoder architecture): one fused query_key_value projection, rotate_half
+        cfg = T.FalconConfig(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=L,
+                             num_attention_heads=HEADS, num_kv_heads=KV_HEADS,
+                             new_decoder_architecture=True, alibi=False, bias=False,
+                             max_position_embeddings=2048, use_cache=False,
+                             tie_word_embeddings=False, bos_token_id=1, eos_token_id=2,
+                             **rope_kw())
+        return "FalconForCausalLM", cfg, 2 * L, x
+    if name == "llama_linear":
+        cfg = T.LlamaConfig(head_dim=HEAD_DIM, **common(), **rope_kw("linear", factor=4.0))
+        return "LlamaForCausalLM", cfg, 2 * L, x
+    if name == "codegen":
+        # CodeGen: GPT-J-style interleaved rotation on a fused qkv split into mp_num groups
+        cfg = T.CodeGenConfig(vocab_size=VOCAB, n_positions=2048, n_ctx=2048, n_embd=HIDDEN,
+                              n_layer=L, n_head=HEADS, rotary_dim=8, n_inner=INTER,
+                              use_cache=False, tie_word_embeddings=False, bos_token_id=1,
+                              eos_token_id=2)
+        return "CodeGenForCausalLM", cfg, 2 * L, x
+    if name == "persimmon":
+        kw = common()
+        kw.pop("num_key_value_heads")
+        if TF_MAJOR >= 5:
+            cfg = T.PersimmonConfig(**kw, **rope_kw(theta=25000.0, partial_rotary_factor=0.5))
+        else:
+            cfg = T.PersimmonConfig(**kw, partial_rotary_factor=0.5, **rope_kw(theta=25000.0))
+        return "PersimmonForCausalLM", cfg, 2 * L, x
     raise KeyError(name)
+
+
+def _all_layers(cfg):
+    return 2 * cfg.num_hidden_layers
+
+
+# Held-out families made from common() settings: name -> (config class, model class, config
+# overrides, rope_kw arguments, rope sites from the config, extra)
+HELDOUT_SIMPLE = {
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM",
+                  dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                       shared_expert_intermediate_size=32), dict(theta=1000000.0),
+                  _all_layers, {"dense_mlp": True}),
+    "olmoe": ("OlmoeConfig", "OlmoeForCausalLM",
+              dict(num_experts=4, num_experts_per_tok=2), dict(), _all_layers, {"dense_mlp": True}),
+    "granitemoe": ("GraniteMoeConfig", "GraniteMoeForCausalLM",
+                   dict(num_local_experts=4, num_experts_per_tok=2), dict(), _all_layers,
+                   {"dense_mlp": True}),
+    "phimoe": ("PhimoeConfig", "PhimoeForCausalLM",
+               dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=None), dict(),
+               _all_layers, {"dense_mlp": True}),
+    "cohere2": ("Cohere2Config", "Cohere2ForCausalLM",
+                dict(layer_types=["sliding_attention", "full_attention"], sliding_window=4096),
+                dict(), lambda c: 2 * sum(1 for t in c.layer_types if t == "sliding_attention"),
+                {}),
+    "helium": ("HeliumConfig", "HeliumForCausalLM", dict(head_dim=HEAD_DIM), dict(), _all_layers, {}),
+    "glm4": ("Glm4Config", "Glm4ForCausalLM", dict(head_dim=HEAD_DIM), dict(), _all_layers, {}),
+    "seed_oss": ("SeedOssConfig", "SeedOssForCausalLM", dict(head_dim=HEAD_DIM), dict(),
+                 _all_layers, {}),
+    "hunyuan_dense": ("HunYuanDenseV1Config", "HunYuanDenseV1ForCausalLM",
+                      dict(head_dim=HEAD_DIM), dict(), _all_layers, {}),
+    "arcee": ("ArceeConfig", "ArceeForCausalLM", dict(head_dim=HEAD_DIM), dict(), _all_layers, {}),
+    "apertus": ("ApertusConfig", "ApertusForCausalLM", dict(head_dim=HEAD_DIM), dict(),
+                _all_layers, {}),
+    "olmo": ("OlmoConfig", "OlmoForCausalLM", dict(), dict(), _all_layers, {}),
+    "olmo3": ("Olmo3Config", "Olmo3ForCausalLM",
+              dict(layer_types=["sliding_attention", "full_attention"], sliding_window=4096),
+              dict(theta=500000.0), _all_layers, {}),
+    "ministral": ("MinistralConfig", "MinistralForCausalLM",
+                  dict(head_dim=HEAD_DIM, sliding_window=None), dict(theta=1000000.0),
+                  _all_layers, {}),
+    "dots1": ("Dots1Config", "Dots1ForCausalLM",
+              dict(head_dim=HEAD_DIM, first_k_dense_replace=LAYERS, n_routed_experts=4,
+                   num_experts_per_tok=2, moe_intermediate_size=32, n_group=1, topk_group=1),
+              dict(), _all_layers, {}),
+    "bitnet": ("BitNetConfig", "BitNetForCausalLM", dict(head_dim=HEAD_DIM), dict(),
+               _all_layers, {}),
+    "diffllama": ("DiffLlamaConfig", "DiffLlamaForCausalLM", dict(head_dim=HEAD_DIM), dict(),
+                  _all_layers, {}),
+    "jetmoe": ("JetMoeConfig", "JetMoeForCausalLM",
+               dict(num_local_experts=2, num_experts_per_tok=1, kv_channels=16,
+                    num_key_value_heads=HEADS), dict(), _all_layers, {}),
+    "nanochat": ("NanoChatConfig", "NanoChatForCausalLM", dict(), dict(), _all_layers, {}),
+    "vaultgemma": ("VaultGemmaConfig", "VaultGemmaForCausalLM",
+                   dict(head_dim=HEAD_DIM, sliding_window=4096), dict(), _all_layers, {}),
+    "flex_olmo": ("FlexOlmoConfig", "FlexOlmoForCausalLM",
+                  dict(num_experts=2, num_experts_per_tok=1), dict(theta=500000.0), _all_layers,
+                  {"dense_mlp": True}),
+    "minimax": ("MiniMaxConfig", "MiniMaxForCausalLM",
+                dict(head_dim=HEAD_DIM, num_local_experts=2, num_experts_per_tok=1,
+                     layer_types=["full_attention", "full_attention"], sliding_window=None),
+                dict(), _all_layers, {"dense_mlp": True}),
+    "glm4_moe": ("Glm4MoeConfig", "Glm4MoeForCausalLM",
+                 dict(head_dim=HEAD_DIM, first_k_dense_replace=LAYERS, n_routed_experts=4,
+                      num_experts_per_tok=2, moe_intermediate_size=32, n_group=1, topk_group=1,
+                      partial_rotary_factor=0.5, use_qk_norm=True), dict(), _all_layers, {}),
+    "ernie4_5_moe": ("Ernie4_5_MoeConfig", "Ernie4_5_MoeForCausalLM",
+                     dict(head_dim=HEAD_DIM, moe_num_experts=2, moe_k=1, moe_layer_start_index=LAYERS),
+                     dict(theta=500000.0), _all_layers, {}),
+    "hunyuan_moe": ("HunYuanMoEV1Config", "HunYuanMoEV1ForCausalLM",
+                    dict(head_dim=HEAD_DIM, num_experts=2, moe_topk=1), dict(), _all_layers,
+                    {"dense_mlp": True}),
+    "solar_open": ("SolarOpenConfig", "SolarOpenForCausalLM", dict(head_dim=HEAD_DIM), dict(),
+                   _all_layers, {"dense_mlp": True}),
+    "lfm2": ("Lfm2Config", "Lfm2ForCausalLM",
+             dict(layer_types=["conv", "full_attention"]), dict(),
+             lambda c: 2 * sum(1 for t in c.layer_types if t == "full_attention"), {}),
+}
 
 
 # (family, variant) -> settings. Variant keys: torch line (t211 / t29), exporter (dynamo /
 # torchscript), shapes (dynamic / static), opset, dtype, past, external.
 def V(fam, torch_line="t211", exporter="dynamo", shapes="dynamic", opset=18, dtype="float32",
-      past=False, external=None):
+      past=False, external=None, optimize=True, batch=None, seq=None):
     if external is None:  # torch's own layout (weights in <name>.onnx.data) for part of the matrix
         external = exporter == "dynamo" and (opset == 23 or past)
     if exporter == "torchscript":
         opset = 17 if opset == 18 else opset
     parts = [{"dynamo": "dyn" if shapes == "dynamic" else "static", "torchscript": "ts"}[exporter],
-             f"o{opset}", {"float32": "f32", "float16": "f16"}[dtype]]
+             f"o{opset}", {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}[dtype]]
     if past:
         parts.append("kv")
+    if batch is not None or seq is not None:  # example input shape other than the default
+        parts.append(f"b{batch}s{seq}")
+    if not optimize:  # torch.onnx.export(..., optimize=False)
+        parts.append("noopt")
     if torch_line != "t211":
         parts.append(torch_line)
     return dict(name=f"{fam}__{'_'.join(parts)}", family=fam, torch_line=torch_line,
                 exporter=exporter, shapes=shapes, opset=opset, dtype=dtype, past=past,
-                external=external)
+                external=external, optimize=optimize, batch=batch, seq=seq)
 
 
 DEFAULT_FAMILIES = [
@@ -348,6 +463,44 @@ MATRIX = [V(f) for f in DEFAULT_FAMILIES] + [
     V("gemma3_text", "t29", "torchscript"), V("stablelm", "t29", "torchscript"),
 ]
 
+# A held-out set (not committed as fixtures): families and export settings beyond MATRIX, to
+# check that `ropekit fuse` generalizes. `--holdout --out DIR` exports it into DIR.
+HOLDOUT_FAMILIES = ["falcon", "llama_linear", "codegen", "persimmon"] + list(HELDOUT_SIMPLE)
+HOLDOUT = [V(f) for f in HOLDOUT_FAMILIES] + [
+    V("llama", dtype="bfloat16"), V("qwen3", dtype="bfloat16"), V("gptj", dtype="bfloat16"),
+    V("cohere", dtype="bfloat16"), V("falcon", dtype="bfloat16", past=True),
+    V("llama", opset=20), V("qwen3", opset=21), V("gemma3_text", opset=22), V("gptj", opset=22),
+    V("cohere", opset=21), V("deepseek_v3", opset=20), V("phi4_mini", opset=22),
+    V("deepseek_v4", opset=21),
+    V("llama", shapes="static", batch=1, seq=1), V("qwen3", shapes="static", batch=1, seq=1),
+    V("gptj", shapes="static", batch=1, seq=1), V("deepseek_v3", shapes="static", batch=1, seq=1),
+    V("cohere", shapes="static", batch=1, seq=1), V("glm", shapes="static", batch=1, seq=1),
+    V("llama", shapes="static", past=True, batch=1, seq=1),
+    V("gemma3_text", shapes="static", past=True, batch=1, seq=1),
+    V("llama", optimize=False), V("qwen3", optimize=False), V("gptj", optimize=False),
+    V("cohere", optimize=False), V("deepseek_v3", optimize=False), V("phi_partial", optimize=False),
+    V("gemma3_text", optimize=False), V("glm", optimize=False), V("phi3_longrope", optimize=False),
+    V("falcon", past=True), V("gpt_neox", past=True), V("phi3", past=True), V("glm", past=True),
+    V("gemma2", past=True), V("deepseek_v3", past=True), V("gptj", past=True),
+    V("phi4_mini", past=True), V("phi3_longrope", past=True), V("smollm3", past=True),
+    V("cohere2", past=True), V("gemma3_text", past=True), V("llama_linear", past=True),
+    V("qwen3_vl_text", past=True), V("deepseek_v4", past=True),
+    V("falcon", "t29", "torchscript"), V("granite", "t29", "torchscript"),
+    V("starcoder2", "t29", "torchscript"), V("glm", "t29", "torchscript"),
+    V("qwen2", "t29", "torchscript"), V("helium", "t29", "torchscript"),
+    V("cohere2", "t29", "torchscript"), V("qwen2_moe", "t29", "torchscript"),
+    V("olmoe", "t29", "torchscript"), V("seed_oss", "t29", "torchscript"),
+    V("arcee", "t29", "torchscript"), V("gemma2", "t29", "torchscript"),
+    V("persimmon", "t29", "torchscript"), V("codegen", "t29", "torchscript"),
+    V("glm4", "t29", "torchscript"), V("deepseek_v3", "t29", "torchscript"),
+    V("llama_linear", "t29", "torchscript"), V("qwen2", "t29", "torchscript", past=True),
+    V("llama", "t29", "torchscript", past=True), V("phi3", "t29", "torchscript", past=True),
+    V("gptj", "t29", "torchscript", past=True), V("llama", "t29", "torchscript", opset=14),
+    V("falcon", "t29", shapes="static"), V("glm4", "t29", shapes="static"),
+    V("helium", "t29", shapes="static"), V("apertus", "t29", shapes="static"),
+    V("llama", "t29", shapes="static", dtype="bfloat16"),
+]
+
 
 class TextLM(nn.Module):
     def __init__(self, text_model, config):
@@ -374,19 +527,21 @@ def build(fam, dtype, attn="sdpa"):
             model = TextLM(getattr(transformers, cls.split("+")[0])(cfg), cfg)
         else:
             model = getattr(transformers, cls)(cfg)
-    except ValueError as e:  # a family without an SDPA path (DeepSeek-V4): eager attention
-        if "attention implementation" not in str(e):
+    except (ValueError, KeyError) as e:  # a family without an SDPA path (DeepSeek-V4), or
+        # without the attention-function registry (Falcon's own classes): eager attention
+        if isinstance(e, ValueError) and "attention implementation" not in str(e):
             raise
         cfg._attn_implementation = "eager"
         torch.manual_seed(SEED)
         model = getattr(transformers, cls)(cfg)
     if extra.get("dense_mlp"):
         for layer in model.model.layers:
-            layer.mlp = DenseMLP(cfg.hidden_size, INTER, pair=fam == "gpt_oss")
+            attr = "block_sparse_moe" if hasattr(layer, "block_sparse_moe") else "mlp"
+            setattr(layer, attr, DenseMLP(cfg.hidden_size, INTER, pair=fam == "gpt_oss"))
     model.eval()
-    if dtype == "float16":
-        model = model.half()
-        cfg.dtype = "float16"
+    if dtype in ("float16", "bfloat16"):
+        model = model.to(getattr(torch, dtype))
+        cfg.dtype = dtype
     return cls, cfg, sites, extra, model
 
 
@@ -435,7 +590,7 @@ def example_inputs(cfg, extra, past, dtype, b, s, p, offset=0, seed=SEED):
         pos = pos.unsqueeze(0).expand(3, b, s).contiguous()
     args = [ids, pos]
     if past:
-        tdt = torch.float16 if dtype == "float16" else torch.float32
+        tdt = getattr(torch, dtype)
         for _ in range(cfg.num_hidden_layers):
             args.append(torch.randn(kv_shape(cfg, b, p), generator=gen).to(tdt))
             args.append(torch.randn(kv_shape(cfg, b, p), generator=gen).to(tdt))
@@ -478,6 +633,7 @@ def export_one(v, outdir):
     wrapper = WithPast(model, cfg, cfg.num_hidden_layers) if past else NoCache(model)
     wrapper.eval()
     b, s, p = (PAST_B, PAST_S, PAST_P) if past else (EXPORT_B, EXPORT_S, 0)
+    b, s = v.get("batch") or b, v.get("seq") or s
     args = example_inputs(cfg, extra, past, v["dtype"], b, s, p)
     ins, outs = names_for(cfg, past)
     path = os.path.join(outdir, v["name"] + ".onnx")
@@ -510,7 +666,7 @@ def export_one(v, outdir):
                 dyn = tuple(dyn)
             prog = torch.onnx.export(wrapper, args, None, input_names=ins, output_names=outs,
                                      dynamo=True, dynamic_shapes=dyn, opset_version=v["opset"],
-                                     optimize=True)
+                                     optimize=v.get("optimize", True))
             # torch's layout for part of the matrix: weights in <name>.onnx.data beside it
             prog.save(path, external_data=v["external"])
             m = onnx.load(path, load_external_data=False)  # data file stays as torch wrote it
@@ -518,22 +674,31 @@ def export_one(v, outdir):
                 del node.metadata_props[:]
             onnx.save(m, path)
     # check the export against torch (a fresh model: export can leave state in the module)
+    import ml_dtypes
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     fresh = build(v["family"], v["dtype"], attn)[4]
     fw = WithPast(fresh, cfg, cfg.num_hidden_layers) if past else NoCache(fresh)
     checks = []
     tries = [(b, s, p, 0)]
     if v["shapes"] == "dynamic":
         tries += [(1, 5, p + 4 if past else 0, 3)]
+    try:
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime's CPU EP has no bfloat16 kernels for most ops
+        if v["dtype"] != "bfloat16" or "NOT_IMPLEMENTED" not in str(e):
+            raise
+        checks.append({"error": "onnxruntime (CPU) cannot run it: " + str(e)[:200]})
+        tries = []
     for tb, ts_, tp, off in tries:
         a = example_inputs(cfg, extra, past, v["dtype"], tb, ts_, tp, offset=off, seed=SEED + 7)
         with torch.no_grad():
             ref = fw(*a)
         ref = ref[0] if isinstance(ref, tuple) else ref
-        got = sess.run(None, {n: t.numpy() for n, t in zip(ins, a)})[0]
+        feeds = {n: (t.float().numpy().astype(ml_dtypes.bfloat16) if t.dtype == torch.bfloat16
+                     else t.numpy()) for n, t in zip(ins, a)}
+        got = sess.run(None, feeds)[0].astype(np.float32)
         ref = ref.float().numpy()
         checks.append({"shape": [tb, ts_, tp], "max_abs_diff": float(np.abs(got - ref).max()),
                        "max_abs_ref": float(np.abs(ref).max())})
@@ -545,7 +710,8 @@ def export_one(v, outdir):
     m = onnx.load(path, load_external_data=False)
     entry = {
         "family": v["family"], "arch": cls,
-        "settings": {k: v[k] for k in ("exporter", "shapes", "opset", "dtype", "past", "external")},
+        "settings": {k: v[k] for k in ("exporter", "shapes", "opset", "dtype", "past", "external")
+                     + (("optimize",) if not v.get("optimize", True) else ())},
         "torch": torch.__version__, "transformers": transformers.__version__,
         "inputs": [{"name": i.name, "shape": [d.dim_param or d.dim_value for d in
                                               i.type.tensor_type.shape.dim],
@@ -714,6 +880,8 @@ def main():
     ap.add_argument("--out", default=OUT)
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--holdout", action="store_true",
+                    help="export the held-out set HOLDOUT instead of MATRIX (use --out)")
     ap.add_argument("--variants-only", action="store_true", help="skip the default forms")
     ap.add_argument("--merge-from", nargs="*", default=[],
                     help="move the models of other --out folders (parallel runs) into --out")
@@ -724,13 +892,13 @@ def main():
         return make_ort_fusion()
     if args.merge_from:
         return merge(args.out, args.merge_from)
-    todo = [v for v in MATRIX if v["torch_line"] == TORCH_LINE]
+    todo = [v for v in (HOLDOUT if args.holdout else MATRIX) if v["torch_line"] == TORCH_LINE]
     if args.only:  # in the order given
         todo = [v for o in args.only for v in todo if v["name"] == o or v["family"] == o]
     if args.variants_only:
         todo = [v for v in todo if v["family"] not in DEFAULT_FAMILIES or v != V(v["family"])]
     if args.list:
-        for v in MATRIX:
+        for v in (HOLDOUT if args.holdout else MATRIX):
             print(v["name"], "(this venv)" if v["torch_line"] == TORCH_LINE else "")
         return
     os.makedirs(args.out, exist_ok=True)
