@@ -333,6 +333,22 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
         st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
         goto done;
     }
+    if (s->x_perm) {
+        /* channels the graph reorders before rotating: the fused node reads x[..., perm] */
+        char *perm = NULL, *gx = NULL;
+        if ((st = add_int_initializer(ix, "ropekit_x_perm", s->x_perm, (size_t)s->head_size,
+                                      &perm)) != ROPEKIT_OK)
+            goto done;
+        const char *gin[2] = {s->x, perm};
+        st = add_node(ix, "Gather", gin, 2, "ropekit_x_permuted", "axis", 3, hint, &gx);
+        free(perm);
+        if (st != ROPEKIT_OK) {
+            free(gx);
+            goto done;
+        }
+        free(x_in);
+        x_in = gx;
+    }
     if (s->layout == RK_LAYOUT_BSNH) {
         /* (B, S, N, H) -> (B, S, N*H) for the fused op, and back */
         int64_t to3[3] = {0, 0, -1}, to4[4] = {0, 0, s->num_heads, s->head_size};
@@ -345,7 +361,7 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
             st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
             goto done;
         }
-        const char *ins[2] = {s->x, shape_in};
+        const char *ins[2] = {x_in, shape_in};
         Onnx__NodeProto *r = rk_new_node("Reshape", "", x3, ins, 2, (const char *const *)&x3, 1);
         if (!r || (st = rk_graph_insert_node(ix, r, hint, NULL)) != ROPEKIT_OK) {
             if (!r) st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
@@ -569,7 +585,7 @@ static ropekit_status match_all(rk_graph *ix, ropekit_fuse_report *r) {
         site.layer = (int64_t)(r->n_sites / 2);
         r->sites[r->n_sites++] = site;
     }
-    return ROPEKIT_OK;
+    return rk_match_linear_all(ix, &r->sites, &r->n_sites, &cap);
 }
 
 static int64_t choose_max_positions(const ropekit_fuse_options *o,
@@ -717,7 +733,7 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
         }
         char *pos = s->angles.positions;
         s->probe_mrope = s->angles.mrope;
-        s->probe_limit = s->angles.kind == RK_ANGLES_TABLE ? s->angles.rows : 0;
+        if (s->angles.kind == RK_ANGLES_TABLE) s->probe_limit = s->angles.rows;
         s->angles.positions = NULL;
         rk_angles_free(&s->angles);
         s->angles.kind = RK_ANGLES_ROWS;
@@ -737,6 +753,14 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
     for (size_t i = 0; st == ROPEKIT_OK && i < r->n_sites; ++i) {
         rk_site *s = &r->sites[i];
         if (s->reason[0] || !s->angles_ok) continue;
+        rk_shape ps;
+        if ((s->num_heads <= 0 || s->head_size <= 0) && rk_probe_dims(ix, s->x, &ps) &&
+            ps.rank == 4) {
+            /* no shape information in the graph: the dims that do not follow its inputs' */
+            int hd = s->layout == RK_LAYOUT_BNSH ? 1 : 2;
+            if (s->num_heads <= 0 && ps.dims[hd] > 0) s->num_heads = s->xdims[hd] = ps.dims[hd];
+            if (s->head_size <= 0 && ps.dims[3] > 0) s->head_size = s->xdims[3] = ps.dims[3];
+        }
         int partial = s->head_size < 0 || s->rotary_dim < s->head_size;
         if ((partial || s->layout == RK_LAYOUT_BSNH) && s->num_heads <= 0)
             snprintf(s->reason, RK_REASON, "the number of heads of '%s' is unknown (no shape "
