@@ -30,6 +30,7 @@ void rk_site_free(rk_site *s) {
     free(s->fused_node);
     free(s->cos_term);
     free(s->sin_term);
+    free(s->x_perm);
     rk_angles_free(&s->angles);
     memset(s, 0, sizeof *s);
 }

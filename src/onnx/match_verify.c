@@ -195,8 +195,9 @@ static void verify_one(table_cache *tc, rk_eval *e, rk_site *s, const int64_t *x
         refuse(s, "%s", "out of memory while verifying the site");
         return;
     }
-    for (int64_t i = 0; i < n; ++i)
-        rk_store(xb, dt, i, (float)xv[i]);
+    int64_t H = xdims[3];
+    for (int64_t i = 0; i < n; ++i) /* the fused node reads x[..., x_perm] */
+        rk_store(xb, dt, i, (float)xv[s->x_perm ? i - i % H + s->x_perm[i % H] : i]);
     char *rc = NULL, *rs = NULL;
     int64_t n_rows = 0;
     double rpos[3 * PROBE_MAX_BS];
