@@ -266,10 +266,12 @@ def family(name):
         cfg = T.GlmConfig(head_dim=HEAD_DIM, **common(), **rope_kw())
         return "GlmForCausalLM", cfg, 2 * L, x
     if name == "exaone4":
+        # hybrid attention: RoPE only in the sliding-window layers (with a sliding window set,
+        # full-attention layers are NoPE), so one layer of each kind
         kw = common()
-        kw["layer_types"] = ["full_attention"] * L
+        kw["layer_types"] = (["sliding_attention", "full_attention"] * L)[:L]
         cfg = T.Exaone4Config(**kw, **rope_kw(theta=1000000.0))
-        return "Exaone4ForCausalLM", cfg, 2 * L, x
+        return "Exaone4ForCausalLM", cfg, 2 * ((L + 1) // 2), x
     if name == "ernie4_5":
         cfg = T.Ernie4_5Config(head_dim=HEAD_DIM, **common(), **rope_kw(theta=500000.0))
         return "Ernie4_5ForCausalLM", cfg, 2 * L, x

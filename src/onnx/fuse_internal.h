@@ -10,6 +10,8 @@
  * Matchers, one file per pattern family:
  *   match_rotate_half.c   half-split pairs: x*cos + rotate_half(x)*sin, full or partial width
  *   match_interleaved.c   adjacent pairs (GPT-J "rotate every two") from a gathered table
+ *   match_linear.c        any spelling: the subgraph evaluated as a linear map of x (term lists
+ *                         per element), read off as a RoPE (pairing, partial, channel order)
  *   match_angles.c        angle sources: on-the-fly inv_freq (Mul or MatMul), scaling, casts;
  *                         M-RoPE section / interleaving assembly (dynamo and TorchScript)
  */
@@ -66,6 +68,8 @@ typedef struct rk_site {
     int term_full;
     int probe_mrope; /* per-call rows of an M-RoPE site: its positions are (3, B, S) */
     int64_t probe_limit; /* per-call rows: probe positions below this (a graph table's rows), 0 */
+    int64_t *x_perm; /* head_size channel indices: the fused node reads x[..., x_perm] (channels
+                      * interleaved before a rotate_half, MLA); NULL: x as it is */
     char angle_reason[RK_REASON]; /* why the angle source is not a known table (table mode) */
     char reason[RK_REASON];   /* why it cannot be fused ("" when it can) */
     /* results */
@@ -99,6 +103,14 @@ int64_t rk_attr_i(const Onnx__NodeProto *n, const char *name, int64_t def);
 uint32_t rk_consumer_count(const rk_graph *ix, const char *name);
 /* The only consumer of `name`, or NULL when there are several or none. */
 Onnx__NodeProto *rk_single_consumer(const rk_graph *ix, const char *name);
+
+/* Dims of a value that do not depend on the graph inputs' symbolic dims, where the graph does
+ * not declare them (TorchScript exports carry no value_info): the shape inference of
+ * rk_value_rank run twice, with two different concrete values for every symbolic dim of the
+ * declared shapes (graph inputs); dims that agree are kept, the others are -1. Ends any match
+ * memo (call it after matching). 1 when the rank is known. */
+#define RK_PROBE_PARAMS 32
+int rk_probe_dims(const rk_graph *ix, const char *name, rk_shape *shape);
 
 /* The only consumer of `name` that is not a Shape node (exporters read shapes of intermediate
  * values for later reshapes; those readers die with the site), or NULL. */
@@ -205,6 +217,11 @@ void rk_sites_verify(const rk_graph *ix, rk_site *sites, size_t n, int64_t table
  * fills *site (owned) and returns 1. site->reason is set when the site cannot be fused. */
 int rk_match_rotate_half(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site *site);
 int rk_match_interleaved(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site *site);
+/* The general matcher (match_linear.c): re-examines the sites in *sites that carry a reason
+ * (replacing those it can express), then adds every site the pattern matchers did not find:
+ * an Add/Sub of products with Cos/Sin-derived factors whose subgraph is linear in one rotated
+ * tensor and reads as a RoPE. */
+ropekit_status rk_match_linear_all(const rk_graph *ix, rk_site **sites, size_t *n, size_t *cap);
 
 /* ---- DeepSeek-V4 attention (match_qknorm.c) ----------------------------------------------- */
 /* Find each layer's q/kv norm + RoPE and output inverse rotation + regroup, verify them

@@ -36,16 +36,35 @@ int rk_match_rotate_half(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site
     if (!s_lo || !rk_input(s_lo, 0) || !rk_input(s_hi, 0) || strcmp(s_lo->input[0], s_hi->input[0]))
         return 0;
     const char *xr = s_lo->input[0];
-    /* the sin product and the Add */
+    /* the sin product and the Add; rotate_half(x) may be widened first (x float16 or bfloat16,
+     * the rotation computed in float32 against float32 cos/sin: OLMo 2), then x must be too */
     Onnx__NodeProto *mul_s = rk_single_consumer(ix, cat->output[0]);
+    const char *rot = cat->output[0];
+    int32_t widen = 0;
+    if (mul_s && !strcmp(mul_s->op_type, "Cast") && (!mul_s->domain || !mul_s->domain[0])) {
+        rk_shape src;
+        rk_value_rank(ix, xr, &src);
+        widen = (int32_t)rk_attr_i(mul_s, "to", 0);
+        if (widen != RK_DT_FLOAT ||
+            (src.elem_type != RK_DT_FLOAT16 && src.elem_type != RK_DT_BFLOAT16))
+            return 0; /* only an exact widening keeps rotate_half what it is */
+        rot = mul_s->output[0];
+        mul_s = rk_single_consumer(ix, rot);
+    }
     if (!mul_s || strcmp(mul_s->op_type, "Mul") != 0) return 0;
-    const char *s_term = rk_other_operand(mul_s, cat->output[0]);
+    const char *s_term = rk_other_operand(mul_s, rot);
     Onnx__NodeProto *add = rk_single_consumer(ix, mul_s->output[0]);
     if (!s_term || !add || strcmp(add->op_type, "Add") != 0) return 0;
     const char *c_prod = rk_other_operand(add, mul_s->output[0]);
     Onnx__NodeProto *mul_c = rk_producer_op(ix, c_prod, "Mul");
     if (!mul_c) return 0;
-    const char *c_term = rk_other_operand(mul_c, xr);
+    const char *xsite = xr; /* what the fused op rotates: x, or x widened like rotate_half(x) */
+    const char *c_term = widen ? NULL : rk_other_operand(mul_c, xr);
+    for (size_t i = 0; widen && !c_term && i < 2; ++i) {
+        Onnx__NodeProto *cx = rk_producer_op(ix, rk_input(mul_c, i), "Cast");
+        if (cx && rk_input(cx, 0) && !strcmp(cx->input[0], xr) && rk_attr_i(cx, "to", 0) == widen)
+            xsite = mul_c->input[i], c_term = rk_input(mul_c, 1 - i);
+    }
     if (!c_term) return 0;
     /* the shape of rotate_half is there; its slice constants must verify */
     rk_shape xs;
@@ -70,7 +89,7 @@ int rk_match_rotate_half(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site
     site->interleaved = 0;
     site->anchor = rk_strdup(neg->output[0]);
     site->output = rk_strdup(add->output[0]);
-    site->x = rk_strdup(xr);
+    site->x = rk_strdup(xsite);
     site->rotary_dim = 2 * h;
     site->xdims[0] = site->xdims[1] = site->xdims[2] = site->xdims[3] = -1;
     site->head_size = -1;
@@ -85,7 +104,9 @@ int rk_match_rotate_half(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site
         return 1;
     }
 
-    if (rk_match_partial(ix, xr, add->output[0], 2 * h, rank, site, &xs))
+    if (widen) /* x as the fused op sees it (a partial width then stays a slice before it) */
+        xs.elem_type = widen;
+    else if (rk_match_partial(ix, xr, add->output[0], 2 * h, rank, site, &xs))
         site->variant = "rotate_half_partial";
     if (xs.rank > 0 && xs.rank != 4) {
         snprintf(site->reason, RK_REASON, "rotated tensor '%s' has rank %d, expected 4", site->x,
