@@ -11,6 +11,10 @@
  *                   adjacent lanes; chunks of [R, H) are copied bit for bit. Every 16-byte access
  *                   is one vector instruction (inline PTX: nvcc split some plain uint4 stores into
  *                   four).
+ *   rotary_tile_kernel  the same chunks, 2 heads per thread; a block's first threads gather its
+ *                   tokens' table columns into shared memory once per token, one barrier.
+ *                   Chosen by tile_preferred (MRoPE, most 16-bit full-rotary rows), measured
+ *                   faster there on an H200. Both share rotate_chunk (branch-free arithmetic).
  *   rotary_kernel   the same for any strides (one element per lane): a block takes a few
  *                   tokens, gathers their columns into shared memory once, heads reuse them.
  * Position ids are checked in the kernel: a bad id's row is never read, its pairs are copied,
