@@ -210,7 +210,8 @@ inline bool aligned(const void *p, long long elems_ok) { return ((uintptr_t)p % 
  * ROPEKIT_CUDA_HINTS=<RK_HINT_* bits> (cache hints on x and y in the flat and QKNorm kernels,
  * default 5: x L1::no_allocate, y .cs), ROPEKIT_CUDA_BLOCK=64|128|256 (flat kernel block
  * size, default 128),
- * ROPEKIT_CUDA_QKNORM_PIECE=8|16 (qknorm_piece). */
+ * ROPEKIT_CUDA_QKNORM_PIECE=8|16 (qknorm_piece), ROPEKIT_CUDA_TILE=0|1 (rotary: flat or tile
+ * kernel forced; unset: tile_preferred), ROPEKIT_CUDA_TILE_THREADS (tile kernel block size). */
 int env_int(const char *name, int lo, int hi, int dflt);
 int flat_hints();
 
