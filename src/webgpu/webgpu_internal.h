@@ -25,6 +25,7 @@ typedef enum rk_wg_layout { RK_LAYOUT_ROTARY = 0, RK_LAYOUT_QKNORM = 1, RK_LAYOU
 
 #define RK_WG_MAX_BINDINGS 8
 #define RK_WG_MAX_PIPELINES 256
+#define RK_WG_TS_PASSES 1024
 
 typedef struct rk_wg_pipeline {
     char key[192];
@@ -54,6 +55,10 @@ struct ropekit_webgpu {
     rk_wg_cached_pipeline pipes[RK_WG_MAX_PIPELINES];
     int n_pipes;
     char last_variant[192];
+    /* timestamps (options->timestamps): begin/end of each dispatch's pass, RK_WG_TS_PASSES */
+    WGPUQuerySet ts_set;
+    WGPUBuffer ts_resolve, ts_read;
+    uint32_t ts_n;
     char device_error[512]; /* filled by the error scope / uncaptured error callbacks */
 };
 
