@@ -4,8 +4,9 @@ one node per model, float32 and float16 (x and tables of one type).
 
 Timing: the inputs and the output live in device memory (IOBinding with OrtValues allocated
 through the EP device's memory info, filled once); `run_with_iobinding` returns before the device
-has finished (synchronize_outputs does not wait either), so a batch of n runs ends with a read-back
-of the output, which waits for the queue; time per run = (T(2N) - T(N)) / N, the read-back
+has finished (synchronize_outputs does not wait either), so a batch of n runs ends with a run of a
+4-element model in a second session on the same device whose output is read back (the queue is in
+order: it waits for the batch); time per run = (T(2N) - T(N)) / N, the sync's own cost
 cancelling, median of 7 such pairs. Everything a run does is included: ORT's
 per-run host work, its WebGPU submission and the kernel. If device-resident inputs are refused,
 the row says which inputs came from host memory.
@@ -14,6 +15,8 @@ Usage: python bench_ort_webgpu.py [--reps N] [--small]
 Environment: ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER=1 on a software adapter.
 """
 import argparse
+import json
+import os
 import statistics
 import sys
 import time
@@ -64,6 +67,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--small", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="also report ORT profiler events of the node")
     a = ap.parse_args()
     ort.register_execution_provider_library("webgpu", wep.get_library_path())
     devs = [d for d in ort.get_ep_devices() if d.ep_name == "WebGpuExecutionProvider"]
@@ -78,6 +82,24 @@ def main():
     except Exception as e:  # noqa: BLE001
         mem = None
         print("no device memory info:", e)
+    # The runs return before the device has finished (synchronize_outputs does not wait). A
+    # second session on the same device (the EP shares one WebGPU context per device) runs a
+    # 4-element Neg and reads its output back:
+    # the queue is in order, so that read waits for every run submitted before it.
+    gs = helper.make_graph([helper.make_node("Neg", ["a"], ["b"])], "sync",
+                           [helper.make_tensor_value_info("a", TensorProto.FLOAT, [4])],
+                           [helper.make_tensor_value_info("b", TensorProto.FLOAT, [4])])
+    ms = helper.make_model(gs, opset_imports=[helper.make_opsetid("", 21)])
+    ms.ir_version = 10
+    so = ort.SessionOptions()
+    so.add_provider_for_devices([dev], {})
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    sync_sess = ort.InferenceSession(ms.SerializeToString(), sess_options=so)
+    four = np.ones(4, np.float32)
+
+    def sync():
+        sync_sess.run(None, {"a": four})
+
     d = 16 if a.small else 1
     print("\n| shape | x and tables | operator | ORT WebGPU EP ms per run | inputs | max abs diff vs CPU EP |")
     print("|---|---|---|---:|---|---:|")
@@ -127,15 +149,15 @@ def main():
                 where.append("y")
             try:
                 sess.run_with_iobinding(io)  # warm-up (shader compile)
-                io.copy_outputs_to_cpu()
+                sync()
             except Exception as e:  # noqa: BLE001
                 print(f"| {name} | {np.dtype(dt).name} | {domain} | error: {str(e).splitlines()[0][:200]} | | |")
                 continue
-            def batch(n):  # n runs, then a read-back of the output (it waits for the queue)
+            def batch(n):  # n runs, then a tiny run whose read-back waits for the queue
                 t0 = time.perf_counter()
                 for _ in range(n):
                     sess.run_with_iobinding(io)
-                io.copy_outputs_to_cpu()
+                sync()
                 return time.perf_counter() - t0
 
             ts = []
@@ -143,12 +165,35 @@ def main():
                 t1 = batch(a.reps)
                 t2 = batch(2 * a.reps)
                 ts.append((t2 - t1) / a.reps)
+            prof = ""
+            if a.profile:  # ORT's profiler: its events for the node, median duration by category
+                sp = ort.SessionOptions()
+                sp.add_provider_for_devices([dev], {})
+                sp.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+                sp.enable_profiling = True
+                sp.profile_file_prefix = "/tmp/ort_rope_prof"
+                ps = ort.InferenceSession(mb, sess_options=sp)
+                pio = ps.io_binding()
+                for k in host:
+                    pio.bind_ortvalue_input(k, ort.OrtValue.ortvalue_from_numpy(host[k]))
+                pio.bind_output("y")
+                for _ in range(10):
+                    ps.run_with_iobinding(pio)
+                sync()
+                path = ps.end_profiling()
+                ev = json.load(open(path))
+                os.remove(path)
+                cats = {}
+                for e in ev:
+                    if "RotaryEmbedding" in str(e.get("name", "")) + str(e.get("args", {})) and "dur" in e:
+                        cats.setdefault(f"{e.get('cat')}:{e.get('name')}"[:60], []).append(e["dur"])
+                prof = "; ".join(f"{k} {statistics.median(v) / 1e3:.3f} ms x{len(v)}" for k, v in cats.items())
             out = io.copy_outputs_to_cpu()[0]
             ref = ort.InferenceSession(mb, providers=["CPUExecutionProvider"]).run(None, host)[0]
             diff = float(np.max(np.abs(out.astype(np.float64) - ref.astype(np.float64))))
             inputs = "device" if not where else "host: " + ", ".join(where)
-            print(f"| {name} | {np.dtype(dt).name} | {domain} | {statistics.median(ts) * 1e3:.3f} | {inputs} | {diff:.3g} |",
-                  flush=True)
+            print(f"| {name} | {np.dtype(dt).name} | {domain} | {statistics.median(ts) * 1e3:.3f} | {inputs} | {diff:.3g} |"
+                  + (f" {prof} |" if a.profile else ""), flush=True)
 
 
 if __name__ == "__main__":

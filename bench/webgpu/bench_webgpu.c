@@ -12,7 +12,7 @@
  * ids, weights) read once per token; GB/s = bytes / time. The shapes are the bench cases of
  * src/webgpu/ops/<op>/bench.json (the CPU and CUDA benchmarks' shapes), scaled down with --small
  * for software adapters.
- * Usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] */
+ * Usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] [--no-cpu] */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,7 +179,7 @@ typedef struct row {
     double bytes;
 } row;
 
-static int g_reps = 20, g_bad;
+static int g_reps = 20, g_bad, g_no_cpu;
 
 static double median7(double *t) {
     qsort(t, 7, sizeof(double), cmp_d);
@@ -225,7 +225,7 @@ static void run_row(const row *r) {
         if (ts) ksc = shader_copy_time(dev, &sc);
         if (ksc > 0 && nsc) ksc = ksc / nsc * scale;
         const double t3b = now();
-        r->cpu(r->arg);
+        if (!g_no_cpu) r->cpu(r->arg);
         const double t4 = now();
         if (b > 0) {
             t_op[b - 1] = (t1 - t0) / g_reps;
@@ -408,6 +408,7 @@ int main(int argc, char **argv) {
             opt.backend = !strcmp(argv[i], "gl") ? ROPEKIT_WEBGPU_BACKEND_GL : ROPEKIT_WEBGPU_BACKEND_VULKAN;
         } else if (!strcmp(argv[i], "--small")) small = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-cpu")) g_no_cpu = 1; /* skip the CPU backend (its column reads 0) */
     }
     if (ropekit_webgpu_create(&opt, &g_ctx) != ROPEKIT_OK) {
         fprintf(stderr, "no adapter: %s\n", ropekit_webgpu_last_error());
