@@ -936,6 +936,19 @@ static void eval_node(rk_eval *e, const Onnx__NodeProto *n, const char *want, in
             for (int64_t i = 0; i < o->n; ++i)
                 o->v[i] = round_to(to, o->v[i]);
         }
+    } else if ((!strcmp(op, "Max") || !strcmp(op, "Min")) && n->n_input != 2) {
+        /* variadic: one input is a copy (torch writes Max(x) with optimize=False), more fold */
+        if (n->n_input >= 1 && (a = in_at(e, n, 0, depth)))
+            o = copy_with_shape(e, a, a->rank, a->dims);
+        for (size_t j = 1; o && j < n->n_input; ++j) {
+            rk_ten *acc = o;
+            o = NULL;
+            if ((b = in_at(e, n, j, depth))) {
+                const rk_ten *ts[2] = {acc, b};
+                o = elementwise(e, op, ts, 2, acc->type);
+            }
+            ten_free(acc);
+        }
     } else if ((kind = binary_kind(op)) != 0) {
         if ((a = in_at(e, n, 0, depth)) && (b = in_at(e, n, 1, depth))) {
             const rk_ten *ts[2] = {a, b};
@@ -1051,6 +1064,70 @@ static void eval_node(rk_eval *e, const Onnx__NodeProto *n, const char *want, in
                     else
                         o = t;
                 }
+            }
+        }
+    } else if (!strcmp(op, "SequenceAt")) {
+        /* only a sequence made by SplitToSequence (torch's split with optimize=False): the
+         * element is that chunk of the split tensor */
+        const Onnx__NodeProto *p = rk_input(n, 0) ? rk_graph_producer(e->ix, n->input[0]) : NULL;
+        int64_t sizes[64], ax, pos = 0;
+        size_t ns = 0;
+        if (!p || (p->domain && p->domain[0] && strcmp(p->domain, "ai.onnx")) ||
+            strcmp(p->op_type, "SplitToSequence")) {
+            efail(e, "'%s' is computed by SequenceAt of a sequence not made by SplitToSequence",
+                  want);
+        } else if ((a = in_at(e, p, 0, depth)) && (b = in_at(e, n, 1, depth)) &&
+                   norm_axis(e, rk_attr_i(p, "axis", 0), a->rank, &ax) &&
+                   (c = rk_input(p, 1) ? in_at(e, p, 1, depth) : NULL, !rk_input(p, 1) || c) &&
+                   to_i64_vec(e, b, &pos, 1, &ns) && ns == 1) {
+            int64_t d = a->dims[ax], total = 0;
+            int keep = 1, ok = 1;
+            ns = 0;
+            if (!c) { /* chunks of 1; keepdims 0 removes the axis */
+                for (int64_t i = 0; i < d && i < 64; ++i)
+                    sizes[ns++] = 1;
+                keep = rk_attr_i(p, "keepdims", 1) != 0;
+                ok = d <= 64;
+            } else if (c->rank == 0) {
+                int64_t per = 0;
+                size_t one = 0;
+                ok = to_i64_vec(e, c, &per, 1, &one) && per > 0;
+                for (int64_t off = 0; ok && off < d; off += per)
+                    if (ns < 64)
+                        sizes[ns++] = d - off < per ? d - off : per;
+                    else
+                        ok = 0;
+            } else {
+                ok = to_i64_vec(e, c, sizes, 64, &ns);
+            }
+            for (size_t i = 0; ok && i < ns; ++i)
+                ok = sizes[i] >= 0 && rk_add(total, sizes[i], &total);
+            if (pos < 0) pos += (int64_t)ns;
+            if (!ok || total != d || pos < 0 || pos >= (int64_t)ns) {
+                efail(e, "SplitToSequence '%s': split sizes or SequenceAt position out of range",
+                      p->output[0]);
+            } else {
+                int64_t off = 0, dims[RK_SHAPE_MAX_RANK], outer = 1, inner = 1;
+                for (int64_t i = 0; i < pos; ++i)
+                    off += sizes[i];
+                memcpy(dims, a->dims, sizeof dims);
+                dims[ax] = sizes[pos];
+                for (int q = 0; q < ax; ++q)
+                    outer *= a->dims[q];
+                for (int q = (int)ax + 1; q < a->rank; ++q)
+                    inner *= a->dims[q];
+                rk_ten *t = ten_new(e, a->type, a->rank, dims);
+                if (t) {
+                    for (int64_t r = 0; r < outer; ++r)
+                        memcpy(t->v + r * sizes[pos] * inner, a->v + (r * d + off) * inner,
+                               (size_t)(sizes[pos] * inner) * sizeof *t->v);
+                    if (!keep) { /* drop the axis (size 1) */
+                        for (int q = (int)ax; q + 1 < a->rank; ++q)
+                            t->dims[q] = t->dims[q + 1];
+                        t->rank--;
+                    }
+                }
+                o = t;
             }
         }
     } else if (!strcmp(op, "Expand")) {

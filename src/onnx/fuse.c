@@ -153,8 +153,8 @@ static ropekit_status add_node(rk_graph *ix, const char *op, const char *const *
 static ropekit_status rows_half(rk_graph *ix, const rk_site *s, const char *term, const char *base,
                                 const char *c_h, const char *c_0, const char *c_end,
                                 const char *c_last, const char *c_2, const char *c_shape,
-                                char **out) {
-    char *cast = NULL, *sl = NULL;
+                                int negate, char **out) {
+    char *cast = NULL, *sl = NULL, *neg = NULL;
     ropekit_status st = ROPEKIT_OK;
     rk_shape ts;
     rk_graph_shape(ix, term, &ts);
@@ -163,6 +163,11 @@ static ropekit_status rows_half(rk_graph *ix, const rk_site *s, const char *term
         const char *in[1] = {term};
         st = add_node(ix, "Cast", in, 1, "ropekit_rows_cast", "to", s->elem_type, 0, &cast);
         cur = cast;
+    }
+    if (st == ROPEKIT_OK && negate) { /* a rotation by -angle: the fused node reads -sin */
+        const char *in[1] = {cur};
+        st = add_node(ix, "Neg", in, 1, "ropekit_rows_neg", NULL, 0, 0, &neg);
+        cur = neg;
     }
     if (st == ROPEKIT_OK && s->term_full) {
         const char *in[5] = {cur, c_0, s->interleaved ? c_end : c_h, c_last, c_2};
@@ -173,7 +178,7 @@ static ropekit_status rows_half(rk_graph *ix, const rk_site *s, const char *term
         const char *in[2] = {cur, c_shape};
         st = add_node(ix, "Reshape", in, 2, base, NULL, 0, 0, out);
     }
-    free(cast), free(sl);
+    free(cast), free(sl), free(neg);
     return st;
 }
 
@@ -197,9 +202,9 @@ static ropekit_status add_rows(rk_graph *ix, const rk_site *s, rk_table *rw) {
         (st = add_int_initializer(ix, "ropekit_rows_m1", &vlast, 1, &c_m1)))
         goto done;
     if ((st = rows_half(ix, s, s->cos_term, "ropekit_cos_rows", c_h, c_0, c_end, c_last, c_2,
-                        c_shape, &rw->cos_name)) ||
+                        c_shape, 0, &rw->cos_name)) ||
         (st = rows_half(ix, s, s->sin_term, "ropekit_sin_rows", c_h, c_0, c_end, c_last, c_2,
-                        c_shape, &rw->sin_name)))
+                        c_shape, s->sin_negated, &rw->sin_name)))
         goto done;
     {
         /* scalars for Range: 0-d initializers */
@@ -785,6 +790,7 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
                 const rk_site *f = tables[k].site;
                 if (rows ? f && f->elem_type == s->elem_type && f->term_full == s->term_full &&
                                f->interleaved == s->interleaved && f->rotary_dim == s->rotary_dim &&
+                               f->sin_negated == s->sin_negated &&
                                !strcmp(f->cos_term, s->cos_term) && !strcmp(f->sin_term, s->sin_term)
                          : !f && tables[k].elem_type == s->elem_type &&
                                rk_angles_same(tables[k].angles, &s->angles))

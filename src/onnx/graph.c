@@ -448,7 +448,10 @@ void rk_graph_shape(const rk_graph *ix, const char *name, rk_shape *out) {
                         : -1;
             }
         }
-        return;
+        /* a value_info with a type but no shape (torch's optimize=False exports): a Constant
+         * still knows its shape */
+        if (out->rank >= 0 || v->producer < 0 || !rk_is_constant_node(ix->g->node[v->producer]))
+            return;
     }
     if (v->producer >= 0 && rk_is_constant_node(ix->g->node[v->producer])) {
         const Onnx__NodeProto *n = ix->g->node[v->producer];

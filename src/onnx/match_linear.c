@@ -819,7 +819,7 @@ static void set_angles(const rk_graph *ix, rk_site *s, const char *const *cchain
      * rotate_half matcher reads them); the default per-call rows do not */
     int have = 0;
     char why[RK_REASON] = "";
-    if (!s->interleaved && s->term_full && !s->x_perm) {
+    if (!s->interleaved && s->term_full && !s->x_perm && !s->sin_negated) {
         for (size_t i = 0; i < nc && !have; ++i) {
             int32_t cast = 0;
             rk_angles_free(&s->angles);
@@ -848,7 +848,8 @@ static void set_angles(const rk_graph *ix, rk_site *s, const char *const *cchain
         snprintf(s->angle_reason, RK_REASON,
                  "%s cos/sin: only per-call rows are supported for "
                  "them (not --max-positions)",
-                 s->x_perm        ? "permuted-channel"
+                 s->sin_negated   ? "rotation by -angle (negated sin)"
+                 : s->x_perm      ? "permuted-channel"
                  : s->interleaved ? "interleaved"
                                   : "half-width");
     }
@@ -945,29 +946,41 @@ static int analyze(const rk_graph *ix, const char *y, const char *x, const char 
     size_t nc = 0, ns = 0;
     int found = 0, full_c = 0, full_s = 0;
     rk_layout lay_c = RK_LAYOUT_BNSH, lay_s = RK_LAYOUT_BNSH;
-    for (int i = 0; i < c.n_coef && !found; ++i) {
-        nc = factor_chain(ix, c.coef[i], cchain, 12);
-        for (size_t a = 0; a < nc && !found; ++a) {
-            const rk_ten *V = rk_eval_get(c.e, cchain[a]);
-            if (!rows_match(&c, V, &r, r.cosv, &lay_c, &full_c)) continue;
-            for (int j = 0; j < c.n_coef && !found; ++j) {
-                ns = factor_chain(ix, c.coef[j], schain, 12);
-                for (size_t b = 0; b < ns && !found; ++b) {
-                    const rk_ten *U = rk_eval_get(c.e, schain[b]);
-                    if (U && rows_match(&c, U, &r, r.sinv, &lay_s, &full_s) && lay_s == lay_c &&
-                        full_s == full_c && U->rank == V->rank &&
-                        !memcmp(U->dims, V->dims, sizeof U->dims)) {
-                        found = 1;
-                        site->cos_term = rk_strdup(cchain[a]);
-                        site->sin_term = rk_strdup(schain[b]);
-                        /* the chains from the matched values on, for the angle source */
-                        memmove(cchain, cchain + a, (nc - a) * sizeof *cchain), nc -= a;
-                        memmove(schain, schain + b, (ns - b) * sizeof *schain), ns -= b;
+    /* a rotation by -angle (rotate_half written cat(x2, -x1)): the graph holds sin, the
+     * coefficients are -sin; the fused node then reads Neg(sin) (second pass) */
+    double *neg_sin = malloc((size_t)(r.L * r.h) * sizeof *neg_sin);
+    if (!neg_sin) {
+        snprintf(site->reason, RK_REASON, "out of memory");
+        goto out;
+    }
+    for (int64_t q = 0; q < r.L * r.h; ++q)
+        neg_sin[q] = -r.sinv[q];
+    for (int pass = 0; pass < 2 && !found; ++pass)
+        for (int i = 0; i < c.n_coef && !found; ++i) {
+            nc = factor_chain(ix, c.coef[i], cchain, 12);
+            for (size_t a = 0; a < nc && !found; ++a) {
+                const rk_ten *V = rk_eval_get(c.e, cchain[a]);
+                if (!rows_match(&c, V, &r, r.cosv, &lay_c, &full_c)) continue;
+                for (int j = 0; j < c.n_coef && !found; ++j) {
+                    ns = factor_chain(ix, c.coef[j], schain, 12);
+                    for (size_t b = 0; b < ns && !found; ++b) {
+                        const rk_ten *U = rk_eval_get(c.e, schain[b]);
+                        if (U && rows_match(&c, U, &r, pass ? neg_sin : r.sinv, &lay_s, &full_s) &&
+                            lay_s == lay_c && full_s == full_c && U->rank == V->rank &&
+                            !memcmp(U->dims, V->dims, sizeof U->dims)) {
+                            found = 1;
+                            site->sin_negated = pass;
+                            site->cos_term = rk_strdup(cchain[a]);
+                            site->sin_term = rk_strdup(schain[b]);
+                            /* the chains from the matched values on, for the angle source */
+                            memmove(cchain, cchain + a, (nc - a) * sizeof *cchain), nc -= a;
+                            memmove(schain, schain + b, (ns - b) * sizeof *schain), ns -= b;
+                        }
                     }
                 }
             }
         }
-    }
+    free(neg_sin);
     if (!found) {
         snprintf(site->reason, RK_REASON,
                  "the cos/sin coefficients of the rotation of '%s' are "

@@ -314,3 +314,117 @@ def test_a_narrowing_cast_in_rotate_half_is_not_a_site(tmp_path):
     assert json.loads(res.stdout)["sites_fused"] == 0
     if res.returncode == 3:
         assert "disagree" in res.stderr + res.stdout, res.stdout
+
+
+# ---- rotation by -angle ---------------------------------------------------------------------
+
+def conjugate_graph(R=16, H=16):
+    """y = x * cos + cat(x2, -x1) * sin: rotate_half with the sign on the other half (NanoChat's
+    rotate_half), i.e. a rotation by -angle. The graph holds +sin; the coefficients are -sin."""
+    an, ac = angle_nodes("inv_freq")
+    rn, rc = rope_nodes("x", "y", R, H, "cos", "sin")
+    for n in rn:
+        if n.op_type == "Neg":
+            n.input[0] = "x_lo"
+        if n.op_type == "Concat" and n.output[0] == "x_rh":
+            n.input[:] = ["x_hi", "x_hin"]
+    inv = (10000.0 ** (-np.arange(0, R, 2) / R)).astype(np.float32)
+    shape = ["batch", 2, "sequence", H]
+    g = helper.make_graph(an + rn, "conjugate",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape),
+                           helper.make_tensor_value_info("pos", TensorProto.INT64, ["batch", "sequence"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                          initializer=ac + rc + [numpy_helper.from_array(inv, "inv_freq")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_rotation_by_minus_angle_fuses_with_negated_sin_rows(tmp_path):
+    for R in (16, 8):  # full and partial
+        src = tmp_path / f"conj{R}.onnx"
+        onnx.save(conjugate_graph(R), str(src))
+        onnx.checker.check_model(str(src), full_check=True)
+        dst = tmp_path / f"out{R}" / "c.onnx"
+        dst.parent.mkdir()
+        r = fuse(src, dst)
+        assert r["sites_found"] == 1 and r["sites_fused"] == 1, r["sites"]
+        fused = onnx.load(str(dst))
+        onnx.checker.check_model(fused, full_check=True)
+        assert [n.op_type for n in fused.graph.node].count("RotaryEmbedding") == 1
+        a = session(src)
+        rng = np.random.default_rng(3)
+        for level in (ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_ALL):
+            b = session(dst, level)
+            for B, S, base in ((1, 1, 0), (2, 9, 7), (2, 4, 5000)):
+                fd = {"x": rng.standard_normal((B, 2, S, 16)).astype(np.float32),
+                      "pos": (np.arange(S)[None, :] + base + 5 * np.arange(B)[:, None]).astype(np.int64)}
+                ya, yb = a.run(None, fd)[0], b.run(None, fd)[0]
+                assert np.abs(ya - yb).max() <= 1e-5 * np.abs(ya).max(), (R, B, S, base)
+        # a fixed table is built from the angle source, which has no sign: refused, with why
+        res = subprocess.run([str(CLI), "fuse", str(src), str(tmp_path / f"t{R}.onnx"), "--json",
+                              "--max-positions", "4096"], capture_output=True, text=True, timeout=60)
+        assert res.returncode == 3, res.stderr
+        rep = json.loads(res.stdout)
+        assert rep["sites_fused"] == 0 and "-angle" in rep["sites"][0]["reason"], rep["sites"]
+
+
+# ---- spellings of torch's optimize=False exports ----------------------------------------------
+
+def unoptimized_graph(H=16):
+    """As torch.onnx.export(..., optimize=False) writes GPT-J's angles: sin and cos are one
+    tensor split by SplitToSequence and read back by SequenceAt (torch.split), a variadic Max
+    with one input, and Constant nodes (value_ints) whose value_info has a type but no shape."""
+    an, ac = angle_nodes("inv_freq")
+    an = [n for n in an if n.op_type not in ("Cos", "Sin")]
+    for n in an:
+        if n.op_type == "Mul":
+            n.input[0] = "pos_m"
+    k = next(i for i, n in enumerate(an) if n.op_type == "Mul")
+    an.insert(k, helper.make_node("Max", ["pos_f"], ["pos_m"]))
+    an += [
+        helper.make_node("Sin", ["emb"], ["sin0"]),
+        helper.make_node("Cos", ["emb"], ["cos0"]),
+        helper.make_node("Concat", ["sin0", "cos0"], ["sincos"], axis=-1),
+        helper.make_node("Constant", [], ["split_w"], value=numpy_helper.from_array(np.array(H, np.int64))),
+        helper.make_node("SplitToSequence", ["sincos", "split_w"], ["seq"], axis=-1),
+        helper.make_node("Constant", [], ["at0"], value_int=0),
+        helper.make_node("Constant", [], ["at1"], value_int=-1),
+        helper.make_node("SequenceAt", ["seq", "at0"], ["sin"]),
+        helper.make_node("SequenceAt", ["seq", "at1"], ["cos"]),
+        helper.make_node("Constant", [], ["ax1"], value_ints=[1]),
+    ]
+    rn, rc = rope_nodes("x", "y", H, H, "cos", "sin")
+    rc = [t for t in rc if t.name != "ax1"]
+    inv = (10000.0 ** (-np.arange(0, H, 2) / H)).astype(np.float32)
+    shape = ["batch", 2, "sequence", H]
+    g = helper.make_graph(an + rn, "unoptimized",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape),
+                           helper.make_tensor_value_info("pos", TensorProto.INT64, ["batch", "sequence"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                          initializer=ac + rc + [numpy_helper.from_array(inv, "inv_freq")],
+                          value_info=[helper.make_tensor_value_info(c, TensorProto.INT64, None)
+                                      for c in ("ax1", "split_w", "at0", "at1")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_unoptimized_export_spellings_fuse(tmp_path):
+    src = tmp_path / "unopt.onnx"
+    onnx.save(unoptimized_graph(), str(src))
+    onnx.checker.check_model(str(src), full_check=True)
+    # the fixed-table mode reads the angle source structurally and does not follow a sequence:
+    # refused with its reason (a limit, stated), never a wrong table
+    r = fuse(src, tmp_path / "t.onnx", "--max-positions", "8192")
+    assert r["sites_fused"] == 0 and "not Cos/Sin of" in r["sites"][0]["reason"], r["sites"]
+    for extra in ((),):
+        dst = tmp_path / "r" / "u.onnx"
+        dst.parent.mkdir()
+        r = fuse(src, dst, *extra)
+        assert r["sites_found"] == 1 and r["sites_fused"] == 1, r["sites"]
+        onnx.checker.check_model(str(dst), full_check=True)
+        a, rng = session(src), np.random.default_rng(4)
+        for level in (ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_ALL):
+            b = session(dst, level)
+            for B, S, base in ((1, 1, 0), (2, 9, 7), (2, 4, 5000)):
+                fd = {"x": rng.standard_normal((B, 2, S, 16)).astype(np.float32),
+                      "pos": (np.arange(S)[None, :] + base + 5 * np.arange(B)[:, None]).astype(np.int64)}
+                ya, yb = a.run(None, fd)[0], b.run(None, fd)[0]
+                assert np.abs(ya - yb).max() <= 1e-5 * np.abs(ya).max(), (extra, B, S, base)
