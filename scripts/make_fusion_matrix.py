@@ -361,7 +361,7 @@ HELDOUT_SIMPLE = {
               dict(layer_types=["sliding_attention", "full_attention"], sliding_window=4096),
               dict(theta=500000.0), _all_layers, {}),
     "ministral": ("MinistralConfig", "MinistralForCausalLM",
-                  dict(head_dim=HEAD_DIM, sliding_window=None), dict(theta=1000000.0),
+                  dict(head_dim=HEAD_DIM, sliding_window=4096), dict(theta=1000000.0),
                   _all_layers, {}),
     "dots1": ("Dots1Config", "Dots1ForCausalLM",
               dict(head_dim=HEAD_DIM, first_k_dense_replace=LAYERS, n_routed_experts=4,
