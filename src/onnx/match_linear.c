@@ -190,6 +190,7 @@ typedef struct lin_ctx {
     const rk_graph *ix;
     const char *x;
     size_t xi;
+    size_t xsrc; /* x = Cast<float>(xsrc) widened from float16/bfloat16: xsrc reads as x */
     int32_t xprod;
     int xrank;
     int64_t xdims[RK_SHAPE_MAX_RANK];
@@ -244,7 +245,7 @@ static lten *lten_new(lin_ctx *c, int rank, const int64_t *dims) {
 static int depends(lin_ctx *c, const char *name, int depth) {
     size_t i = vidx(c->ix, name);
     if (i >= c->ix->n_values) return 0;
-    if (i == c->xi) return 1;
+    if (i == c->xi || i == c->xsrc) return 1;
     if (c->dep[i] >= 0) return c->dep[i];
     const rk_value *v = &c->ix->values[i];
     if (v->producer < 0 || (v->flags & (RK_VALUE_INPUT | RK_VALUE_INITIALIZER)) ||
@@ -555,7 +556,7 @@ static lten *lin_get(lin_ctx *c, const char *name, int depth) {
         return NULL;
     }
     lten *t = NULL;
-    if (i == c->xi) {
+    if (i == c->xi || i == c->xsrc) { /* (the widening is exact) */
         if ((t = lten_new(c, c->xrank, c->xdims)))
             for (int64_t k = 0; k < t->n; ++k)
                 t->nt[k] = 1, t->idx[2 * k] = k, t->cf[2 * k] = 1.0;
@@ -689,8 +690,15 @@ typedef struct lin_rope {
     double *cosv, *sinv; /* L x h: per line (token, head) and pair */
 } lin_rope;
 
+/* a and b equal within tol (relative above 1); NaN equals NaN, an infinity itself */
+static int same_val(double a, double b, double tol) {
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+    if (isinf(a) || isinf(b)) return a == b;
+    return fabs(a - b) <= tol * fmax(1.0, fmax(fabs(a), fabs(b)));
+}
+
 static int close_to(double a, double b) {
-    return fabs(a - b) <= 1e-6 * fmax(1.0, fmax(fabs(a), fabs(b)));
+    return same_val(a, b, 1e-6);
 }
 
 /* coefficient of source channel u in element (line l, channel ch) */
@@ -855,8 +863,8 @@ static int rows_match(const lin_ctx *c, const rk_ten *V, const lin_rope *r, cons
             for (int64_t k = 0; k < r->h && ok; ++k) {
                 int64_t col = *full ? (r->interleaved ? 2 * k : k) : k;
                 double a = V->v[row * W + col], b = want[l * r->h + k];
-                ok = fabs(a - b) <= 2e-3 * fmax(1.0, fabs(b)) &&
-                     (V->type != RK_DT_FLOAT && V->type != RK_DT_DOUBLE ? 1 : close_to(a, b));
+                ok =
+                    same_val(a, b, V->type != RK_DT_FLOAT && V->type != RK_DT_DOUBLE ? 2e-3 : 1e-6);
             }
         }
         if (ok) {
@@ -1024,6 +1032,16 @@ static int analyze(const rk_graph *ix, const char *y, const char *x, const char 
     c.ix = ix, c.x = x, c.xi = vidx(ix, x), c.budget = LIN_BUDGET;
     if (c.xi >= ix->n_values) return 0;
     c.xprod = ix->values[c.xi].producer;
+    c.xsrc = (size_t)-1;
+    const Onnx__NodeProto *wc = rk_producer_op(ix, x, "Cast");
+    rk_shape ws;
+    if (wc && rk_attr_i(wc, "to", 0) == RK_DT_FLOAT && rk_input(wc, 0) &&
+        rk_value_rank(ix, wc->input[0], &ws) &&
+        (ws.elem_type == RK_DT_FLOAT16 || ws.elem_type == RK_DT_BFLOAT16)) {
+        c.xsrc = vidx(ix, wc->input[0]);
+        int32_t sp = c.xsrc < ix->n_values ? ix->values[c.xsrc].producer : -1;
+        if (sp < c.xprod) c.xprod = sp;
+    }
     int res = 0;
     lin_rope r;
     memset(&r, 0, sizeof r);
@@ -1219,6 +1237,24 @@ static int by_position(const void *a, const void *b) {
     return (px > py) - (px < py);
 }
 
+/* x float16 / bfloat16 while the rotation is computed in float32 (x and rotate_half(x) widened,
+ * float32 cos/sin: OLMo 2): the site rotates the widened x, Cast<float>(x), in float32. */
+static const char *widened(const rk_graph *ix, const char *x, const char *y) {
+    rk_shape xs, ys;
+    if (!x || !rk_value_rank(ix, x, &xs) || !rk_value_rank(ix, y, &ys) ||
+        (xs.elem_type != RK_DT_FLOAT16 && xs.elem_type != RK_DT_BFLOAT16) ||
+        ys.elem_type != RK_DT_FLOAT)
+        return x;
+    const rk_value *v = rk_graph_value(ix, x);
+    for (uint32_t k = 0; v && k < v->n_consumers; ++k) {
+        const Onnx__NodeProto *n = ix->g->node[v->consumers[k]];
+        if (default_domain(n) && !strcmp(n->op_type, "Cast") &&
+            rk_attr_i(n, "to", 0) == RK_DT_FLOAT && n->n_output == 1)
+            return n->output[0];
+    }
+    return x;
+}
+
 /* The site at the Add/Sub `nd`, if it is a candidate: 1 with *site filled (possibly with a
  * reason), 0 if not a candidate. chain/nch (optional) get the values the site may end at. */
 static int site_at(const rk_graph *ix, const uint8_t *cl, const Onnx__NodeProto *nd, rk_site *site,
@@ -1251,7 +1287,7 @@ static int site_at(const rk_graph *ix, const uint8_t *cl, const Onnx__NodeProto 
     /* the widest form that reads as a RoPE; else the most telling refusal */
     int have = 0;
     for (int j = k - 1; j >= 0; --j) {
-        const char *x = find_x(ix, cl, chain[j]);
+        const char *x = widened(ix, find_x(ix, cl, chain[j]), chain[j]);
         rk_site t;
         if (!x || !analyze(ix, chain[j], x, nd->output[0], angle, &t)) continue;
         if (!t.reason[0]) {
