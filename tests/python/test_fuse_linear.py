@@ -272,19 +272,31 @@ def test_linear_but_not_a_rope_is_left_alone(name, layout, tmp_path):
     parity(src, dst, layout)  # unchanged in what it computes
 
 
-def test_trailing_rotation_is_refused_with_a_reason(tmp_path):
-    """[pass | rot]: the fused operator rotates leading channels only."""
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_rotation_of_trailing_channels_fuses(interleaved, tmp_path):
+    """[pass | rot] (DeepSeek's [nope | rope]): the fused node rotates leading channels, so it
+    reads x with the rotated channels first and the result goes back to the graph's order."""
     g = G("BNSH", 4)
     xp, xr = g.op("Split", "q", g.ints([H - 4, 4]), axis=-1, outs=2)
-    y = g.op("Add", g.op("Mul", xr, g.heads(g.cos_full)), g.op("Mul", rot_half_slices(g, xr, 4),
-                                                                g.heads(g.sin_full)))
+    if interleaved:
+        e, o = g.slice(xr, 0, 2**62, 2), g.slice(xr, 1, 2**62, 2)
+        c, s = g.heads(g.cos_half), g.heads(g.sin_half)
+        ye = g.op("Sub", g.op("Mul", e, c), g.op("Mul", o, s))
+        yo = g.op("Add", g.op("Mul", o, c), g.op("Mul", e, s))
+        st = g.op("Concat", g.op("Unsqueeze", ye, g.ints([-1])), g.op("Unsqueeze", yo, g.ints([-1])),
+                  axis=-1)
+        y = g.op("Reshape", st, g.op("Shape", xr))
+    else:
+        y = g.op("Add", g.op("Mul", xr, g.heads(g.cos_full)),
+                 g.op("Mul", rot_half_slices(g, xr, 4), g.heads(g.sin_full)))
     out = g.op("Concat", xp, y, axis=-1)
     src, dst = tmp_path / "m.onnx", tmp_path / "m_fused.onnx"
     onnx.save(g.model(out), str(src))
     r = run_fuse(src, dst)
-    assert r["sites_found"] >= 1, r
-    fused = [s for s in r["sites"] if s["status"] == "fused"]
-    # either the rotated part alone is fused (x = the Split output) or nothing is, with a reason
-    assert all(s["rotary_dim"] == 4 for s in fused), r["sites"]
-    assert all(s["reason"] for s in r["sites"] if s["status"] != "fused"), r["sites"]
+    assert r["sites_found"] == 1 and r["sites_fused"] == 1, r["sites"]
+    s = r["sites"][0]
+    assert s["rotary_dim"] == 4 and s["interleaved"] == interleaved, s
+    m = onnx.load(str(dst))
+    onnx.checker.check_model(m, full_check=True)
+    assert sum(n.op_type == "RotaryEmbedding" for n in m.graph.node) == 1
     parity(src, dst, "BNSH")
