@@ -1157,6 +1157,9 @@ static int analyze(const rk_graph *ix, const char *y, const char *x, const char 
             const rk_ten *V = rk_eval_get(c.e, cchain[a]);
             if (!rows_match(&c, V, &r, r.cosv, want, &lay_c, &full_c)) continue;
             for (int j = 0; j < c.n_coef && !found; ++j) {
+                /* sin comes from another product's factor than cos (they may be equal on the
+                 * probes, e.g. both fed from outside the graph) */
+                if (!strcmp(c.coef[j], c.coef[i])) continue;
                 ns = factor_chain(ix, c.coef[j], schain, 12);
                 for (size_t b = ns; b-- > 0 && !found;) {
                     const rk_ten *U = rk_eval_get(c.e, schain[b]);
@@ -1330,6 +1333,29 @@ int rk_match_linear_at(const rk_graph *ix, const Onnx__NodeProto *nd, rk_site *s
     return r;
 }
 
+/* cos/sin that come from outside the graph's arithmetic (graph inputs: a layer exported alone
+ * with its position embeddings, a decoder fed cos/sin caches): an Add/Sub of two products none
+ * of whose factors derive from a Cos/Sin, tried with each pair of factors (one per product) as
+ * the coefficients. Only a pair under which the subgraph reads as a RoPE makes a site. */
+static int site_given_factors(const rk_graph *ix, uint8_t *cl, const Onnx__NodeProto *nd,
+                              rk_site *site, const char **chain, int *nch) {
+    if (!default_domain(nd) || nd->n_input != 2) return 0;
+    const Onnx__NodeProto *m[2] = {rk_producer_op(ix, nd->input[0], "Mul"),
+                                   rk_producer_op(ix, nd->input[1], "Mul")};
+    if (!m[0] || !m[1] || m[0]->n_input != 2 || m[1]->n_input != 2) return 0;
+    for (int p = 0; p < 4; ++p) {
+        size_t f0 = vidx(ix, m[0]->input[p & 1]), f1 = vidx(ix, m[1]->input[p >> 1]);
+        if (f0 >= ix->n_values || f1 >= ix->n_values || cl[f0] != CL_DATA || cl[f1] != CL_DATA)
+            continue;
+        cl[f0] = cl[f1] = CL_ANGLE;
+        int found = site_at(ix, cl, nd, site, chain, nch);
+        cl[f0] = cl[f1] = CL_DATA;
+        if (found && !site->reason[0]) return 1;
+        if (found) rk_site_free(site);
+    }
+    return 0;
+}
+
 ropekit_status rk_match_linear_all(const rk_graph *ix, rk_site **sites, size_t *n, size_t *cap) {
     uint8_t *cl = classify(ix);
     const char **claimed = NULL; /* values that ended a candidate already */
@@ -1347,7 +1373,10 @@ ropekit_status rk_match_linear_all(const rk_graph *ix, rk_site **sites, size_t *
         const char *first = nd->n_output ? nd->output[0] : NULL;
         for (size_t i = 0; first && i < n_claimed && !dup; ++i)
             dup = !strcmp(claimed[i], first);
-        if (dup || !site_at(ix, cl, nd, &t, chain, &nch)) continue;
+        if (dup) continue;
+        if (!site_at(ix, cl, nd, &t, chain, &nch) &&
+            !site_given_factors(ix, cl, nd, &t, chain, &nch))
+            continue;
         for (int j = 0; j < nch && !dup; ++j)
             for (size_t i = 0; i < n_claimed && !dup; ++i)
                 dup = !strcmp(claimed[i], chain[j]);

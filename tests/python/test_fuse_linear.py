@@ -300,3 +300,48 @@ def test_rotation_of_trailing_channels_fuses(interleaved, tmp_path):
     onnx.checker.check_model(m, full_check=True)
     assert sum(n.op_type == "RotaryEmbedding" for n in m.graph.node) == 1
     parity(src, dst, "BNSH")
+
+
+@pytest.mark.parametrize("half_width", [True, False])
+def test_cos_sin_fed_as_graph_inputs(half_width, tmp_path):
+    """A layer exported alone with its position embeddings as inputs (no Cos/Sin in the graph).
+    Half-width inputs widened by Concat(c, c) are a rotation whatever their values: fused, and the
+    fused node reads the rows of the inputs themselves (cos from c, sin from s: fed different
+    values, a mix-up shows). Full-width inputs are not: the halves may differ at run time."""
+    W = h if half_width else H
+    nodes, inits = [], [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+                        (("ax1", [1]), ("ax3", [3]), ("c0", [0]), ("ch", [h]), ("cbig", [2**62]))]
+    cos, sin = "c", "s"
+    if half_width:
+        nodes += [helper.make_node("Concat", ["c", "c"], ["cos"], axis=-1),
+                  helper.make_node("Concat", ["s", "s"], ["sin"], axis=-1)]
+        cos, sin = "cos", "sin"
+    nodes += [helper.make_node("Unsqueeze", [cos, "ax1"], ["cu"]),
+              helper.make_node("Unsqueeze", [sin, "ax1"], ["su"]),
+              helper.make_node("Mul", ["q", "cu"], ["qc"]),
+              helper.make_node("Slice", ["q", "c0", "ch", "ax3"], ["lo"]),
+              helper.make_node("Slice", ["q", "ch", "cbig", "ax3"], ["hi"]),
+              helper.make_node("Neg", ["hi"], ["nh"]),
+              helper.make_node("Concat", ["nh", "lo"], ["rot"], axis=-1),
+              helper.make_node("Mul", ["rot", "su"], ["qs"]),
+              helper.make_node("Add", ["qc", "qs"], ["y"])]
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph(nodes, "layer", [vi("q", TensorProto.FLOAT, ["B", N, "S", H]),
+                                           vi("c", TensorProto.FLOAT, ["B", "S", W]),
+                                           vi("s", TensorProto.FLOAT, ["B", "S", W])],
+                          [vi("y", TensorProto.FLOAT, ["B", N, "S", H])], initializer=inits)
+    src, dst = tmp_path / "m.onnx", tmp_path / "m_fused.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(src))
+    r = run_fuse(src, dst)
+    assert r["sites_fused"] == (1 if half_width else 0), r["sites"]
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    a = ort.InferenceSession(str(src), so, providers=["CPUExecutionProvider"])
+    b = ort.InferenceSession(str(dst), so, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(3)
+    for S in (1, 6):
+        f = {"q": rng.standard_normal((2, N, S, H)).astype(np.float32),
+             "c": rng.standard_normal((2, S, W)).astype(np.float32),
+             "s": rng.standard_normal((2, S, W)).astype(np.float32)}
+        ya, yb = a.run(None, f)[0], b.run(None, f)[0]
+        assert np.abs(ya - yb).max() <= 1e-5 * max(1.0, float(np.abs(ya).max())), S
