@@ -1333,6 +1333,28 @@ int rk_match_linear_at(const rk_graph *ix, const Onnx__NodeProto *nd, rk_site *s
     return r;
 }
 
+/* A value fed from outside: a float graph input, or one moved / widened / joined from such inputs
+ * and constants only (a few ops deep). */
+static int external_factor(const rk_graph *ix, const uint8_t *cl, const char *v, int depth) {
+    const rk_value *val = v ? rk_graph_value(ix, v) : NULL;
+    if (!val || depth > 8) return 0;
+    size_t i = (size_t)(val - ix->values);
+    if (cl[i] == CL_CONST) return 1;
+    if (val->flags & RK_VALUE_INPUT) {
+        rk_shape sh;
+        rk_graph_shape(ix, v, &sh);
+        return sh.elem_type == RK_DT_FLOAT || sh.elem_type == RK_DT_FLOAT16 ||
+               sh.elem_type == RK_DT_BFLOAT16;
+    }
+    const Onnx__NodeProto *p = val->producer >= 0 ? ix->g->node[val->producer] : NULL;
+    if (!p || !default_domain(p) ||
+        (!is_move_op(p->op_type) && strcmp(p->op_type, "Cast") && strcmp(p->op_type, "Identity")))
+        return 0;
+    for (size_t k = 0; k < p->n_input; ++k)
+        if (p->input[k][0] && !external_factor(ix, cl, p->input[k], depth + 1)) return 0;
+    return 1;
+}
+
 /* cos/sin that come from outside the graph's arithmetic (graph inputs: a layer exported alone
  * with its position embeddings, a decoder fed cos/sin caches): an Add/Sub of two products none
  * of whose factors derive from a Cos/Sin, tried with each pair of factors (one per product) as
@@ -1345,7 +1367,9 @@ static int site_given_factors(const rk_graph *ix, uint8_t *cl, const Onnx__NodeP
     if (!m[0] || !m[1] || m[0]->n_input != 2 || m[1]->n_input != 2) return 0;
     for (int p = 0; p < 4; ++p) {
         size_t f0 = vidx(ix, m[0]->input[p & 1]), f1 = vidx(ix, m[1]->input[p >> 1]);
-        if (f0 >= ix->n_values || f1 >= ix->n_values || cl[f0] != CL_DATA || cl[f1] != CL_DATA)
+        if (f0 >= ix->n_values || f1 >= ix->n_values || cl[f0] != CL_DATA || cl[f1] != CL_DATA ||
+            !external_factor(ix, cl, m[0]->input[p & 1], 0) ||
+            !external_factor(ix, cl, m[1]->input[p >> 1], 0))
             continue;
         cl[f0] = cl[f1] = CL_ANGLE;
         int found = site_at(ix, cl, nd, site, chain, nch);
