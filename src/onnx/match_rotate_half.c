@@ -90,7 +90,7 @@ int rk_match_rotate_half(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site
     site->anchor = rk_strdup(neg->output[0]);
     site->output = rk_strdup(add->output[0]);
     site->x = rk_strdup(xsite);
-    site->rotary_dim = 2 * h;
+    site->rotary_dim = evaluated ? 2 * h : 0; /* unevaluated: h is not a checked width */
     site->xdims[0] = site->xdims[1] = site->xdims[2] = site->xdims[3] = -1;
     site->head_size = -1;
     site->num_heads = -1;
