@@ -88,8 +88,7 @@ typedef struct ropekit_fuse_options {
      * none; they must still fit in this machine's memory). */
     int64_t external_min_bytes;
 } ropekit_fuse_options;
-#define ROPEKIT_FUSE_OPTIONS_INIT                                                                  \
-    { 0, NULL, ROPEKIT_FUSE_TARGET_ORT, 0, 0 }
+#define ROPEKIT_FUSE_OPTIONS_INIT {0, NULL, ROPEKIT_FUSE_TARGET_ORT, 0, 0}
 
 /** The outcome of a fusion, for people (text) and programs (JSON). Opaque. */
 typedef struct ropekit_fuse_report ropekit_fuse_report;

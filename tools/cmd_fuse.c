@@ -1,4 +1,4 @@
-/* ropekit fuse IN.onnx OUT.onnx [--max-positions N] [--config FILE] [--target ort|onnx|ropekit]
+/* ropekit fuse IN.onnx OUT.onnx [--fixed-table] [--max-positions N] [--config FILE] [--target ort|onnx|ropekit]
  *                               [--json] [--dry-run]
  *
  * Finds the RoPE subgraphs of a model and writes a copy with fused nodes (see ropekit_fuse.h).

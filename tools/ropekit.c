@@ -1,7 +1,7 @@
 /* ropekit — command line tool for ONNX models.
  *
  *   ropekit inspect IN.onnx [--json]
- *   ropekit fuse IN.onnx OUT.onnx [--max-positions N] [--config FILE] [--target ort|onnx|ropekit]
+ *   ropekit fuse IN.onnx OUT.onnx [--fixed-table] [--max-positions N] [--config FILE] [--target ort|onnx|ropekit]
  *                [--json] [--dry-run]                                (tools/cmd_fuse.c)
  *   ropekit bench [--json] [--threads 1,2] [--filter NAME] ...       (tools/cmd_bench.c)
  *

@@ -205,9 +205,8 @@ def test_non_regular_destinations_are_refused(tmp_path, kind):
         dst.symlink_to(tmp_path / "nowhere.onnx")
     res = fuse(MODELS / "llama.onnx", dst, rc=1)
     assert "only regular files are replaced (nothing was written)" in res.stderr
-    # --json: the error as JSON on stdout (nothing else there), the message on stderr
-    err = json.loads(res.stdout)["error"]
-    assert err["exit_status"] == 1 and "only regular files are replaced" in err["message"]
+    # no report on stdout: with --json, the error as a JSON object
+    assert json.loads(res.stdout)["error"]["status"] == "ROPEKIT_ERROR_IO", res.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [dst.name] if dst.parent == tmp_path else [])
     if kind == "dangling-link":
