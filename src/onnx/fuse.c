@@ -564,27 +564,9 @@ static void account_trig(rk_graph *ix, ropekit_fuse_report *r) {
     r->n_unfused = keep;
 }
 
+/* Every RoPE site, by what its subgraph computes (match_linear.c). */
 static ropekit_status match_all(rk_graph *ix, ropekit_fuse_report *r) {
-    Onnx__GraphProto *g = ix->g;
     size_t cap = 0;
-    for (size_t i = 0; i < g->n_node; ++i) {
-        const Onnx__NodeProto *n = g->node[i];
-        if (strcmp(n->op_type, "Neg") != 0 || (n->domain && n->domain[0]) || n->n_output != 1)
-            continue;
-        rk_site site;
-        if (!rk_match_rotate_half(ix, n, &site) && !rk_match_interleaved(ix, n, &site)) continue;
-        if (r->n_sites == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            rk_site *ns = realloc(r->sites, nc * sizeof *ns);
-            if (!ns) {
-                rk_site_free(&site);
-                return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
-            }
-            r->sites = ns, cap = nc;
-        }
-        site.layer = (int64_t)(r->n_sites / 2);
-        r->sites[r->n_sites++] = site;
-    }
     return rk_match_linear_all(ix, &r->sites, &r->n_sites, &cap);
 }
 
