@@ -107,13 +107,14 @@ uint32_t rk_consumer_count(const rk_graph *ix, const char *name);
 /* The only consumer of `name`, or NULL when there are several or none. */
 Onnx__NodeProto *rk_single_consumer(const rk_graph *ix, const char *name);
 
-/* Dims of a value that do not depend on the graph inputs' symbolic dims, where the graph does
+/* Dims of values that do not depend on the graph inputs' symbolic dims, where the graph does
  * not declare them (TorchScript exports carry no value_info): the shape inference of
  * rk_value_rank run twice, with two different concrete values for every symbolic dim of the
- * declared shapes (graph inputs); dims that agree are kept, the others are -1. Ends any match
- * memo (call it after matching). 1 when the rank is known. */
+ * declared shapes (graph inputs); dims that agree are kept, the others are -1 (rank -1: not
+ * known). shapes[i] for names[i]. Ends any match memo (call it after matching). 0 on out of
+ * memory. */
 #define RK_PROBE_PARAMS 32
-int rk_probe_dims(const rk_graph *ix, const char *name, rk_shape *shape);
+int rk_probe_dims(const rk_graph *ix, const char *const *names, size_t n, rk_shape *shapes);
 
 /* The only consumer of `name` that is not a Shape node (exporters read shapes of intermediate
  * values for later reshapes; those readers die with the site), or NULL. */

@@ -131,6 +131,7 @@ typedef struct rk_wg_rotary_cfg {
     int vec, inplace;
     uint32_t wg, sw, hg;       /* workgroup size, elements per store, heads per invocation */
     ropekit_dtype dtype;       /* x's dtype (the vector kernel's element conversions) */
+    int tv;                    /* vector kernel: tables bound as 16-byte vectors (rotary_vec_tv.wgsl) */
 } rk_wg_rotary_cfg;
 typedef struct rk_wg_qknorm_cfg {
     rk_wg_kind k, ok;          /* input and output storage */
