@@ -654,12 +654,15 @@ static const char *find_x(const rk_graph *ix, const uint8_t *cl, const char *y) 
         }
     }
     if (first_product == INT32_MAX) return NULL;
-    /* candidates, latest producer first */
-    size_t best = (size_t)-1;
-    int32_t best_prod = INT32_MIN;
+    /* the latest cut, preferring one of rank 4 (what the fused node takes: a (.., h, 2) view of
+     * x for complex-number pairs is a later cut than x itself) */
+    size_t best = (size_t)-1, best4 = (size_t)-1;
+    int32_t best_prod = INT32_MIN, best4_prod = INT32_MIN;
     for (size_t c = 1; c < cs.n; ++c) {
         int32_t prod = ix->values[cs.v[c]].producer;
-        if (prod >= first_product || (best != (size_t)-1 && prod <= best_prod)) continue;
+        if (prod >= first_product ||
+            (best != (size_t)-1 && prod <= best_prod && best4 != (size_t)-1 && prod <= best4_prod))
+            continue;
         /* is c a cut? walk from y avoiding c: no leaf may be reached */
         uint8_t seen[LIN_CLOSURE] = {0};
         int stack[LIN_CLOSURE], sp = 0, cut = 1;
@@ -678,8 +681,14 @@ static const char *find_x(const rk_graph *ix, const uint8_t *cl, const char *y) 
                 stack[sp++] = b;
             }
         }
-        if (cut) best = c, best_prod = prod;
+        if (!cut) continue;
+        if (best == (size_t)-1 || prod > best_prod) best = c, best_prod = prod;
+        rk_shape sh;
+        if ((best4 == (size_t)-1 || prod > best4_prod) &&
+            rk_value_rank(ix, ix->values[cs.v[c]].name, &sh) && sh.rank == 4)
+            best4 = c, best4_prod = prod;
     }
+    if (best4 != (size_t)-1) best = best4;
     return best == (size_t)-1 ? NULL : ix->values[cs.v[best]].name;
 }
 

@@ -156,7 +156,19 @@ def repeat_interleave_tile(g):  # interleaved pairs, cos/sin widened by Tile+Res
     return g.op("Add", g.op("Mul", "q", rep(g.cos_half)), g.op("Mul", rot, rep(g.sin_half)))
 
 
+def complex_pairs(g):  # view_as_complex (Llama 4): (.., h, 2) real/imaginary parts, rank 5
+    x5 = g.op("Reshape", "q", g.ints([0, 0, 0, h, 2]))
+    re, im = g.slice(x5, 0, 1), g.slice(x5, 1, 2)
+    c = g.op("Unsqueeze", g.heads(g.cos_half), g.ints([-1]))
+    s = g.op("Unsqueeze", g.heads(g.sin_half), g.ints([-1]))
+    yr = g.op("Sub", g.op("Mul", re, c), g.op("Mul", im, s))
+    yi = g.op("Add", g.op("Mul", re, s), g.op("Mul", im, c))
+    return g.op("Reshape", g.op("Concat", yr, yi, axis=-1), g.op("Shape", "q"))
+
+
 FUSE = {
+    "complex_pairs": (complex_pairs, "BNSH", H, 1),
+    "complex_pairs_bsnh": (complex_pairs, "BSNH", H, 1),
     "split_rotate_half": (split_rotate_half, "BNSH", H, 0),
     "gather_rotate_half": (gather_rotate_half, "BNSH", H, 0),
     "chunk_halves": (chunk_halves, "BNSH", H, 0),
