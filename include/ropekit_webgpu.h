@@ -153,7 +153,9 @@ ROPEKIT_API ropekit_status ropekit_webgpu_kernel_time(ropekit_webgpu *ctx, doubl
 
 typedef struct ropekit_webgpu_tensor {
     WGPUBuffer buffer;
-    uint64_t offset; /* bytes from the buffer's start to element 0, a multiple of the element size */
+    /* bytes from the buffer's start to element 0, a multiple of the element size (else
+     * ROPEKIT_ERROR_UNSUPPORTED, as the CPU functions answer data not aligned to its elements) */
+    uint64_t offset;
     ropekit_dtype dtype;
     int32_t rank;
     int64_t shape[ROPEKIT_MAX_RANK];

@@ -1023,9 +1023,10 @@ static void eval_node(rk_eval *e, const Onnx__NodeProto *n, const char *want, in
                 ns = k;
             }
             int64_t total = 0;
-            for (size_t i = 0; i < ns; ++i)
-                total += sizes[i];
-            if (ns != k || total != a->dims[ax]) {
+            int sizes_ok = 1; /* the split sizes come from the model: negative or huge ones */
+            for (size_t i = 0; i < ns && sizes_ok; ++i)
+                sizes_ok = sizes[i] >= 0 && rk_add(total, sizes[i], &total);
+            if (!sizes_ok || ns != k || total != a->dims[ax]) {
                 efail(e, "Split '%s' sizes do not cover the axis", n->output[0]);
             } else {
                 int64_t off = 0;

@@ -543,8 +543,10 @@ ropekit_status rk_wg_host_view(rk_wg_addr_map *map, const ropekit_webgpu_tensor 
                            "strides >= 0", name, i, (long long)t->strides[i]);
     size_t es = ropekit_dtype_size(t->dtype);
     if (es && t->offset % es)
-        return rk_fail(ROPEKIT_ERROR_SHAPE, "%s: byte offset %llu is not a multiple of the element "
-                       "size %zu", name, (unsigned long long)t->offset, es);
+        /* UNSUPPORTED, as the CPU core reports data not aligned to its elements */
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s: byte offset %llu is not a multiple of the "
+                       "element size %zu (ropekit needs aligned data)", name,
+                       (unsigned long long)t->offset, es);
     if (t->offset >= ((uint64_t)1 << RK_WG_MAX_OFFSET_BITS))
         return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s: byte offset %llu is too large", name,
                        (unsigned long long)t->offset);

@@ -303,6 +303,18 @@ static void run_errors(ropekit_webgpu_backend backend) {
     y2.offset = 4;
     st = ropekit_webgpu_rotary_embedding(ctx, &x, &c, &s, &ids, &at, &y2);
     CHECK(st == ROPEKIT_ERROR_ALIASING, "overlap: %s", ropekit_status_str(st));
+    /* a byte offset that is not a multiple of the element size: UNSUPPORTED, as the CPU core
+     * reports a misaligned data address (was ROPEKIT_ERROR_SHAPE here) */
+    ropekit_webgpu_tensor ym = y;
+    ym.offset = 2;
+    st = ropekit_webgpu_rotary_embedding(ctx, &x, &c, &s, &ids, &at, &ym);
+    CHECK(st == ROPEKIT_ERROR_UNSUPPORTED && strstr(ropekit_webgpu_last_error(), "y: byte offset 2"),
+          "misaligned offset: %s (%s)", ropekit_status_str(st), ropekit_webgpu_last_error());
+    static float cpu_x[1 * 2 * 4 * 8 + 1], cpu_t[16 * 8 / 2]; /* B*N*S*H + 1, P*H/2 */
+    ropekit_tensor cx = ropekit_tensor_contiguous((char *)cpu_x + 2, ROPEKIT_FLOAT32, 4, xs);
+    ropekit_tensor ct = ropekit_tensor_contiguous(cpu_t, ROPEKIT_FLOAT32, 2, ts);
+    CHECK(ropekit_rotary_embedding(&cx, &ct, &ct, &ids, &at, &cx) == ROPEKIT_ERROR_UNSUPPORTED,
+          "CPU core, misaligned data: %s", ropekit_last_error());
     /* disjoint views of one buffer, one written: refused (WebGPU's usage scope rule) */
     ropekit_webgpu_tensor y3 = x;
     y3.offset = (uint64_t)(B * S * N * H) * 4;
