@@ -231,23 +231,28 @@ typedef struct shape {
     int64_t groups;        /* regroup */
     int packed;            /* rotary: x is the q+k part of a packed QKV buffer, rotated in place */
     int bnsh;              /* rotary: rank-4 x (B, N, S, H), as fused dynamo models run it */
+    int inplace;           /* rotary: y = x */
+    int nopos;             /* rotary: no position ids, 3-D tables (B, S, R/2): row per token */
 } shape;
 
 static const shape g_shapes[] = {
-    {"llama3-8b prefill", K_ROTARY, 1, 4096, 40, 128, 128, 0, 0, 0},
-    {"llama3-8b QKV in place", K_ROTARY, 1, 4096, 40, 128, 128, 0, 1, 0},
-    {"bnsh 1x32x4096x128", K_ROTARY, 1, 4096, 32, 128, 128, 0, 0, 1},
-    {"qwen3-0.6b prefill", K_ROTARY, 4, 2048, 24, 128, 128, 0, 0, 0},
-    {"phi-2 partial R=32", K_ROTARY, 1, 2048, 64, 80, 32, 0, 0, 0},
-    {"qwen2.5-vl mrope", K_MROPE, 1, 4096, 32, 128, 128, 0, 0, 0},
-    {"decode B=1 32x128", K_ROTARY, 1, 1, 32, 128, 128, 0, 0, 0},
-    {"decode B=64 40x128", K_ROTARY, 64, 1, 40, 128, 128, 0, 0, 0},
-    {"dsv4 qknorm S=256", K_QKNORM, 1, 256, 128, 512, 64, 0, 0, 0},
-    {"dsv4 regroup N=256", K_REGROUP, 1, 256, 128, 512, 64, 8, 0, 0},
+    {"llama3-8b prefill", K_ROTARY, 1, 4096, 40, 128, 128, 0, 0, 0, 0, 0},
+    {"llama3-8b QKV in place", K_ROTARY, 1, 4096, 40, 128, 128, 0, 1, 0, 0, 0},
+    {"bnsh 1x32x4096x128", K_ROTARY, 1, 4096, 32, 128, 128, 0, 0, 1, 0, 0},
+    {"bnsh in place", K_ROTARY, 1, 4096, 32, 128, 128, 0, 0, 1, 1, 0},
+    {"bnsh no position ids", K_ROTARY, 1, 4096, 32, 128, 128, 0, 0, 1, 0, 1},
+    {"llama3-8b no position ids", K_ROTARY, 1, 4096, 40, 128, 128, 0, 0, 0, 0, 1},
+    {"qwen3-0.6b prefill", K_ROTARY, 4, 2048, 24, 128, 128, 0, 0, 0, 0, 0},
+    {"phi-2 partial R=32", K_ROTARY, 1, 2048, 64, 80, 32, 0, 0, 0, 0, 0},
+    {"qwen2.5-vl mrope", K_MROPE, 1, 4096, 32, 128, 128, 0, 0, 0, 0, 0},
+    {"decode B=1 32x128", K_ROTARY, 1, 1, 32, 128, 128, 0, 0, 0, 0, 0},
+    {"decode B=64 40x128", K_ROTARY, 64, 1, 40, 128, 128, 0, 0, 0, 0, 0},
+    {"dsv4 qknorm S=256", K_QKNORM, 1, 256, 128, 512, 64, 0, 0, 0, 0, 0},
+    {"dsv4 regroup N=256", K_REGROUP, 1, 256, 128, 512, 64, 8, 0, 0, 0, 0},
 };
 
 typedef struct run_ctx {
-    int kind;
+    int kind, nopos;
     ropekit_tensor x, y, cos, sin, pos, kv, kvo, w;
     ropekit_rotary_embedding_attrs a;
     ropekit_mrotary_embedding_attrs ma;
@@ -260,7 +265,8 @@ static void call_op(void *ctx) {
     ropekit_status st = ROPEKIT_OK;
     switch (c->kind) {
     case K_ROTARY:
-        st = ropekit_rotary_embedding(&c->x, &c->cos, &c->sin, &c->pos, &c->a, &c->y);
+        st = ropekit_rotary_embedding(&c->x, &c->cos, &c->sin, c->nopos ? NULL : &c->pos, &c->a,
+                                      &c->y);
         break;
     case K_MROPE:
         st = ropekit_mrotary_embedding(&c->x, &c->pos, &c->cos, &c->sin, &c->ma, &c->y);
@@ -320,8 +326,15 @@ static result bench_one(const shape *sh, ropekit_dtype T, int threads) {
             c.x = (ropekit_tensor){qkv, T, 3, {B, S, N * H}, {S * row, row, 1}};
             c.y = c.x;
         }
+        if (sh->inplace) c.y = c.x;
         c.cos = ropekit_tensor_contiguous(tc, T, 2, tsh);
         c.sin = ropekit_tensor_contiguous(ts, T, 2, tsh);
+        c.nopos = sh->nopos;
+        if (sh->nopos) { /* the first B*S rows of the table, as (B, S, h) */
+            int64_t t3[3] = {B, S, h};
+            c.cos = ropekit_tensor_contiguous(tc, T, 3, t3);
+            c.sin = ropekit_tensor_contiguous(ts, T, 3, t3);
+        }
         int streams = sh->kind == K_MROPE ? 3 : 1;
         int64_t *pos = bufs[nb++] = xalloc((size_t)(streams * B * S) * 8);
         for (int64_t i = 0; i < streams * B * S; ++i)
@@ -432,7 +445,7 @@ int main(int argc, char **argv) {
     if (sweep) {
         for (int64_t S = 1; S <= 8192; S *= 2, ++nshapes) {
             snprintf(names[nshapes], sizeof names[0], "sweep S=%lld", (long long)S);
-            shapes[nshapes] = (shape){names[nshapes], K_ROTARY, 1, S, 40, 128, 128, 0, 0, 0};
+            shapes[nshapes] = (shape){names[nshapes], K_ROTARY, 1, S, 40, 128, 128, 0, 0, 0, 0, 0};
         }
     } else {
         nshapes = sizeof g_shapes / sizeof g_shapes[0];

@@ -23,9 +23,14 @@ import sys
 import time
 
 import numpy as np
-import onnx
-import onnx.helper as oh
 import onnxruntime as ort
+
+try:  # a machine without the onnx package reads the models saved by --save-models elsewhere
+    import onnx
+    import onnx.helper as oh
+except ImportError:
+    onnx = None
+MODEL_DIR = None  # --models DIR
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -33,12 +38,15 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 ROTARY_SHAPES = {
     "llama3-8b prefill": (1, 4096, 40, 128, 128),
     "bnsh 1x32x4096x128": (1, 4096, 32, 128, 128),
+    "bnsh no position ids": (1, 4096, 32, 128, 128),
+    "llama3-8b no position ids": (1, 4096, 40, 128, 128),
     "qwen3-0.6b prefill": (4, 2048, 24, 128, 128),
     "phi-2 partial R=32": (1, 2048, 64, 80, 32),
     "decode B=1 32x128": (1, 1, 32, 128, 128),
     "decode B=64 40x128": (64, 1, 40, 128, 128),
 }
-BNSH = {"bnsh 1x32x4096x128"}  # rank-4 x (B, N, S, H): the layout fused dynamo models run
+BNSH = {"bnsh 1x32x4096x128", "bnsh no position ids"}  # rank-4 x (B, N, S, H): fused dynamo models
+NOPOS = {"bnsh no position ids", "llama3-8b no position ids"}  # 3-D tables (B, S, R/2), no ids
 SWEEP = [2**i for i in range(14)]  # S for the plot, 40 x 128 heads
 
 
@@ -56,29 +64,44 @@ def loadavg() -> str:
         return "?"
 
 
-def rotary_model(B, S, N, H, R, P, dtype, bnsh=False) -> bytes:
+def model_file(B, S, N, H, R, P, dtype, bnsh, nopos) -> str:
+    return f"rotary_{B}_{S}_{N}_{H}_{R}_{P}_{np.dtype(dtype).name}_{int(bnsh)}_{int(nopos)}.onnx"
+
+
+def rotary_model(B, S, N, H, R, P, dtype, bnsh=False, nopos=False) -> bytes:
+    if onnx is None or MODEL_DIR is not None:
+        path = pathlib.Path(MODEL_DIR or ".") / model_file(B, S, N, H, R, P, dtype, bnsh, nopos)
+        if onnx is None or path.exists():
+            return path.read_bytes()
     T = onnx.TensorProto.FLOAT if dtype == np.float32 else onnx.TensorProto.FLOAT16
     xshape = [B, N, S, H] if bnsh else [B, S, N * H]
+    tshape = [B, S, R // 2] if nopos else [P, R // 2]
     ins = [oh.make_tensor_value_info("x", T, xshape),
-           oh.make_tensor_value_info("cos", T, [P, R // 2]),
-           oh.make_tensor_value_info("sin", T, [P, R // 2]),
-           oh.make_tensor_value_info("pos", onnx.TensorProto.INT64, [B, S])]
+           oh.make_tensor_value_info("cos", T, tshape),
+           oh.make_tensor_value_info("sin", T, tshape)]
+    if not nopos:
+        ins.append(oh.make_tensor_value_info("pos", onnx.TensorProto.INT64, [B, S]))
     heads = {} if bnsh else {"num_heads": N}  # rank 4: the heads come from the shape
-    node = oh.make_node("RotaryEmbedding", ["x", "cos", "sin", "pos"], ["y"],
+    node = oh.make_node("RotaryEmbedding", [i.name for i in ins], ["y"],
                         rotary_embedding_dim=R, interleaved=0, **heads)
     g = oh.make_graph([node], "rope", ins, [oh.make_tensor_value_info("y", T, xshape)])
     m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 23)])
     m.ir_version = 10
-    return m.SerializeToString()
+    data = m.SerializeToString()
+    if MODEL_DIR is not None:
+        path = pathlib.Path(MODEL_DIR) / model_file(B, S, N, H, R, P, dtype, bnsh, nopos)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return data
 
 
-def time_ort(B, S, N, H, R, dtype, threads, budget, bnsh=False) -> float:
+def time_ort(B, S, N, H, R, dtype, threads, budget, bnsh=False, nopos=False) -> float:
     """Median seconds per run of ORT's CPU RotaryEmbedding (inputs and a preallocated output
     bound once with IOBinding)."""
     P = max(S, 4096)
     rng = np.random.default_rng(0)
     x = rng.uniform(-2, 2, (B, N, S, H) if bnsh else (B, S, N * H)).astype(dtype)
-    ang = rng.uniform(0, 6.28, (P, R // 2))
+    ang = rng.uniform(0, 6.28, (B, S, R // 2) if nopos else (P, R // 2))
     cos, sin = np.cos(ang).astype(dtype), np.sin(ang).astype(dtype)
     pos = (np.tile(np.arange(S, dtype=np.int64), (B, 1)) if S > 1
            else rng.integers(0, P, (B, S), dtype=np.int64))
@@ -87,11 +110,11 @@ def time_ort(B, S, N, H, R, dtype, threads, budget, bnsh=False) -> float:
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(rotary_model(B, S, N, H, R, P, dtype, bnsh), so,
+    sess = ort.InferenceSession(rotary_model(B, S, N, H, R, P, dtype, bnsh, nopos), so,
                                 providers=["CPUExecutionProvider"])
     y = np.empty_like(x)
     io = sess.io_binding()
-    for name, arr in (("x", x), ("cos", cos), ("sin", sin), ("pos", pos)):
+    for name, arr in (("x", x), ("cos", cos), ("sin", sin)) + (() if nopos else (("pos", pos),)):
         io.bind_cpu_input(name, arr)
     io.bind_output("y", "cpu", 0, y.dtype, y.shape, y.ctypes.data)
     for _ in range(3):
@@ -151,7 +174,17 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="no sweep / plot")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results-cpu.md"))
     ap.add_argument("--filter", default=None, help="only the C benchmark's shapes containing this")
+    ap.add_argument("--commit", default=None, help="the commit the benchmark was built from "
+                    "(default: git rev-parse HEAD here)")
+    ap.add_argument("--models", default=None, help="directory of the one-node models: written "
+                    "when the onnx package is here, read when it is not")
+    ap.add_argument("--ort-cache", default=None, help="JSON file of ORT times: read when it exists "
+                    "(ORT does not depend on ropekit's CPU variant), written otherwise")
+    ap.add_argument("--cpu-name", default=None, help="the CPU's name, where lscpu does not give it "
+                    "(a VM's generic 'Processor')")
     args = ap.parse_args()
+    global MODEL_DIR
+    MODEL_DIR = args.models
     thread_list = [int(t) for t in args.threads.split(",")]
 
     load_before = loadavg()
@@ -160,14 +193,21 @@ def main() -> int:
                     (["--filter", args.filter] if args.filter else []))
     rows = c["results"]
     ort_t = {}
+    cache = pathlib.Path(args.ort_cache) if args.ort_cache else None
+    cached = ({tuple(k.split("|")[:2]) + (int(k.split("|")[2]),): v
+               for k, v in json.loads(cache.read_text()).items()} if cache and cache.exists() else {})
     for r in rows:
         if r["shape"] in ROTARY_SHAPES and r["dtype"] in ("f32", "f16"):
             B, S, N, H, R = ROTARY_SHAPES[r["shape"]]
             dt = np.float32 if r["dtype"] == "f32" else np.float16
-            ort_t[(r["shape"], r["dtype"], r["threads"])] = time_ort(B, S, N, H, R, dt, r["threads"], args.time,
-                                                                     r["shape"] in BNSH)
+            key = (r["shape"], r["dtype"], r["threads"])
+            ort_t[key] = cached[key] if key in cached else time_ort(
+                B, S, N, H, R, dt, r["threads"], args.time, r["shape"] in BNSH, r["shape"] in NOPOS)
             print(f"ORT {r['shape']} {r['dtype']} t{r['threads']}: {fmt_time(ort_t[(r['shape'], r['dtype'], r['threads'])])}",
                   file=sys.stderr)
+
+    if cache and not cached:
+        cache.write_text(json.dumps({f"{k[0]}|{k[1]}|{k[2]}": v for k, v in ort_t.items()}))
 
     sweep_rows, sweep_ort = [], {}
     if not args.quick:
@@ -177,10 +217,10 @@ def main() -> int:
             sweep_ort[S] = time_ort(1, S, 40, 128, 128, np.float32, 1, min(args.time, 0.2))
     load_after = loadavg()
 
-    commit = sh(["git", "rev-parse", "HEAD"]) or "?"
-    dirty = sh(["git", "status", "--porcelain", "--untracked-files=no"])
-    untracked = sh(["git", "status", "--porcelain"])
-    cpu = sh(["bash", "-c", "lscpu | sed -n 's/^Model name: *//p' | head -1"]) or platform.processor()
+    commit = args.commit or sh(["git", "rev-parse", "HEAD"]) or "?"
+    dirty = "" if args.commit else sh(["git", "status", "--porcelain", "--untracked-files=no"])
+    untracked = "" if args.commit else sh(["git", "status", "--porcelain"])
+    cpu = args.cpu_name or sh(["bash", "-c", "lscpu | sed -n 's/^Model name: *//p' | head -1"]) or platform.processor()
     caches = sh(["bash", "-c", "lscpu | grep -E '^(L1d|L2|L3)' | sed 's/  */ /g' | paste -sd';'"])
     flags = sh(["bash", "-c", "grep -o -w -E 'avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_bf16|avx512_fp16' /proc/cpuinfo | sort -u | paste -sd' '"])
 
@@ -198,6 +238,9 @@ def main() -> int:
              "The machine is shared with other engineers' builds; every ropekit figure is paired "
              "with a memcpy measured in alternating batches in the same process, so the ratio is "
              "less sensitive to load than the absolute numbers.")
+    if cached:
+        L.append(f"- ORT times: read from `{cache.name}`, written by the run before this one on the "
+                 "same machine (ORT's kernel does not depend on ropekit's CPU variant)")
     L.append(f"- ORT sanity check: {check_ort_matches_ropekit()}\n")
     L.append("Method: median time per call over batches of ~1 ms after a warm-up. Bytes moved = read x "
              "+ write y + the cos/sin values once per token (QKNorm: query, kv, both outputs, cos/sin; "
@@ -206,8 +249,8 @@ def main() -> int:
              "batches; 'best' is the same ratio from the fastest batch of each (less sensitive to "
              "other load on the machine). Out of place (except 'QKV in place': the q+k heads of a "
              "packed (B, S, 48*128) QKV buffer, rotated in place), contiguous x (B, S, N*H) (except 'bnsh': "
-             "rank-4 x (B, N, S, H), the layout `ropekit fuse` emits for dynamo exports), position ids 0..S-1 (decode: random), "
-             "tables of dtype T with P = max(S, 4096) rows. Decode shapes fit in cache: in-cache "
+             "rank-4 x (B, N, S, H), the layout `ropekit fuse` emits for dynamo exports; 'bnsh in place': y = x), position ids 0..S-1 (decode: random), "
+             "tables of dtype T with P = max(S, 4096) rows ('no position ids': 3-D tables (B, S, R/2), one row per token). Decode shapes fit in cache: in-cache "
              "figures, per call (validation included). ORT: one-node ai.onnx.RotaryEmbedding "
              "(opset 23) with IOBinding, intra_op_num_threads = threads.\n")
     L.append("| shape | dtype | threads | ropekit time | MB moved | GB/s | memcpy GB/s | vs memcpy | vs memcpy (best) | ORT time | ORT GB/s | ropekit speedup vs ORT |")
@@ -226,6 +269,8 @@ def main() -> int:
     def rows_of(pred):
         return [r for r in rows if pred(r)]
     big_rot = rows_of(lambda r: r["shape"] in ("llama3-8b prefill", "llama3-8b QKV in place", "bnsh 1x32x4096x128",
+                                                "bnsh in place", "bnsh no position ids",
+                                                "llama3-8b no position ids",
                                                 "qwen3-0.6b prefill", "phi-2 partial R=32",
                                                 "qwen2.5-vl mrope"))
     qr = rows_of(lambda r: r["shape"].startswith("dsv4"))
@@ -247,9 +292,12 @@ def main() -> int:
           for k in ort_t]
     if sp:
         big = [s for k, s in sp if not k[0].startswith("decode")]
-        L.append(f"- >= 2x ORT: large shapes {sum(s >= 2 for s in big)}/{len(big)} rows, speedup "
-                 f"{min(big):.1f}x .. {max(big):.1f}x; decode {min(s for k, s in sp if k[0].startswith('decode')):.1f}x .. "
-                 f"{max(s for k, s in sp if k[0].startswith('decode')):.1f}x (ORT's per-run session overhead).")
+        dsp = [s for k, s in sp if k[0].startswith("decode")]
+        if big:
+            L.append(f"- >= 2x ORT: large shapes {sum(s >= 2 for s in big)}/{len(big)} rows, speedup "
+                     f"{min(big):.1f}x .. {max(big):.1f}x.")
+        if dsp:
+            L.append(f"- vs ORT, decode: {min(dsp):.1f}x .. {max(dsp):.1f}x (ORT's per-run session overhead).")
     dec = rows_of(lambda r: r["shape"] == "decode B=1 32x128" and r["dtype"] == "f32")
     if dec:
         per_call = ", ".join(f"{fmt_time(r['seconds'])} ({r['threads']} thr)" for r in dec)

@@ -106,9 +106,12 @@ def family(name):
                                       high_freq_factor=4.0, original_max_position_embeddings=8192))
         return "LlamaForCausalLM", cfg, 2 * L, x
     if name == "llama_dynamic_ntk":
-        # negative: inv_freq depends on the largest position at run time; the target is a refusal
+        # inv_freq depends on the largest position at run time: the default per-call rows keep
+        # that in the graph, so a correct tool fuses every site (as phi3_longrope's switch); a
+        # fixed table must refuse it (tests/python/test_fuse_cases.py). No torch here exports it
+        # (2.11 and 2.9 dynamo: data-dependent guard; 2.9 TorchScript freezes the branch)
         cfg = T.LlamaConfig(head_dim=HEAD_DIM, **common(), **rope_kw("dynamic", factor=2.0))
-        return "LlamaForCausalLM", cfg, 2 * L, {"fused": 0, "reasons": ["dynamic", "run time", "runtime"]}
+        return "LlamaForCausalLM", cfg, 2 * L, x
     if name == "mistral":
         cfg = T.MistralConfig(head_dim=HEAD_DIM, sliding_window=None, **common(), **rope_kw())
         return "MistralForCausalLM", cfg, 2 * L, x

@@ -564,27 +564,9 @@ static void account_trig(rk_graph *ix, ropekit_fuse_report *r) {
     r->n_unfused = keep;
 }
 
+/* Every RoPE site, by what its subgraph computes (match_linear.c). */
 static ropekit_status match_all(rk_graph *ix, ropekit_fuse_report *r) {
-    Onnx__GraphProto *g = ix->g;
     size_t cap = 0;
-    for (size_t i = 0; i < g->n_node; ++i) {
-        const Onnx__NodeProto *n = g->node[i];
-        if (strcmp(n->op_type, "Neg") != 0 || (n->domain && n->domain[0]) || n->n_output != 1)
-            continue;
-        rk_site site;
-        if (!rk_match_rotate_half(ix, n, &site) && !rk_match_interleaved(ix, n, &site)) continue;
-        if (r->n_sites == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            rk_site *ns = realloc(r->sites, nc * sizeof *ns);
-            if (!ns) {
-                rk_site_free(&site);
-                return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
-            }
-            r->sites = ns, cap = nc;
-        }
-        site.layer = (int64_t)(r->n_sites / 2);
-        r->sites[r->n_sites++] = site;
-    }
     return rk_match_linear_all(ix, &r->sites, &r->n_sites, &cap);
 }
 
@@ -750,17 +732,30 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
     if (st == ROPEKIT_OK && needs_length) r->max_positions = choose_max_positions(o, r, &st);
     /* the head count is needed whenever the fused op gets a partial width or a 3D input */
     /* (checked below), then every site that passed is checked numerically */
+    /* no shape information in the graph: the dims that do not follow its inputs' */
+    const char **pnames = st == ROPEKIT_OK ? calloc(r->n_sites + 1, sizeof *pnames) : NULL;
+    rk_shape *pshapes = pnames ? calloc(r->n_sites + 1, sizeof *pshapes) : NULL;
+    size_t np = 0;
+    if (st == ROPEKIT_OK && !pshapes) st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; pshapes && i < r->n_sites; ++i) {
+        const rk_site *s = &r->sites[i];
+        if (!s->reason[0] && s->angles_ok && (s->num_heads <= 0 || s->head_size <= 0))
+            pnames[np++] = s->x;
+    }
+    if (np && !rk_probe_dims(ix, pnames, np, pshapes)) np = 0;
+    for (size_t i = 0, k = 0; k < np && i < r->n_sites; ++i) {
+        rk_site *s = &r->sites[i];
+        if (s->reason[0] || !s->angles_ok || (s->num_heads > 0 && s->head_size > 0)) continue;
+        const rk_shape *ps = &pshapes[k++];
+        int hd = s->layout == RK_LAYOUT_BNSH ? 1 : 2;
+        if (ps->rank != 4) continue;
+        if (s->num_heads <= 0 && ps->dims[hd] > 0) s->num_heads = s->xdims[hd] = ps->dims[hd];
+        if (s->head_size <= 0 && ps->dims[3] > 0) s->head_size = s->xdims[3] = ps->dims[3];
+    }
+    free(pnames), free(pshapes);
     for (size_t i = 0; st == ROPEKIT_OK && i < r->n_sites; ++i) {
         rk_site *s = &r->sites[i];
         if (s->reason[0] || !s->angles_ok) continue;
-        rk_shape ps;
-        if ((s->num_heads <= 0 || s->head_size <= 0) && rk_probe_dims(ix, s->x, &ps) &&
-            ps.rank == 4) {
-            /* no shape information in the graph: the dims that do not follow its inputs' */
-            int hd = s->layout == RK_LAYOUT_BNSH ? 1 : 2;
-            if (s->num_heads <= 0 && ps.dims[hd] > 0) s->num_heads = s->xdims[hd] = ps.dims[hd];
-            if (s->head_size <= 0 && ps.dims[3] > 0) s->head_size = s->xdims[3] = ps.dims[3];
-        }
         int partial = s->head_size < 0 || s->rotary_dim < s->head_size;
         if ((partial || s->layout == RK_LAYOUT_BSNH) && s->num_heads <= 0)
             snprintf(s->reason, RK_REASON, "the number of heads of '%s' is unknown (no shape "

@@ -25,6 +25,16 @@ typedef enum rk_wg_layout { RK_LAYOUT_ROTARY = 0, RK_LAYOUT_QKNORM = 1, RK_LAYOU
 
 #define RK_WG_MAX_BINDINGS 8
 #define RK_WG_MAX_PIPELINES 256
+#define RK_WG_TS_PASSES 1024
+
+/* Heads per invocation (HG) of the rotary kernels (the C host and the kernel packages): they
+ * share the index arithmetic and the cos/sin loads, and their loads are in flight together.
+ * Measured on an H200 (Vulkan), Llama prefill, wall time per call: the element kernel gains with
+ * 4 (float32 0.159 -> 0.141 ms); the vector kernel: bench/results-webgpu.md. */
+#define RK_WG_ROTARY_HG 4
+#ifndef RK_WG_ROTARY_HG_VEC
+#define RK_WG_ROTARY_HG_VEC 1
+#endif
 
 typedef struct rk_wg_pipeline {
     char key[192];
@@ -54,6 +64,10 @@ struct ropekit_webgpu {
     rk_wg_cached_pipeline pipes[RK_WG_MAX_PIPELINES];
     int n_pipes;
     char last_variant[192];
+    /* timestamps (options->timestamps): begin/end of each dispatch's pass, RK_WG_TS_PASSES */
+    WGPUQuerySet ts_set;
+    WGPUBuffer ts_resolve, ts_read;
+    uint32_t ts_n;
     char device_error[512]; /* filled by the error scope / uncaptured error callbacks */
 };
 
@@ -117,6 +131,7 @@ typedef struct rk_wg_rotary_cfg {
     int vec, inplace;
     uint32_t wg, sw, hg;       /* workgroup size, elements per store, heads per invocation */
     ropekit_dtype dtype;       /* x's dtype (the vector kernel's element conversions) */
+    int tv;                    /* vector kernel: tables bound as 16-byte vectors (rotary_vec_tv.wgsl) */
 } rk_wg_rotary_cfg;
 typedef struct rk_wg_qknorm_cfg {
     rk_wg_kind k, ok;          /* input and output storage */

@@ -296,7 +296,8 @@ def test_rotation_widened_to_float32_fuses_in_float32(tmp_path):
 def test_a_narrowing_cast_in_rotate_half_is_not_a_site(tmp_path):
     m = widened_graph()
     # rotate_half(q) narrowed to float16 before the sin product (q float32 now): not x * cos +
-    # rot(x) * sin in one precision, and the rotation loses bits: never matched as a site
+    # rot(x) * sin in one precision, and the rotation loses bits: never fused (the linear-map
+    # discovery may report it as a site; the numeric check then refuses it with its reason)
     for v in list(m.graph.input) + list(m.graph.output):
         if v.name in ("q", "y"):
             v.type.tensor_type.elem_type = TensorProto.FLOAT
@@ -309,5 +310,7 @@ def test_a_narrowing_cast_in_rotate_half_is_not_a_site(tmp_path):
     onnx.save(m, str(src))
     res = subprocess.run([str(CLI), "fuse", str(src), str(tmp_path / "o.onnx"), "--json"],
                          capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0, res.stderr
+    assert res.returncode in (0, 3), res.stderr
     assert json.loads(res.stdout)["sites_fused"] == 0
+    if res.returncode == 3:
+        assert "disagree" in res.stderr + res.stdout, res.stdout
