@@ -23,9 +23,14 @@ import sys
 import time
 
 import numpy as np
-import onnx
-import onnx.helper as oh
 import onnxruntime as ort
+
+try:  # a machine without the onnx package reads the models saved by --save-models elsewhere
+    import onnx
+    import onnx.helper as oh
+except ImportError:
+    onnx = None
+MODEL_DIR = None  # --models DIR
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -59,7 +64,15 @@ def loadavg() -> str:
         return "?"
 
 
+def model_file(B, S, N, H, R, P, dtype, bnsh, nopos) -> str:
+    return f"rotary_{B}_{S}_{N}_{H}_{R}_{P}_{np.dtype(dtype).name}_{int(bnsh)}_{int(nopos)}.onnx"
+
+
 def rotary_model(B, S, N, H, R, P, dtype, bnsh=False, nopos=False) -> bytes:
+    if onnx is None or MODEL_DIR is not None:
+        path = pathlib.Path(MODEL_DIR or ".") / model_file(B, S, N, H, R, P, dtype, bnsh, nopos)
+        if onnx is None or path.exists():
+            return path.read_bytes()
     T = onnx.TensorProto.FLOAT if dtype == np.float32 else onnx.TensorProto.FLOAT16
     xshape = [B, N, S, H] if bnsh else [B, S, N * H]
     tshape = [B, S, R // 2] if nopos else [P, R // 2]
@@ -74,7 +87,12 @@ def rotary_model(B, S, N, H, R, P, dtype, bnsh=False, nopos=False) -> bytes:
     g = oh.make_graph([node], "rope", ins, [oh.make_tensor_value_info("y", T, xshape)])
     m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 23)])
     m.ir_version = 10
-    return m.SerializeToString()
+    data = m.SerializeToString()
+    if MODEL_DIR is not None:
+        path = pathlib.Path(MODEL_DIR) / model_file(B, S, N, H, R, P, dtype, bnsh, nopos)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return data
 
 
 def time_ort(B, S, N, H, R, dtype, threads, budget, bnsh=False, nopos=False) -> float:
@@ -158,9 +176,15 @@ def main() -> int:
     ap.add_argument("--filter", default=None, help="only the C benchmark's shapes containing this")
     ap.add_argument("--commit", default=None, help="the commit the benchmark was built from "
                     "(default: git rev-parse HEAD here)")
+    ap.add_argument("--models", default=None, help="directory of the one-node models: written "
+                    "when the onnx package is here, read when it is not")
+    ap.add_argument("--ort-cache", default=None, help="JSON file of ORT times: read when it exists "
+                    "(ORT does not depend on ropekit's CPU variant), written otherwise")
     ap.add_argument("--cpu-name", default=None, help="the CPU's name, where lscpu does not give it "
                     "(a VM's generic 'Processor')")
     args = ap.parse_args()
+    global MODEL_DIR
+    MODEL_DIR = args.models
     thread_list = [int(t) for t in args.threads.split(",")]
 
     load_before = loadavg()
@@ -169,14 +193,21 @@ def main() -> int:
                     (["--filter", args.filter] if args.filter else []))
     rows = c["results"]
     ort_t = {}
+    cache = pathlib.Path(args.ort_cache) if args.ort_cache else None
+    cached = ({tuple(k.split("|")[:2]) + (int(k.split("|")[2]),): v
+               for k, v in json.loads(cache.read_text()).items()} if cache and cache.exists() else {})
     for r in rows:
         if r["shape"] in ROTARY_SHAPES and r["dtype"] in ("f32", "f16"):
             B, S, N, H, R = ROTARY_SHAPES[r["shape"]]
             dt = np.float32 if r["dtype"] == "f32" else np.float16
-            ort_t[(r["shape"], r["dtype"], r["threads"])] = time_ort(B, S, N, H, R, dt, r["threads"], args.time,
-                                                                     r["shape"] in BNSH, r["shape"] in NOPOS)
+            key = (r["shape"], r["dtype"], r["threads"])
+            ort_t[key] = cached[key] if key in cached else time_ort(
+                B, S, N, H, R, dt, r["threads"], args.time, r["shape"] in BNSH, r["shape"] in NOPOS)
             print(f"ORT {r['shape']} {r['dtype']} t{r['threads']}: {fmt_time(ort_t[(r['shape'], r['dtype'], r['threads'])])}",
                   file=sys.stderr)
+
+    if cache and not cached:
+        cache.write_text(json.dumps({f"{k[0]}|{k[1]}|{k[2]}": v for k, v in ort_t.items()}))
 
     sweep_rows, sweep_ort = [], {}
     if not args.quick:
@@ -207,6 +238,9 @@ def main() -> int:
              "The machine is shared with other engineers' builds; every ropekit figure is paired "
              "with a memcpy measured in alternating batches in the same process, so the ratio is "
              "less sensitive to load than the absolute numbers.")
+    if cached:
+        L.append(f"- ORT times: read from `{cache.name}`, written by the run before this one on the "
+                 "same machine (ORT's kernel does not depend on ropekit's CPU variant)")
     L.append(f"- ORT sanity check: {check_ort_matches_ropekit()}\n")
     L.append("Method: median time per call over batches of ~1 ms after a warm-up. Bytes moved = read x "
              "+ write y + the cos/sin values once per token (QKNorm: query, kv, both outputs, cos/sin; "

@@ -189,6 +189,29 @@ RK_INLINE void pair_scalar(int wide, const char *x, char *y, ropekit_dtype dt, i
 #else
 #define RK_EO(dt) 0
 #endif
+#ifndef RK_HAVE_BF16_HW
+#define RK_BF16_HW_OK() 0
+#endif
+
+/* 2*VL bfloat16 outputs from their even (e) and odd (o) elements (nt: a streaming store, p
+ * aligned to 4*VL bytes). hw: the CPU's conversion instruction (st_bf16_hw_pair: the same bits;
+ * a vector holding a zero result, which a subnormal input gives, is rounded again with
+ * integers), otherwise st_bf16_eo's integer rounding. */
+RK_INLINE void st_eo(void *p, vf e, vf o, int nt, int hw) {
+#if defined(RK_HAVE_BF16_EO) && defined(RK_HAVE_BF16_HW)
+    if (hw) {
+        st_bf16_hw_pair(p, e, o, nt);
+        return;
+    }
+#else
+    (void)hw;
+#endif
+#ifdef RK_HAVE_BF16_EO
+    st_bf16_eo(p, e, o, nt);
+#else
+    (void)p, (void)e, (void)o, (void)nt;
+#endif
+}
 
 /* The cos/sin of one token laid out for its rows (n columns from c/sn, table entries per token
  * returned):
@@ -644,12 +667,12 @@ RK_INLINE void qknorm_head(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
     float r = f_lane0(rv); /* rounded to T (vector conversions: same bits) */
     int64_t c = 0;
 #define RK_X(c) ld_t(x + (c)*es, dt)
-#if defined(RK_HAVE_BF16_PAIRS) && defined(RK_HAVE_BF16_HW)
-    if (hw && dt == ROPEKIT_BFLOAT16) /* 32 at a time, even and odd channels apart */
-        for (; c + 32 <= nope; c += 32) {
+#ifdef RK_HAVE_BF16_EO
+    if (dt == ROPEKIT_BFLOAT16) /* 2*VL at a time, even and odd channels apart (st_eo) */
+        for (; c + 2 * VL <= nope; c += 2 * VL) {
             vf e, o;
             ld_bf16_eo(x + c * es, &e, &o);
-            st_bf16_hw_pair(y + c * es, f_mul(e, rv), f_mul(o, rv), nt);
+            st_eo(y + c * es, f_mul(e, rv), f_mul(o, rv), nt, hw);
         }
 #endif
     for (; c + 2 * VL <= nope; c += 2 * VL) {
@@ -781,10 +804,6 @@ static int qknorm_streaming(const rk_qknorm_plan *p) {
             qknorm_fast(p, ROPEKIT_BFLOAT16, nt, 0);                                               \
         break;                                                                                     \
     }
-
-#ifndef RK_HAVE_BF16_HW
-#define RK_BF16_HW_OK() 0
-#endif
 
 static void RK_SUFFIX(qknorm)(const rk_qknorm_plan *p) {
     if (p->qs[3] != 1 || p->qos[3] != 1 || p->kvs[2] != 1 || p->kvos[2] != 1 || p->ws != 1 ||

@@ -309,6 +309,7 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
     snprintf(base, sizeof base, "ropekit_rope_%lld", (long long)(*counter)++);
     char *node_name = rk_graph_unique_name(ix, base);
     char *out = rk_graph_unique_name(ix, s->output);
+    char *y_pre = NULL;
     char *x_in = NULL, *x3 = NULL, *y3 = NULL, *shape_in = NULL, *shape_out = NULL, *pos_name = NULL;
     ropekit_status st = ROPEKIT_OK;
     const char *positions = s->angles.positions;
@@ -376,7 +377,12 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
         x_in = rk_strdup(x3);
     }
     {
-        const char *rope_out = s->layout == RK_LAYOUT_BSNH ? y3 : out;
+        if (s->y_perm && !(y_pre = rk_graph_unique_name(ix, "ropekit_y_fused_order"))) {
+            st = RK_OOM();
+            goto done;
+        }
+        const char *out4 = s->y_perm ? y_pre : out; /* the fused node's 4D result */
+        const char *rope_out = s->layout == RK_LAYOUT_BSNH ? y3 : out4;
         const char *ins[4];
         if (onnx_op) {
             ins[0] = x_in, ins[1] = t->cos_name, ins[2] = t->sin_name, ins[3] = positions;
@@ -404,12 +410,30 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
         if ((st = rk_graph_insert_node(ix, n, hint, NULL)) != ROPEKIT_OK) goto done;
     }
     if (s->layout == RK_LAYOUT_BSNH) {
+        const char *o4 = s->y_perm ? y_pre : out;
         const char *ins[2] = {y3, shape_out};
-        Onnx__NodeProto *r = rk_new_node("Reshape", "", out, ins, 2, (const char *const *)&out, 1);
+        Onnx__NodeProto *r = rk_new_node("Reshape", "", o4, ins, 2, &o4, 1);
         if (!r || (st = rk_graph_insert_node(ix, r, hint, NULL)) != ROPEKIT_OK) {
             if (!r) st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
             goto done;
         }
+    }
+    if (s->y_perm) {
+        /* the graph's channel order of the result (a rotation on trailing channels):
+         * out[..., c] = fused[..., y_perm[c]] */
+        char *perm = NULL;
+        if ((st = add_int_initializer(ix, "ropekit_y_perm", s->y_perm, (size_t)s->head_size,
+                                      &perm)) != ROPEKIT_OK)
+            goto done;
+        const char *gin[2] = {y_pre, perm};
+        Onnx__NodeProto *gn = rk_new_node("Gather", "", out, gin, 2, (const char *const *)&out, 1);
+        free(perm);
+        if (!gn || (st = rk_node_add_attr_int(gn, "axis", 3)) != ROPEKIT_OK) {
+            if (gn) rk_node_free(gn);
+            else st = RK_OOM();
+            goto done;
+        }
+        if ((st = rk_graph_insert_node(ix, gn, hint, NULL)) != ROPEKIT_OK) goto done;
     }
     ov = rk_graph_value(ix, s->output);
     if (ov && (ov->flags & RK_VALUE_OUTPUT)) {
@@ -442,7 +466,7 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
     node_name = NULL;
 done:
     free(node_name), free(out), free(x_in), free(x3), free(y3), free(shape_in), free(shape_out);
-    free(pos_name);
+    free(pos_name), free(y_pre);
     return st;
 }
 
@@ -569,27 +593,9 @@ static void account_trig(rk_graph *ix, ropekit_fuse_report *r) {
     r->n_unfused = keep;
 }
 
+/* Every RoPE site, by what its subgraph computes (match_linear.c). */
 static ropekit_status match_all(rk_graph *ix, ropekit_fuse_report *r) {
-    Onnx__GraphProto *g = ix->g;
     size_t cap = 0;
-    for (size_t i = 0; i < g->n_node; ++i) {
-        const Onnx__NodeProto *n = g->node[i];
-        if (strcmp(n->op_type, "Neg") != 0 || (n->domain && n->domain[0]) || n->n_output != 1)
-            continue;
-        rk_site site;
-        if (!rk_match_rotate_half(ix, n, &site) && !rk_match_interleaved(ix, n, &site)) continue;
-        if (r->n_sites == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            rk_site *ns = realloc(r->sites, nc * sizeof *ns);
-            if (!ns) {
-                rk_site_free(&site);
-                return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
-            }
-            r->sites = ns, cap = nc;
-        }
-        site.layer = (int64_t)(r->n_sites / 2);
-        r->sites[r->n_sites++] = site;
-    }
     return rk_match_linear_all(ix, &r->sites, &r->n_sites, &cap);
 }
 
@@ -755,17 +761,30 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
     if (st == ROPEKIT_OK && needs_length) r->max_positions = choose_max_positions(o, r, &st);
     /* the head count is needed whenever the fused op gets a partial width or a 3D input */
     /* (checked below), then every site that passed is checked numerically */
+    /* no shape information in the graph: the dims that do not follow its inputs' */
+    const char **pnames = st == ROPEKIT_OK ? calloc(r->n_sites + 1, sizeof *pnames) : NULL;
+    rk_shape *pshapes = pnames ? calloc(r->n_sites + 1, sizeof *pshapes) : NULL;
+    size_t np = 0;
+    if (st == ROPEKIT_OK && !pshapes) st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; pshapes && i < r->n_sites; ++i) {
+        const rk_site *s = &r->sites[i];
+        if (!s->reason[0] && s->angles_ok && (s->num_heads <= 0 || s->head_size <= 0))
+            pnames[np++] = s->x;
+    }
+    if (np && !rk_probe_dims(ix, pnames, np, pshapes)) np = 0;
+    for (size_t i = 0, k = 0; k < np && i < r->n_sites; ++i) {
+        rk_site *s = &r->sites[i];
+        if (s->reason[0] || !s->angles_ok || (s->num_heads > 0 && s->head_size > 0)) continue;
+        const rk_shape *ps = &pshapes[k++];
+        int hd = s->layout == RK_LAYOUT_BNSH ? 1 : 2;
+        if (ps->rank != 4) continue;
+        if (s->num_heads <= 0 && ps->dims[hd] > 0) s->num_heads = s->xdims[hd] = ps->dims[hd];
+        if (s->head_size <= 0 && ps->dims[3] > 0) s->head_size = s->xdims[3] = ps->dims[3];
+    }
+    free(pnames), free(pshapes);
     for (size_t i = 0; st == ROPEKIT_OK && i < r->n_sites; ++i) {
         rk_site *s = &r->sites[i];
         if (s->reason[0] || !s->angles_ok) continue;
-        rk_shape ps;
-        if ((s->num_heads <= 0 || s->head_size <= 0) && rk_probe_dims(ix, s->x, &ps) &&
-            ps.rank == 4) {
-            /* no shape information in the graph: the dims that do not follow its inputs' */
-            int hd = s->layout == RK_LAYOUT_BNSH ? 1 : 2;
-            if (s->num_heads <= 0 && ps.dims[hd] > 0) s->num_heads = s->xdims[hd] = ps.dims[hd];
-            if (s->head_size <= 0 && ps.dims[3] > 0) s->head_size = s->xdims[3] = ps.dims[3];
-        }
         int partial = s->head_size < 0 || s->rotary_dim < s->head_size;
         if ((partial || s->layout == RK_LAYOUT_BSNH) && s->num_heads <= 0)
             snprintf(s->reason, RK_REASON, "the number of heads of '%s' is unknown (no shape "

@@ -31,6 +31,7 @@ void rk_site_free(rk_site *s) {
     free(s->cos_term);
     free(s->sin_term);
     free(s->x_perm);
+    free(s->y_perm);
     rk_angles_free(&s->angles);
     memset(s, 0, sizeof *s);
 }
@@ -184,20 +185,26 @@ static void probe_declared(rk_memo *m, const rk_graph *ix, const char *name, rk_
     }
 }
 
-int rk_probe_dims(const rk_graph *ix, const char *name, rk_shape *shape) {
+int rk_probe_dims(const rk_graph *ix, const char *const *names, size_t n, rk_shape *shapes) {
     /* two probes with different values for every symbolic dim: a dim that comes out the same
-     * in both does not depend on them (the number of heads, the head size) */
+     * in both does not depend on them (the number of heads, the head size). One linear pass
+     * over the graph per probe, whatever n is. */
     static const int64_t base[2] = {2, 5}, step[2] = {1, 2};
-    rk_shape sh[2];
     for (int k = 0; k < 2; ++k) {
         if (match_begin(ix, 1, base[k], step[k]) != ROPEKIT_OK) return 0;
-        infer_shape(ix, name, &sh[k], 0);
+        for (size_t i = 0; i < n; ++i) {
+            rk_shape sh;
+            infer_shape(ix, names[i], &sh, 0);
+            if (k == 0) {
+                shapes[i] = sh;
+                continue;
+            }
+            if (sh.rank != shapes[i].rank) shapes[i].rank = -1;
+            for (int d = 0; d < shapes[i].rank; ++d)
+                if (sh.dims[d] != shapes[i].dims[d]) shapes[i].dims[d] = -1;
+        }
         rk_match_end();
-        if (sh[k].rank <= 0 || (k && sh[k].rank != sh[0].rank)) return 0;
     }
-    *shape = sh[0];
-    for (int i = 0; i < shape->rank; ++i)
-        if (sh[1].dims[i] != sh[0].dims[i]) shape->dims[i] = -1;
     return 1;
 }
 
@@ -877,36 +884,3 @@ int rk_is_last_axis(int64_t axis, int rank) { return axis == -1 || (rank > 0 && 
 
 #define BIG_END ((int64_t)1 << 40) /* "to the end" in a Slice: any end at or past this */
 
-int rk_match_partial(const rk_graph *ix, const char *xr, const char *out, int64_t R, int rank,
-                     rk_site *site, rk_shape *xshape) {
-    Onnx__NodeProto *s_rot = rk_producer_op(ix, xr, "Slice");
-    Onnx__NodeProto *pcat = rk_single_consumer(ix, out);
-    if (!s_rot || !pcat || strcmp(pcat->op_type, "Concat") != 0 || pcat->n_input != 2 ||
-        strcmp(rk_input(pcat, 0) ? pcat->input[0] : "", out) != 0)
-        return 0;
-    Onnx__NodeProto *s_pass = rk_producer_op(ix, rk_input(pcat, 1), "Slice");
-    int64_t a2, b2, ax2, st2, a3, b3, ax3, st3;
-    if (!s_pass || !rk_input(s_rot, 0) || !rk_input(s_pass, 0) ||
-        strcmp(s_rot->input[0], s_pass->input[0]) != 0 ||
-        !rk_slice_params(ix, s_rot, &a2, &b2, &ax2, &st2) ||
-        !rk_slice_params(ix, s_pass, &a3, &b3, &ax3, &st3) || a2 != 0 || b2 != R || st2 != 1 ||
-        st3 != 1 || a3 != R || !rk_is_last_axis(ax2, rank) || !rk_is_last_axis(ax3, rank) ||
-        !rk_is_last_axis(rk_attr_i(pcat, "axis", 0), rank))
-        return 0;
-    rk_shape fs;
-    rk_value_rank(ix, s_rot->input[0], &fs);
-    int64_t H = fs.rank > 0 ? fs.dims[fs.rank - 1] : -1;
-    /* the pass-through part must run to the end of x, or the fused output would be wider */
-    if (!(H >= 0 ? b3 >= H : b3 >= BIG_END)) return 0;
-    char *x = rk_strdup(s_rot->input[0]), *o = rk_strdup(pcat->output[0]);
-    if (!x || !o) {
-        free(x), free(o);
-        return 0;
-    }
-    free(site->x);
-    free(site->output);
-    site->x = x;
-    site->output = o;
-    *xshape = fs;
-    return 1;
-}

@@ -36,7 +36,7 @@
 #define LIN_MAX_ELEMS ((int64_t)1 << 18) /* elements of x and of every intermediate */
 #define LIN_BUDGET ((int64_t)1 << 23)    /* terms over one analysis */
 #define LIN_CLOSURE 128                  /* values on the data paths from y back to x */
-#define LIN_PROBE_DIM 3                  /* every symbolic dimension */
+#define LIN_PROBE_DIM 2                  /* every symbolic dimension */
 #define LIN_MAX_DEP_DEPTH 400
 #define LIN_MAX_COEF 24
 
@@ -53,11 +53,88 @@ static size_t vidx(const rk_graph *ix, const char *name) {
     return v ? (size_t)(v - ix->values) : (size_t)-1;
 }
 
+/* Is the constant `name` a table of sinusoids over its rows (a precomputed cos, sin or [sin | cos]
+ * cache)? Every column t[r] of cos(r f + p) or sin(r f + p) satisfies t[r+1] + t[r-1] = 2 cos(f)
+ * t[r] (a constant column is the frequency 0); an embedding does not; an all-zero table is not
+ * taken. Checked on the first rows of tables up to 2^23 elements. */
+#define SINUSOID_ROWS 24
+static int sinusoid_table(const rk_graph *ix, const char *name) {
+    if (!name) return 0;
+    rk_shape ts;
+    rk_graph_shape(ix, name, &ts);
+    int64_t n = 1, W = ts.rank >= 2 ? ts.dims[ts.rank - 1] : 0;
+    for (int i = 0; i < ts.rank && n <= ((int64_t)1 << 23); ++i)
+        n = ts.dims[i] > 0 ? n * ts.dims[i] : ((int64_t)1 << 24);
+    /* (P, W), or with leading 1s: (1, 1, P, W) */
+    if (ts.rank < 2 || W < 1 || n > ((int64_t)1 << 23) || n / W < 4 ||
+        (ts.elem_type != RK_DT_FLOAT && ts.elem_type != RK_DT_FLOAT16 &&
+         ts.elem_type != RK_DT_BFLOAT16 && ts.elem_type != RK_DT_DOUBLE))
+        return 0;
+    int64_t P = n / W;
+    double *t = malloc((size_t)n * sizeof *t);
+    size_t count = 0;
+    int ok = t && rk_graph_const_f64(ix, name, t, (size_t)n, &count) == ROPEKIT_OK &&
+             (int64_t)count == n;
+    double tol = ts.elem_type == RK_DT_FLOAT || ts.elem_type == RK_DT_DOUBLE ? 1e-4 : 2e-2;
+    int64_t rows = P < SINUSOID_ROWS ? P : SINUSOID_ROWS, nonzero = 0;
+    for (int64_t k = 0; ok && k < W; ++k) {
+        /* the step's cosine, from the row farthest from 0 (a column that stays near 0 is a slow
+         * sine: c = 1 up to the tolerance) */
+        int64_t at = 1;
+        for (int64_t r = 1; r + 1 < rows; ++r)
+            if (fabs(t[r * W + k]) > fabs(t[at * W + k])) at = r;
+        double b0 = t[at * W + k], c = 1.0;
+        if (fabs(b0) > 0.25) c = (t[(at - 1) * W + k] + t[(at + 1) * W + k]) / (2 * b0);
+        ok = fabs(c) <= 1 + tol;
+        for (int64_t r = 1; ok && r + 1 < rows; ++r) {
+            double a = t[(r - 1) * W + k], b = t[r * W + k], d = t[(r + 1) * W + k];
+            ok = fabs(a) <= 1 + tol && fabs(b) <= 1 + tol && fabs(d) <= 1 + tol &&
+                 fabs(a + d - 2 * c * b) <= tol;
+            nonzero |= a != 0 || b != 0 || d != 0;
+        }
+    }
+    free(t);
+    return ok && nonzero;
+}
+
+/* the constant (initializer or Constant) a constant data input was broadcast, cast or cut from */
+static const char *table_of(const rk_graph *ix, const char *v) {
+    for (int guard = 0; v && guard < 8; ++guard) {
+        const rk_value *val = rk_graph_value(ix, v);
+        if (!val) return NULL;
+        const Onnx__NodeProto *p = rk_graph_producer(ix, v);
+        if (((val->flags & RK_VALUE_INITIALIZER) && !(val->flags & RK_VALUE_INPUT)) ||
+            (p && rk_is_constant_node(p)))
+            return v;
+        if (!p || !default_domain(p) ||
+            (strcmp(p->op_type, "Expand") && strcmp(p->op_type, "Tile") &&
+             strcmp(p->op_type, "Cast") && strcmp(p->op_type, "Identity") &&
+             strcmp(p->op_type, "Unsqueeze") && strcmp(p->op_type, "Reshape") &&
+             strcmp(p->op_type, "Slice") && strcmp(p->op_type, "Squeeze")))
+            return NULL;
+        v = rk_input(p, 0);
+    }
+    return NULL;
+}
+
 /* One pass in node order: constants (initializers, Constant, Shape/Size and what is computed from
- * them only), angle-derived values (Cos / Sin, and what is computed from them and constants). */
+ * them only), angle-derived values (Cos / Sin, rows gathered from a sinusoid table, and what is
+ * computed from them and constants). */
+static int is_table(const rk_graph *ix, uint8_t *memo, const char *data) {
+    const char *t = table_of(ix, data);
+    size_t i = vidx(ix, t);
+    if (i >= ix->n_values) return 0;
+    if (!memo[i]) memo[i] = sinusoid_table(ix, t) ? 2 : 1;
+    return memo[i] == 2;
+}
+
 static uint8_t *classify(const rk_graph *ix) {
     uint8_t *cl = calloc(ix->n_values ? ix->n_values : 1, 1);
-    if (!cl) return NULL;
+    uint8_t *tab = calloc(ix->n_values ? ix->n_values : 1, 1);
+    if (!cl || !tab) {
+        free(cl), free(tab);
+        return NULL;
+    }
     for (size_t i = 0; i < ix->n_values; ++i)
         if ((ix->values[i].flags & RK_VALUE_INITIALIZER) && !(ix->values[i].flags & RK_VALUE_INPUT))
             cl[i] = CL_CONST;
@@ -71,6 +148,11 @@ static uint8_t *classify(const rk_graph *ix) {
             c = CL_CONST;
         } else if (!strcmp(n->op_type, "Cos") || !strcmp(n->op_type, "Sin")) {
             c = CL_ANGLE;
+        } else if ((!strcmp(n->op_type, "Gather") || !strcmp(n->op_type, "GatherND") ||
+                    !strcmp(n->op_type, "GatherElements")) &&
+                   n->n_input >= 2 && vidx(ix, n->input[0]) < ix->n_values &&
+                   cl[vidx(ix, n->input[0])] == CL_CONST && is_table(ix, tab, n->input[0])) {
+            c = CL_ANGLE; /* rows of a cos/sin cache, gathered by positions */
         } else {
             for (size_t j = 0; j < n->n_input && c != CL_DATA; ++j) {
                 if (!n->input[j][0]) continue;
@@ -87,6 +169,7 @@ static uint8_t *classify(const rk_graph *ix) {
             if (v < ix->n_values) cl[v] = (uint8_t)c;
         }
     }
+    free(tab);
     return cl;
 }
 
@@ -107,6 +190,7 @@ typedef struct lin_ctx {
     const rk_graph *ix;
     const char *x;
     size_t xi;
+    size_t xsrc; /* x = Cast<float>(xsrc) widened from float16/bfloat16: xsrc reads as x */
     int32_t xprod;
     int xrank;
     int64_t xdims[RK_SHAPE_MAX_RANK];
@@ -161,7 +245,7 @@ static lten *lten_new(lin_ctx *c, int rank, const int64_t *dims) {
 static int depends(lin_ctx *c, const char *name, int depth) {
     size_t i = vidx(c->ix, name);
     if (i >= c->ix->n_values) return 0;
-    if (i == c->xi) return 1;
+    if (i == c->xi || i == c->xsrc) return 1;
     if (c->dep[i] >= 0) return c->dep[i];
     const rk_value *v = &c->ix->values[i];
     if (v->producer < 0 || (v->flags & (RK_VALUE_INPUT | RK_VALUE_INITIALIZER)) ||
@@ -177,20 +261,6 @@ static int depends(lin_ctx *c, const char *name, int depth) {
             if (n->input[k][0]) d = depends(c, n->input[k], depth + 1);
     c->dep[i] = (int8_t)d;
     return d;
-}
-
-/* offset in a tensor of dims ad (rank ra) of the broadcast element o of dims od (rank r) */
-static int64_t bcast_at(const int64_t *od, int r, const int64_t *ad, int ra, int64_t o) {
-    int64_t off = 0, stride = 1;
-    for (int i = r - 1; i >= 0; --i) {
-        int64_t k = o % od[i];
-        o /= od[i];
-        int ai = i - (r - ra);
-        if (ai < 0) continue;
-        if (ad[ai] != 1) off += k * stride;
-        stride *= ad[ai];
-    }
-    return off;
 }
 
 static int bcast_dims(const int64_t *a, int ra, const int64_t *b, int rb, int64_t *out, int *r) {
@@ -330,18 +400,36 @@ done:
 /* a + s * b, elementwise with broadcasting (b NULL: scale a by the tensor t, or divide) */
 static lten *lin_arith(lin_ctx *c, const char *want, const lten *a, const lten *b, double s,
                        const rk_ten *t, int divide) {
-    int64_t od[RK_SHAPE_MAX_RANK];
+    int64_t od[RK_SHAPE_MAX_RANK] = {0};
     int r;
     const int64_t *bd = b ? b->dims : t->dims;
     int rb = b ? b->rank : t->rank;
     if (!bcast_dims(a->dims, a->rank, bd, rb, od, &r)) {
-        lfail(c, "'%s': operands do not broadcast%s", want, NULL);
+        lfail(c, "'%s' does not evaluate on probe shapes (operands do not broadcast)%s", want,
+              NULL);
         return NULL;
     }
     lten *o = lten_new(c, r, od);
     if (!o) return NULL;
+    /* the operands' offsets, advanced with the output's multi-index (stride 0: broadcast) */
+    int64_t sa[RK_SHAPE_MAX_RANK], sb[RK_SHAPE_MAX_RANK], cnt[RK_SHAPE_MAX_RANK] = {0};
+    int64_t pa = 1, pb = 1;
+    for (int i = r - 1; i >= 0; --i) {
+        int ja = i - (r - a->rank), jb = i - (r - rb);
+        int64_t da = ja >= 0 ? a->dims[ja] : 1, db = jb >= 0 ? bd[jb] : 1;
+        sa[i] = da == 1 ? 0 : pa, sb[i] = db == 1 ? 0 : pb;
+        pa *= da, pb *= db;
+    }
+    int64_t ia = 0, ib = 0;
     for (int64_t i = 0; i < o->n; ++i) {
-        int64_t ia = bcast_at(od, r, a->dims, a->rank, i), ib = bcast_at(od, r, bd, rb, i);
+        if (i) { /* next multi-index */
+            int d = r - 1;
+            while (d > 0 && cnt[d] + 1 == od[d]) {
+                ia -= sa[d] * cnt[d], ib -= sb[d] * cnt[d], cnt[d] = 0;
+                --d;
+            }
+            ++cnt[d], ia += sa[d], ib += sb[d];
+        }
         int k = a->nt[ia];
         if (!b) {
             double f = t->v[ib];
@@ -471,7 +559,7 @@ static lten *lin_get(lin_ctx *c, const char *name, int depth) {
         return NULL;
     }
     lten *t = NULL;
-    if (i == c->xi) {
+    if (i == c->xi || i == c->xsrc) { /* (the widening is exact) */
         if ((t = lten_new(c, c->xrank, c->xdims)))
             for (int64_t k = 0; k < t->n; ++k)
                 t->nt[k] = 1, t->idx[2 * k] = k, t->cf[2 * k] = 1.0;
@@ -566,12 +654,15 @@ static const char *find_x(const rk_graph *ix, const uint8_t *cl, const char *y) 
         }
     }
     if (first_product == INT32_MAX) return NULL;
-    /* candidates, latest producer first */
-    size_t best = (size_t)-1;
-    int32_t best_prod = INT32_MIN;
+    /* the latest cut, preferring one of rank 4 (what the fused node takes: a (.., h, 2) view of
+     * x for complex-number pairs is a later cut than x itself) */
+    size_t best = (size_t)-1, best4 = (size_t)-1;
+    int32_t best_prod = INT32_MIN, best4_prod = INT32_MIN;
     for (size_t c = 1; c < cs.n; ++c) {
         int32_t prod = ix->values[cs.v[c]].producer;
-        if (prod >= first_product || (best != (size_t)-1 && prod <= best_prod)) continue;
+        if (prod >= first_product ||
+            (best != (size_t)-1 && prod <= best_prod && best4 != (size_t)-1 && prod <= best4_prod))
+            continue;
         /* is c a cut? walk from y avoiding c: no leaf may be reached */
         uint8_t seen[LIN_CLOSURE] = {0};
         int stack[LIN_CLOSURE], sp = 0, cut = 1;
@@ -590,8 +681,14 @@ static const char *find_x(const rk_graph *ix, const uint8_t *cl, const char *y) 
                 stack[sp++] = b;
             }
         }
-        if (cut) best = c, best_prod = prod;
+        if (!cut) continue;
+        if (best == (size_t)-1 || prod > best_prod) best = c, best_prod = prod;
+        rk_shape sh;
+        if ((best4 == (size_t)-1 || prod > best4_prod) &&
+            rk_value_rank(ix, ix->values[cs.v[c]].name, &sh) && sh.rank == 4)
+            best4 = c, best4_prod = prod;
     }
+    if (best4 != (size_t)-1) best = best4;
     return best == (size_t)-1 ? NULL : ix->values[cs.v[best]].name;
 }
 
@@ -602,11 +699,19 @@ typedef struct lin_rope {
     int64_t R, H, L, h;
     int interleaved;
     int64_t *perm;       /* H: the fused node reads x[..., perm] */
+    int64_t *yperm;      /* H: the site's result is fused[..., yperm] */
     double *cosv, *sinv; /* L x h: per line (token, head) and pair */
 } lin_rope;
 
+/* a and b equal within tol (relative above 1); NaN equals NaN, an infinity itself */
+static int same_val(double a, double b, double tol) {
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+    if (isinf(a) || isinf(b)) return a == b;
+    return fabs(a - b) <= tol * fmax(1.0, fmax(fabs(a), fabs(b)));
+}
+
 static int close_to(double a, double b) {
-    return fabs(a - b) <= 1e-6 * fmax(1.0, fmax(fabs(a), fabs(b)));
+    return same_val(a, b, 1e-6);
 }
 
 /* coefficient of source channel u in element (line l, channel ch) */
@@ -617,27 +722,40 @@ static double co(const lten *y, int64_t H, int64_t l, int64_t ch, int64_t u) {
     return NAN;
 }
 
-/* 1: a RoPE (r filled); 0: not one; -1: a rotation the fused operator cannot express (why) */
+/* 1: a RoPE (r filled); -1: not one the fused operator computes, why says what it is instead */
+#define NOT_ROPE(...)                                                                              \
+    do {                                                                                           \
+        snprintf(why, nw, __VA_ARGS__);                                                            \
+        res = -1;                                                                                  \
+        goto done;                                                                                 \
+    } while (0)
+
 static int read_rope(const lin_ctx *c, const lten *y, lin_rope *r, char *why, size_t nw) {
     memset(r, 0, sizeof *r);
-    if (y->rank != c->xrank || c->xrank != 4 || memcmp(y->dims, c->xdims, 4 * sizeof *y->dims))
-        return 0;
+    if (y->rank != c->xrank || c->xrank != 4 || memcmp(y->dims, c->xdims, 4 * sizeof *y->dims)) {
+        snprintf(why, nw, "the result is not shaped like the rotated tensor '%s'", c->x);
+        return -1;
+    }
     int64_t H = y->dims[3], L = H > 0 ? y->n / H : 0;
-    if (H < 2 || L < 1) return 0;
+    if (H < 2 || L < 1) {
+        snprintf(why, nw, "the rotated tensor '%s' has fewer than 2 channels", c->x);
+        return -1;
+    }
     int64_t *s1 = malloc((size_t)H * sizeof *s1), *s2 = malloc((size_t)H * sizeof *s2);
     uint8_t *used = calloc((size_t)H, 1);
     int res = 0;
     r->perm = malloc((size_t)H * sizeof *r->perm);
-    if (!s1 || !s2 || !used || !r->perm) goto done;
+    if (!s1 || !s2 || !used || !r->perm) NOT_ROPE("out of memory");
     /* the structure of every line must be that of line 0 */
     for (int64_t l = 0; l < L; ++l)
         for (int64_t ch = 0; ch < H; ++ch) {
             int64_t i = l * H + ch, a = -1, b = -1;
             int k = y->nt[i];
-            if (k < 1) goto done;
+            if (k < 1) NOT_ROPE("output channel %lld does not read '%s'", (long long)ch, c->x);
             for (int t = 0; t < k; ++t) {
                 int64_t s = y->idx[2 * i + t];
-                if (s / H != l) goto done; /* mixes tokens or heads */
+                if (s / H != l)
+                    NOT_ROPE("an output element reads '%s' at another token or head", c->x);
                 if (t == 0)
                     a = s % H;
                 else
@@ -650,9 +768,11 @@ static int read_rope(const lin_ctx *c, const lten *y, lin_rope *r, char *why, si
             if (l == 0) {
                 s1[ch] = a, s2[ch] = b;
             } else if (s1[ch] != a || s2[ch] != b) {
-                goto done;
+                NOT_ROPE("the channels read differ between tokens or heads");
             }
-            if (k == 1 && (a != ch || y->cf[2 * i] != 1.0)) goto done; /* not a pass-through */
+            if (k == 1 && (a != ch || y->cf[2 * i] != 1.0))
+                NOT_ROPE("output channel %lld is neither rotated nor passed through unchanged",
+                         (long long)ch);
         }
     int64_t first = -1, last = -1, R = 0;
     for (int64_t ch = 0; ch < H; ++ch)
@@ -660,31 +780,38 @@ static int read_rope(const lin_ctx *c, const lten *y, lin_rope *r, char *why, si
             if (first < 0) first = ch;
             last = ch, ++R;
         }
-    if (R == 0 || last - first + 1 != R || R % 2) goto done;
-    if (first != 0) {
-        snprintf(why, nw,
-                 "the rotation is on the trailing channels %lld..%lld of %lld: the fused "
-                 "operator rotates leading channels",
-                 (long long)first, (long long)last, (long long)H);
-        res = -1;
-        goto done;
+    if (R == 0) NOT_ROPE("no channel of '%s' is rotated", c->x);
+    if (last - first + 1 != R || R % 2)
+        NOT_ROPE("the rotated channels are not one range of even width");
+    /* the fused node rotates its leading R channels: channels [first, first + R) come first
+     * in its order, the pass-through ones after them (yperm maps the result back) */
+    r->yperm = malloc((size_t)H * sizeof *r->yperm);
+    if (!r->yperm) NOT_ROPE("out of memory");
+    for (int64_t ch = 0, j = R; ch < H; ++ch) {
+        if (ch >= first && ch <= last) {
+            r->yperm[ch] = ch - first;
+        } else {
+            r->perm[j] = ch, used[ch] = 1; /* passed through: reads its own channel */
+            r->yperm[ch] = j++;
+        }
     }
     int64_t h = R / 2;
     int half = 1, adj = 1;
     for (int64_t k = 0; k < h; ++k) {
-        half &= s1[k] == s1[k + h] && s2[k] == s2[k + h];
-        adj &= s1[2 * k] == s1[2 * k + 1] && s2[2 * k] == s2[2 * k + 1];
+        int64_t a = first + k, b = first + 2 * k;
+        half &= s1[a] == s1[a + h] && s2[a] == s2[a + h];
+        adj &= s1[b] == s1[b + 1] && s2[b] == s2[b + 1];
     }
-    if (!half && !adj) goto done;
+    if (!half && !adj) NOT_ROPE("the rotated channels pair neither as halves nor as neighbours");
     r->interleaved = !half;
     r->R = R, r->H = H, r->L = L, r->h = h;
     r->cosv = malloc((size_t)(L * h) * sizeof *r->cosv);
     r->sinv = malloc((size_t)(L * h) * sizeof *r->sinv);
-    if (!r->cosv || !r->sinv) goto done;
-    for (int64_t ch = R; ch < H; ++ch)
-        r->perm[ch] = ch;
+    if (!r->cosv || !r->sinv) NOT_ROPE("out of memory");
     for (int64_t k = 0; k < h; ++k) {
-        int64_t c1 = r->interleaved ? 2 * k : k, c2 = r->interleaved ? 2 * k + 1 : k + h;
+        /* (c1, c2: the pair's channels in the result) */
+        int64_t c1 = first + (r->interleaved ? 2 * k : k),
+                c2 = first + (r->interleaved ? 2 * k + 1 : k + h);
         int64_t opt[2][2] = {{s1[c1], s2[c1]}, {s2[c1], s1[c1]}};
         if (opt[1][0] == c1) { /* prefer keeping channels where they are */
             int64_t t0 = opt[0][0], t1 = opt[0][1];
@@ -699,11 +826,16 @@ static int read_rope(const lin_ctx *c, const lten *y, lin_rope *r, char *why, si
                      close_to(co(y, H, l, c2, u), -co(y, H, l, c1, w));
             if (ok) chosen = o;
         }
-        if (chosen < 0) goto done;
+        if (chosen < 0)
+            NOT_ROPE("channels %lld and %lld are not rotated by one angle (x*cos - y*sin, "
+                     "y*cos + x*sin)",
+                     (long long)c1, (long long)c2);
         int64_t u = opt[chosen][0], w = opt[chosen][1];
-        if (u >= R || w >= R || used[u] || used[w]) goto done;
+        if (used[u] || used[w])
+            NOT_ROPE("the rotation reads a channel of '%s' twice or outside its rotated range",
+                     c->x);
         used[u] = used[w] = 1;
-        r->perm[c1] = u, r->perm[c2] = w;
+        r->perm[c1 - first] = u, r->perm[c2 - first] = w;
         for (int64_t l = 0; l < L; ++l) {
             r->cosv[l * h + k] = co(y, H, l, c1, u);
             r->sinv[l * h + k] = co(y, H, l, c2, u);
@@ -713,26 +845,35 @@ static int read_rope(const lin_ctx *c, const lten *y, lin_rope *r, char *why, si
 done:
     free(s1), free(s2), free(used);
     if (res != 1) {
-        free(r->perm), free(r->cosv), free(r->sinv);
-        r->perm = NULL, r->cosv = r->sinv = NULL;
+        free(r->perm), free(r->yperm), free(r->cosv), free(r->sinv);
+        r->perm = r->yperm = NULL, r->cosv = r->sinv = NULL;
     }
     return res;
 }
+#undef NOT_ROPE
 
 /* Does V hold `want` (L x h) as per-token rows? Fills the layout and whether V is full width. */
 static int rows_match(const lin_ctx *c, const rk_ten *V, const lin_rope *r, const double *want,
-                      rk_layout *layout, int *full) {
+                      int lay_want, rk_layout *layout, int *full) {
     if (!V || V->rank < 2 || V->rank > 4) return 0;
-    int64_t vd[4] = {1, 1, 1, 1};
-    for (int i = 0; i < V->rank; ++i)
-        vd[4 - V->rank + i] = V->dims[i];
-    int64_t W = vd[3];
+    int64_t W = V->dims[V->rank - 1];
     if (W != r->R && W != r->h) return 0;
     *full = W == r->R && r->R != r->h;
     const int64_t *X = c->xdims;
     for (int lay = 0; lay < 2; ++lay) {
         int heads = lay == 0 ? 1 : 2, tok = lay == 0 ? 2 : 1;
-        if (vd[heads] != 1 || vd[tok] != X[tok] || (vd[0] != 1 && vd[0] != X[0])) continue;
+        /* V as (B' or 1, [1,] S, [1,] W): rank 4 as it broadcasts; rank 3 and 2 as the fused
+         * node's rows read it, (B', S, W) and (S, W) */
+        int64_t vd[4] = {1, 1, 1, W};
+        if (V->rank == 4) {
+            memcpy(vd, V->dims, sizeof vd);
+        } else {
+            vd[0] = V->rank == 3 ? V->dims[0] : 1;
+            vd[tok] = V->dims[V->rank - 2];
+        }
+        if ((lay_want >= 0 && lay != lay_want) || vd[heads] != 1 || vd[tok] != X[tok] ||
+            (vd[0] != 1 && vd[0] != X[0]))
+            continue;
         int ok = 1;
         for (int64_t l = 0; l < r->L && ok; ++l) {
             int64_t i0 = l / (X[1] * X[2]), i1 = (l / X[2]) % X[1], i2 = l % X[2];
@@ -740,8 +881,8 @@ static int rows_match(const lin_ctx *c, const rk_ten *V, const lin_rope *r, cons
             for (int64_t k = 0; k < r->h && ok; ++k) {
                 int64_t col = *full ? (r->interleaved ? 2 * k : k) : k;
                 double a = V->v[row * W + col], b = want[l * r->h + k];
-                ok = fabs(a - b) <= 2e-3 * fmax(1.0, fabs(b)) &&
-                     (V->type != RK_DT_FLOAT && V->type != RK_DT_DOUBLE ? 1 : close_to(a, b));
+                ok =
+                    same_val(a, b, V->type != RK_DT_FLOAT && V->type != RK_DT_DOUBLE ? 2e-3 : 1e-6);
             }
         }
         if (ok) {
@@ -778,6 +919,7 @@ static void find_positions(const rk_graph *ix, const char *from, const char **po
     stack[sp++] = from;
     *pos = NULL;
     *limit = 0;
+    int sliced = 0;
     while (sp) {
         const char *v = stack[--sp];
         size_t vi = vidx(ix, v);
@@ -799,15 +941,21 @@ static void find_positions(const rk_graph *ix, const char *from, const char **po
             (!strcmp(n->op_type, "Gather") || !strcmp(n->op_type, "GatherND") ||
              !strcmp(n->op_type, "GatherElements"))) {
             rk_shape ts;
-            rk_graph_shape(ix, rk_input(n, 0), &ts);
-            const rk_value *tv = rk_input(n, 0) ? rk_graph_value(ix, n->input[0]) : NULL;
-            if (tv && (tv->flags & RK_VALUE_INITIALIZER) && ts.rank >= 1 && ts.dims[0] > 0 &&
-                (!*limit || ts.dims[0] < *limit))
+            const char *tn = table_of(ix, rk_input(n, 0));
+            if (tn)
+                rk_graph_shape(ix, tn, &ts);
+            else
+                ts.rank = -1;
+            if (tn && ts.rank >= 1 && ts.dims[0] > 0 && (!*limit || ts.dims[0] < *limit))
                 *limit = ts.dims[0];
+            if (rk_producer_op(ix, rk_input(n, 0), "Slice")) sliced = 1;
         }
         for (size_t k = 0; k < n->n_input && sp < 64; ++k)
             if (n->input[k][0]) stack[sp++] = n->input[k];
     }
+    /* a table cut to a run-time length (cache[:seq_len]) bounds the positions by that length:
+     * the probes then keep the graph's own position ids */
+    if (sliced) *pos = NULL;
 }
 
 /* ---- one candidate -----------------------------------------------------------------------------
@@ -815,45 +963,59 @@ static void find_positions(const rk_graph *ix, const char *from, const char **po
 
 static void set_angles(const rk_graph *ix, rk_site *s, const char *const *cchain, size_t nc,
                        const char *const *schain, size_t ns) {
-    /* the fixed-table mode needs the angle source (full-width half-split tables, as the
-     * rotate_half matcher reads them); the default per-call rows do not */
+    /* the fixed-table mode needs the angle source (the default per-call rows do not): Cos/Sin of
+     * position * inv_freq for full-width half-split tables, GPT-J's sincos table for adjacent
+     * pairs, read from the values the rows were matched to or those they were broadcast from */
     int have = 0;
     char why[RK_REASON] = "";
-    if (!s->interleaved && s->term_full && !s->x_perm && !s->sin_negated) {
-        for (size_t i = 0; i < nc && !have; ++i) {
-            int32_t cast = 0;
+    int64_t h = s->rotary_dim / 2;
+    s->angle_reason[0] = '\0';
+    for (size_t i = 0; i < nc && !have && !s->x_perm && !s->sin_negated; ++i) {
+        for (size_t j = 0; j < ns && !have; ++j) {
             rk_angles_free(&s->angles);
-            have = rk_match_angle_term(ix, cchain[i], 0, &s->angles, &cast, s->angle_reason,
-                                       RK_REASON);
-            for (size_t j = 0; have && j < ns; ++j) {
-                rk_angles sa;
-                int32_t cs = 0;
-                memset(&sa, 0, sizeof sa);
-                if (rk_match_angle_term(ix, schain[j], 1, &sa, &cs, why, sizeof why)) {
-                    int same =
-                        rk_angles_same(&s->angles, &sa) && s->angles.half == s->rotary_dim / 2;
-                    rk_angles_free(&sa);
-                    if (same) break;
-                }
-                rk_angles_free(&sa);
-                if (j + 1 == ns) have = 0;
+            if (s->interleaved) {
+                have =
+                    rk_match_sincos_table(ix, cchain[i], schain[j], &s->angles, why, sizeof why) &&
+                    s->angles.half == h;
+                continue;
             }
+            if (!s->term_full) break;
+            int32_t cc = 0, cs = 0;
+            if (!rk_match_angle_term(ix, cchain[i], 0, &s->angles, &cc, s->angle_reason, RK_REASON))
+                break; /* (the reason of the last value tried is kept) */
+            rk_angles sa;
+            memset(&sa, 0, sizeof sa);
+            if (rk_match_angle_term(ix, schain[j], 1, &sa, &cs, why, sizeof why)) {
+                have = rk_angles_same(&s->angles, &sa) && s->angles.half == h &&
+                       (!cc || cc == s->elem_type);
+                if (!have)
+                    snprintf(why, sizeof why, "cos and sin come from different angle sources");
+            }
+            rk_angles_free(&sa);
         }
-        if (!have)
-            snprintf(s->angle_reason, RK_REASON,
-                     "the cos/sin of '%s' are not Cos/Sin of a "
-                     "recognized angle source (only per-call rows)",
-                     s->x);
-    } else {
-        snprintf(s->angle_reason, RK_REASON,
-                 "%s cos/sin: only per-call rows are supported for "
-                 "them (not --max-positions)",
-                 s->sin_negated   ? "rotation by -angle (negated sin)"
-                 : s->x_perm      ? "permuted-channel"
-                 : s->interleaved ? "interleaved"
-                                  : "half-width");
     }
-    if (!have) rk_angles_free(&s->angles);
+    if (!have) {
+        rk_angles_free(&s->angles);
+        if (s->sin_negated)
+            snprintf(s->angle_reason, RK_REASON,
+                     "the rotation of '%s' is by -angle (negated sin): only per-call rows are "
+                     "supported (not --max-positions)",
+                     s->x);
+        else if (s->x_perm)
+            snprintf(s->angle_reason, RK_REASON,
+                     "the channels of '%s' are reordered before the "
+                     "rotation: only per-call rows are supported (not --max-positions)",
+                     s->x);
+        else if (!s->interleaved && !s->term_full)
+            snprintf(s->angle_reason, RK_REASON,
+                     "half-width cos/sin: only per-call rows are "
+                     "supported for them (not --max-positions)");
+        else if (why[0] && (s->interleaved || !s->angle_reason[0]))
+            snprintf(s->angle_reason, RK_REASON, "%s", why);
+        else if (!s->angle_reason[0])
+            snprintf(s->angle_reason, RK_REASON, "the angle source of '%s' is not recognized",
+                     s->x);
+    }
     const char *pos = NULL;
     int64_t limit = 0;
     find_positions(ix, s->cos_term, &pos, &limit);
@@ -862,8 +1024,29 @@ static void set_angles(const rk_graph *ix, rk_site *s, const char *const *cchain
 }
 
 /* 1: *site filled (possibly with a reason); 0: not a RoPE site */
+/* The positions the angle factor `angle` is computed from, bound with distinct values (below the
+ * rows of a table they gather from): rows of different tokens then differ in the analysis. */
+static void bind_positions(rk_eval *e, const rk_graph *ix, const char *angle) {
+    const char *pos = NULL;
+    int64_t limit = 0;
+    if (!angle) return;
+    find_positions(ix, angle, &pos, &limit);
+    rk_shape ps;
+    if (!pos) return;
+    rk_graph_shape(ix, pos, &ps);
+    if (ps.rank != 2) return;
+    int64_t dims[2], L = limit > 0 ? limit : 4096;
+    for (int i = 0; i < 2; ++i)
+        dims[i] = ps.dims[i] > 0 ? ps.dims[i] : LIN_PROBE_DIM;
+    if (dims[0] * dims[1] > 4096) return;
+    double v[4096];
+    for (int64_t i = 0; i < dims[0] * dims[1]; ++i)
+        v[i] = (double)((1 + 3 * i) % L);
+    rk_eval_bind(e, pos, RK_DT_INT64, 2, dims, v);
+}
+
 static int analyze(const rk_graph *ix, const char *y, const char *x, const char *anchor,
-                   rk_site *site) {
+                   const char *angle, rk_site *site) {
     memset(site, 0, sizeof *site);
     rk_shape xs;
     rk_value_rank(ix, x, &xs);
@@ -872,6 +1055,16 @@ static int analyze(const rk_graph *ix, const char *y, const char *x, const char 
     c.ix = ix, c.x = x, c.xi = vidx(ix, x), c.budget = LIN_BUDGET;
     if (c.xi >= ix->n_values) return 0;
     c.xprod = ix->values[c.xi].producer;
+    c.xsrc = (size_t)-1;
+    const Onnx__NodeProto *wc = rk_producer_op(ix, x, "Cast");
+    rk_shape ws;
+    if (wc && rk_attr_i(wc, "to", 0) == RK_DT_FLOAT && rk_input(wc, 0) &&
+        rk_value_rank(ix, wc->input[0], &ws) &&
+        (ws.elem_type == RK_DT_FLOAT16 || ws.elem_type == RK_DT_BFLOAT16)) {
+        c.xsrc = vidx(ix, wc->input[0]);
+        int32_t sp = c.xsrc < ix->n_values ? ix->values[c.xsrc].producer : -1;
+        if (sp < c.xprod) c.xprod = sp;
+    }
     int res = 0;
     lin_rope r;
     memset(&r, 0, sizeof r);
@@ -904,12 +1097,24 @@ static int analyze(const rk_graph *ix, const char *y, const char *x, const char 
         if (!c.e || !c.dep || !c.memo || !zeros) goto out;
         memset(c.dep, -1, ix->n_values ? ix->n_values : 1);
         rk_eval_set_dim(c.e, NULL, LIN_PROBE_DIM);
+        bind_positions(c.e, ix, angle);
         if (!rk_eval_bind(c.e, x, xs.elem_type ? xs.elem_type : RK_DT_FLOAT, 4, c.xdims, zeros))
             goto out;
         yl = lin_get(&c, y, 0);
-        if (!yl) goto out; /* not linear in x: not a site */
-        res = read_rope(&c, yl, &r, why, sizeof why);
-        if (res == 0) goto out;
+        if (!yl) { /* (candidates are products with cos/sin: reported, with what they are) */
+            snprintf(why, sizeof why,
+                     "not a rotation of '%.160s' the fused operator computes: %.400s", x,
+                     c.why[0] ? c.why : "the subgraph could not be analysed");
+            res = -1;
+        } else {
+            res = read_rope(&c, yl, &r, why, sizeof why);
+            if (res < 0) {
+                char w[RK_REASON];
+                snprintf(w, sizeof w, "%s", why);
+                snprintf(why, sizeof why,
+                         "not a rotation of '%.160s' the fused operator computes: %.400s", x, w);
+            }
+        }
     }
     /* a site from here on */
     site->variant = "rotate_half";
@@ -941,46 +1146,64 @@ static int analyze(const rk_graph *ix, const char *y, const char *x, const char 
         site->x_perm = r.perm;
         r.perm = NULL;
     }
-    /* the graph values holding the rows */
+    int y_identity = 1;
+    for (int64_t ch = 0; ch < r.H; ++ch)
+        y_identity &= r.yperm[ch] == ch;
+    if (!y_identity) { /* rotated channels after pass-through ones ([nope | rope]) */
+        site->variant = r.interleaved ? "interleaved_trailing" : "rotate_half_trailing";
+        site->y_perm = r.yperm;
+        r.yperm = NULL;
+    }
+    /* the graph values holding the rows: the factors themselves (as they broadcast: they give
+     * the layout), or a value they were broadcast from (the earliest that holds the rows) */
     const char *cchain[12], *schain[12];
     size_t nc = 0, ns = 0;
     int found = 0, full_c = 0, full_s = 0;
     rk_layout lay_c = RK_LAYOUT_BNSH, lay_s = RK_LAYOUT_BNSH;
-    /* a rotation by -angle (rotate_half written cat(x2, -x1)): the graph holds sin, the
-     * coefficients are -sin; the fused node then reads Neg(sin) (second pass) */
-    double *neg_sin = malloc((size_t)(r.L * r.h) * sizeof *neg_sin);
-    if (!neg_sin) {
-        snprintf(site->reason, RK_REASON, "out of memory");
-        goto out;
-    }
-    for (int64_t q = 0; q < r.L * r.h; ++q)
-        neg_sin[q] = -r.sinv[q];
-    for (int pass = 0; pass < 2 && !found; ++pass)
-        for (int i = 0; i < c.n_coef && !found; ++i) {
-            nc = factor_chain(ix, c.coef[i], cchain, 12);
-            for (size_t a = 0; a < nc && !found; ++a) {
-                const rk_ten *V = rk_eval_get(c.e, cchain[a]);
-                if (!rows_match(&c, V, &r, r.cosv, &lay_c, &full_c)) continue;
-                for (int j = 0; j < c.n_coef && !found; ++j) {
-                    ns = factor_chain(ix, c.coef[j], schain, 12);
-                    for (size_t b = 0; b < ns && !found; ++b) {
-                        const rk_ten *U = rk_eval_get(c.e, schain[b]);
-                        if (U && rows_match(&c, U, &r, pass ? neg_sin : r.sinv, &lay_s, &full_s) &&
-                            lay_s == lay_c && full_s == full_c && U->rank == V->rank &&
-                            !memcmp(U->dims, V->dims, sizeof U->dims)) {
-                            found = 1;
-                            site->sin_negated = pass;
-                            site->cos_term = rk_strdup(cchain[a]);
-                            site->sin_term = rk_strdup(schain[b]);
-                            /* the chains from the matched values on, for the angle source */
-                            memmove(cchain, cchain + a, (nc - a) * sizeof *cchain), nc -= a;
-                            memmove(schain, schain + b, (ns - b) * sizeof *schain), ns -= b;
-                        }
+    int negated = 0;
+retry:
+    for (int i = 0; i < c.n_coef && !found; ++i) {
+        nc = factor_chain(ix, c.coef[i], cchain, 12);
+        int want = -1;
+        rk_layout lay0;
+        int full0;
+        if (rows_match(&c, rk_eval_get(c.e, cchain[0]), &r, r.cosv, -1, &lay0, &full0))
+            want = lay0 == RK_LAYOUT_BNSH ? 0 : 1;
+        for (size_t a = nc; a-- > 0 && !found;) {
+            const rk_ten *V = rk_eval_get(c.e, cchain[a]);
+            if (!rows_match(&c, V, &r, r.cosv, want, &lay_c, &full_c)) continue;
+            for (int j = 0; j < c.n_coef && !found; ++j) {
+                /* sin comes from another product's factor than cos (they may be equal on the
+                 * probes, e.g. both fed from outside the graph) */
+                if (!strcmp(c.coef[j], c.coef[i])) continue;
+                ns = factor_chain(ix, c.coef[j], schain, 12);
+                for (size_t b = ns; b-- > 0 && !found;) {
+                    const rk_ten *U = rk_eval_get(c.e, schain[b]);
+                    if (U &&
+                        rows_match(&c, U, &r, r.sinv, lay_c == RK_LAYOUT_BNSH ? 0 : 1, &lay_s,
+                                   &full_s) &&
+                        full_s == full_c && U->rank == V->rank &&
+                        !memcmp(U->dims, V->dims, sizeof U->dims)) {
+                        found = 1;
+                        site->sin_negated = negated;
+                        site->cos_term = rk_strdup(cchain[a]);
+                        site->sin_term = rk_strdup(schain[b]);
+                        /* the chains from the matched values on, for the angle source */
+                        memmove(cchain, cchain + a, (nc - a) * sizeof *cchain), nc -= a;
+                        memmove(schain, schain + b, (ns - b) * sizeof *schain), ns -= b;
                     }
                 }
             }
         }
-    free(neg_sin);
+    }
+    if (!found && !negated) {
+        /* a rotation by -angle (rotate_half written cat(x2, -x1), NanoChat): the coefficients
+         * are -sin of a graph value holding sin; the fused node then reads Neg(sin) */
+        for (int64_t q = 0; q < r.L * r.h; ++q)
+            r.sinv[q] = -r.sinv[q];
+        negated = 1;
+        goto retry;
+    }
     if (!found) {
         snprintf(site->reason, RK_REASON,
                  "the cos/sin coefficients of the rotation of '%s' are "
@@ -997,7 +1220,7 @@ static int analyze(const rk_graph *ix, const char *y, const char *x, const char 
     if (xs.dims[3] > 0) site->head_size = xs.dims[3];
     int64_t nh = xs.dims[lay_c == RK_LAYOUT_BNSH ? 1 : 2];
     if (nh > 0) site->num_heads = nh;
-    if (site->x_perm && site->head_size <= 0) {
+    if ((site->x_perm || site->y_perm) && site->head_size <= 0) {
         snprintf(site->reason, RK_REASON,
                  "the head size of '%s' is unknown (needed to reorder "
                  "its channels)",
@@ -1005,16 +1228,12 @@ static int analyze(const rk_graph *ix, const char *y, const char *x, const char 
         goto out;
     }
     set_angles(ix, site, cchain, nc, schain, ns);
-    if (site->angles.mrope) {
-        snprintf(site->reason, RK_REASON,
-                 "an M-RoPE angle source found through the linear "
-                 "analysis (not supported on this path)");
-        goto out;
-    }
+    if (site->angles.mrope)
+        site->variant = site->angles.mrope_layout ? "mrope_interleaved" : "mrope_sectioned";
     rk_site_accept(site);
 out:
     if (res == 1 && !site->x) res = 0;
-    free(r.perm), free(r.cosv), free(r.sinv);
+    free(r.perm), free(r.yperm), free(r.cosv), free(r.sinv);
     free(zeros);
     if (c.memo)
         for (size_t i = 0; i < ix->n_values; ++i)
@@ -1036,12 +1255,6 @@ static int mul_with_angle(const rk_graph *ix, const uint8_t *cl, const char *v) 
         a |= u < ix->n_values && cl[u] == CL_ANGLE;
     }
     return a;
-}
-
-static int site_has_output(const rk_site *sites, size_t n, const char *v) {
-    for (size_t i = 0; i < n; ++i)
-        if (sites[i].output && !strcmp(sites[i].output, v)) return 1;
-    return 0;
 }
 
 static ropekit_status push_site(rk_site **sites, size_t *n, size_t *cap, rk_site *s) {
@@ -1069,71 +1282,171 @@ static int by_position(const void *a, const void *b) {
     return (px > py) - (px < py);
 }
 
-ropekit_status rk_match_linear_all(const rk_graph *ix, rk_site **sites, size_t *n, size_t *cap) {
-    uint8_t *cl = classify(ix);
-    if (!cl) return RK_OOM();
-    /* sites the pattern matchers found but refused: the analysis may express them */
-    for (size_t i = 0; i < *n; ++i) {
-        rk_site *s = &(*sites)[i];
-        if (!s->reason[0] || !s->x || !s->output) continue;
+/* x float16 / bfloat16 while the rotation is computed in float32 (x and rotate_half(x) widened,
+ * float32 cos/sin: OLMo 2): the site rotates the widened x, Cast<float>(x), in float32. */
+static const char *widened(const rk_graph *ix, const char *x, const char *y) {
+    rk_shape xs, ys;
+    if (!x || !rk_value_rank(ix, x, &xs) || !rk_value_rank(ix, y, &ys) ||
+        (xs.elem_type != RK_DT_FLOAT16 && xs.elem_type != RK_DT_BFLOAT16) ||
+        ys.elem_type != RK_DT_FLOAT)
+        return x;
+    const rk_value *v = rk_graph_value(ix, x);
+    for (uint32_t k = 0; v && k < v->n_consumers; ++k) {
+        const Onnx__NodeProto *n = ix->g->node[v->consumers[k]];
+        if (default_domain(n) && !strcmp(n->op_type, "Cast") &&
+            rk_attr_i(n, "to", 0) == RK_DT_FLOAT && n->n_output == 1)
+            return n->output[0];
+    }
+    return x;
+}
+
+/* The site at the Add/Sub `nd`, if it is a candidate: 1 with *site filled (possibly with a
+ * reason), 0 if not a candidate. chain/nch (optional) get the values the site may end at. */
+static int site_at(const rk_graph *ix, const uint8_t *cl, const Onnx__NodeProto *nd, rk_site *site,
+                   const char **chain, int *nch) {
+    const char *own[6];
+    int k = 0;
+    if (!chain) chain = own;
+    if (!default_domain(nd) || (strcmp(nd->op_type, "Add") && strcmp(nd->op_type, "Sub")) ||
+        nd->n_input != 2 || nd->n_output != 1)
+        return 0;
+    int a0 = mul_with_angle(ix, cl, nd->input[0]), a1 = mul_with_angle(ix, cl, nd->input[1]);
+    if (a0 < 0 || a1 < 0 || !(a0 | a1)) return 0;
+    const char *angle = NULL; /* an angle factor, for the position ids */
+    const Onnx__NodeProto *m = rk_graph_producer(ix, nd->input[a0 ? 0 : 1]);
+    for (int q = 0; q < 2 && !angle; ++q)
+        if (vidx(ix, m->input[q]) < ix->n_values && cl[vidx(ix, m->input[q])] == CL_ANGLE)
+            angle = m->input[q];
+    /* the output: the Add/Sub, or what gathers its halves / pairs */
+    chain[k++] = nd->output[0];
+    for (int up = 0; up < 5; ++up) {
+        const Onnx__NodeProto *u = rk_main_consumer(ix, chain[k - 1]);
+        if (!u || !default_domain(u) || u->n_output < 1 ||
+            (strcmp(u->op_type, "Concat") && strcmp(u->op_type, "Unsqueeze") &&
+             strcmp(u->op_type, "Reshape") && strcmp(u->op_type, "Flatten") &&
+             strcmp(u->op_type, "Squeeze")))
+            break;
+        chain[k++] = u->output[0];
+    }
+    if (nch) *nch = k;
+    /* the widest form that reads as a RoPE; else the most telling refusal */
+    int have = 0;
+    for (int j = k - 1; j >= 0; --j) {
+        const char *x = widened(ix, find_x(ix, cl, chain[j]), chain[j]);
         rk_site t;
-        if (analyze(ix, s->output, s->x, s->anchor ? s->anchor : s->output, &t)) {
-            if (!t.reason[0]) {
-                t.layer = s->layer;
-                rk_site_free(s);
-                *s = t;
-            } else {
-                rk_site_free(&t);
-            }
+        if (!x || !analyze(ix, chain[j], x, nd->output[0], angle, &t)) continue;
+        if (!t.reason[0]) {
+            if (have) rk_site_free(site);
+            *site = t;
+            return 1;
+        }
+        if (!have || strstr(site->reason, "is not shaped like")) {
+            if (have) rk_site_free(site);
+            *site = t;
+            have = 1;
+        } else {
+            rk_site_free(&t);
         }
     }
+    return have;
+}
+
+int rk_match_linear_at(const rk_graph *ix, const Onnx__NodeProto *nd, rk_site *site) {
+    uint8_t *cl = classify(ix);
+    int r = cl && site_at(ix, cl, nd, site, NULL, NULL);
+    free(cl);
+    return r;
+}
+
+/* A value fed from outside: a float graph input, or one moved / widened / joined from such inputs
+ * and constants only (a few ops deep). */
+static int external_factor(const rk_graph *ix, const uint8_t *cl, const char *v, int depth) {
+    const rk_value *val = v ? rk_graph_value(ix, v) : NULL;
+    if (!val || depth > 8) return 0;
+    size_t i = (size_t)(val - ix->values);
+    if (cl[i] == CL_CONST) return 1;
+    if (val->flags & RK_VALUE_INPUT) {
+        rk_shape sh;
+        rk_graph_shape(ix, v, &sh);
+        return sh.elem_type == RK_DT_FLOAT || sh.elem_type == RK_DT_FLOAT16 ||
+               sh.elem_type == RK_DT_BFLOAT16;
+    }
+    const Onnx__NodeProto *p = val->producer >= 0 ? ix->g->node[val->producer] : NULL;
+    if (!p || !default_domain(p) ||
+        (!is_move_op(p->op_type) && strcmp(p->op_type, "Cast") && strcmp(p->op_type, "Identity")))
+        return 0;
+    for (size_t k = 0; k < p->n_input; ++k)
+        if (p->input[k][0] && !external_factor(ix, cl, p->input[k], depth + 1)) return 0;
+    return 1;
+}
+
+/* cos/sin that come from outside the graph's arithmetic (graph inputs: a layer exported alone
+ * with its position embeddings, a decoder fed cos/sin caches): an Add/Sub of two products none
+ * of whose factors derive from a Cos/Sin, tried with each pair of factors (one per product) as
+ * the coefficients. Only a pair under which the subgraph reads as a RoPE makes a site. */
+static int site_given_factors(const rk_graph *ix, uint8_t *cl, const Onnx__NodeProto *nd,
+                              rk_site *site, const char **chain, int *nch) {
+    if (!default_domain(nd) || nd->n_input != 2) return 0;
+    const Onnx__NodeProto *m[2] = {rk_producer_op(ix, nd->input[0], "Mul"),
+                                   rk_producer_op(ix, nd->input[1], "Mul")};
+    if (!m[0] || !m[1] || m[0]->n_input != 2 || m[1]->n_input != 2) return 0;
+    for (int p = 0; p < 4; ++p) {
+        size_t f0 = vidx(ix, m[0]->input[p & 1]), f1 = vidx(ix, m[1]->input[p >> 1]);
+        if (f0 >= ix->n_values || f1 >= ix->n_values || cl[f0] != CL_DATA || cl[f1] != CL_DATA ||
+            !external_factor(ix, cl, m[0]->input[p & 1], 0) ||
+            !external_factor(ix, cl, m[1]->input[p >> 1], 0))
+            continue;
+        cl[f0] = cl[f1] = CL_ANGLE;
+        int found = site_at(ix, cl, nd, site, chain, nch);
+        cl[f0] = cl[f1] = CL_DATA;
+        if (found && !site->reason[0]) return 1;
+        if (found) rk_site_free(site);
+    }
+    return 0;
+}
+
+ropekit_status rk_match_linear_all(const rk_graph *ix, rk_site **sites, size_t *n, size_t *cap) {
+    uint8_t *cl = classify(ix);
+    const char **claimed = NULL; /* values that ended a candidate already */
+    size_t n_claimed = 0, cap_claimed = 0;
+    if (!cl) return RK_OOM();
     ropekit_status st = ROPEKIT_OK;
     for (size_t k = 0; k < ix->g->n_node && st == ROPEKIT_OK; ++k) {
         const Onnx__NodeProto *nd = ix->g->node[k];
-        if (!default_domain(nd) || (strcmp(nd->op_type, "Add") && strcmp(nd->op_type, "Sub")) ||
-            nd->n_input != 2 || nd->n_output != 1)
-            continue;
-        int a0 = mul_with_angle(ix, cl, nd->input[0]), a1 = mul_with_angle(ix, cl, nd->input[1]);
-        if (a0 < 0 || a1 < 0 || !(a0 | a1)) continue;
-        /* the output: the Add/Sub, or what gathers its halves / pairs */
         const char *chain[6];
         int nch = 0, dup = 0;
-        chain[nch++] = nd->output[0];
-        for (int up = 0; up < 5; ++up) {
-            const Onnx__NodeProto *u = rk_main_consumer(ix, chain[nch - 1]);
-            if (!u || !default_domain(u) || u->n_output < 1 ||
-                (strcmp(u->op_type, "Concat") && strcmp(u->op_type, "Unsqueeze") &&
-                 strcmp(u->op_type, "Reshape") && strcmp(u->op_type, "Flatten") &&
-                 strcmp(u->op_type, "Squeeze")))
-                break;
-            chain[nch++] = u->output[0];
-        }
-        for (int j = 0; j < nch && !dup; ++j)
-            dup = site_has_output(*sites, *n, chain[j]);
+        rk_site t;
+        /* (a cheap test first: candidates are Add/Sub of products) */
+        if (strcmp(nd->op_type, "Add") && strcmp(nd->op_type, "Sub")) continue;
+        /* the Add and Sub of one site (halves computed apart) end at the same value */
+        const char *first = nd->n_output ? nd->output[0] : NULL;
+        for (size_t i = 0; first && i < n_claimed && !dup; ++i)
+            dup = !strcmp(claimed[i], first);
         if (dup) continue;
-        rk_site refused;
-        int have_refused = 0, done = 0;
-        for (int j = nch - 1; j >= 0 && !done; --j) {
-            const char *x = find_x(ix, cl, chain[j]);
-            rk_site t;
-            if (!x || !analyze(ix, chain[j], x, nd->output[0], &t)) continue;
-            if (!t.reason[0]) {
-                st = push_site(sites, n, cap, &t);
-                done = 1;
-            } else if (!have_refused) {
-                refused = t;
-                have_refused = 1;
-            } else {
+        if (!site_at(ix, cl, nd, &t, chain, &nch) &&
+            !site_given_factors(ix, cl, nd, &t, chain, &nch))
+            continue;
+        for (int j = 0; j < nch && !dup; ++j)
+            for (size_t i = 0; i < n_claimed && !dup; ++i)
+                dup = !strcmp(claimed[i], chain[j]);
+        if (n_claimed + (size_t)nch > cap_claimed) {
+            size_t nc = 2 * cap_claimed + (size_t)nch + 16;
+            const char **c2 = realloc(claimed, nc * sizeof *c2);
+            if (!c2) {
                 rk_site_free(&t);
+                st = RK_OOM();
+                break;
             }
+            claimed = c2, cap_claimed = nc;
         }
-        if (have_refused) {
-            if (!done && st == ROPEKIT_OK)
-                st = push_site(sites, n, cap, &refused);
-            else
-                rk_site_free(&refused);
-        }
+        for (int j = 0; j < nch; ++j)
+            claimed[n_claimed++] = chain[j];
+        if (dup)
+            rk_site_free(&t);
+        else
+            st = push_site(sites, n, cap, &t);
     }
+    free(claimed);
     free(cl);
     /* sites in graph order (the report's layers, and the rewrite's order) */
     if (st == ROPEKIT_OK && *n > 1) {

@@ -134,10 +134,21 @@ void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c) {
                            "    return vec2<f32>(elem_to_f32(w & 0xffffu), elem_to_f32(w >> 16u));\n}\n");
     }
     in_out(s, 1, "x", xv, 2, "y", yv, c->inplace);
-    rk_wgsl_tensor(s, 3, "c", c->tk, 1, 0);
-    rk_wgsl_tensor(s, 4, "s", c->tk, 1, 0);
+    if (c->vec && c->tv) { /* tables as 16-byte vectors, VT columns each */
+        const char *tmpl = c->tk == RK_WG_F32 ? "load_tv32.wgsl" : "load_tv16.wgsl";
+        const char *fmt = c->tk == RK_WG_BF16P ? "bf16" : "f16";
+        rk_buf_printf(s, "const VT: u32 = %uu;\n", c->tk == RK_WG_F32 ? 4u : 8u);
+        rk_buf_puts(s, "@group(0) @binding(3) var<storage, read> buf_c: array<vec4<u32>>;\n");
+        add_template(s, tmpl, "c", "buf_c", fmt);
+        rk_buf_puts(s, "@group(0) @binding(4) var<storage, read> buf_s: array<vec4<u32>>;\n");
+        add_template(s, tmpl, "s", "buf_s", fmt);
+    } else {
+        rk_wgsl_tensor(s, 3, "c", c->tk, 1, 0);
+        rk_wgsl_tensor(s, 4, "s", c->tk, 1, 0);
+    }
     rk_buf_puts(s, "@group(0) @binding(5) var<storage, read> ids: array<u32>;\n");
     rk_wgsl_add_file(s, "rotary_common.wgsl");
+    if (c->vec) rk_wgsl_add_file(s, c->tv ? "rotary_vec_tv.wgsl" : "rotary_vec_cs.wgsl");
     rk_wgsl_add_file(s, c->vec ? "rotary_vec.wgsl" : "rotary.wgsl");
 }
 
@@ -145,7 +156,6 @@ void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c) {
     prelude(s, c->k == RK_WG_F16, 64, c->ok == RK_WG_F16P || c->ok == RK_WG_BF16P ? 2 : 1,
             arith_file(c->ar));
     rk_wgsl_add_file(s, c->ar == RK_ARITH_WIDE64 ? "round64.wgsl" : "round32.wgsl");
-    rk_buf_printf(s, "const QK_FAST: bool = %s;\n", c->ar == RK_ARITH_WIDE64 ? "true" : "false");
     in_out(s, 1, "q", c->k, 6, "qo", c->ok, c->q_inplace);
     in_out(s, 2, "kv", c->k, 7, "kvo", c->ok, c->kv_inplace);
     rk_wgsl_tensor(s, 3, "w", RK_WG_F32, 1, 0);

@@ -97,10 +97,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // half-split: vector u holds columns k0 .. k0 + VE - 1, vector u + hv their partners
     let k0 = w.u * VE;
     let hv = P.R / (2u * VE);
-    let cs0 = word_cs(w.b, w.s, k0);
-    let cs1 = word_cs(w.b, w.s, k0 + EW);
-    let cs2 = word_cs(w.b, w.s, k0 + 2u * EW);
-    let cs3 = word_cs(w.b, w.s, k0 + 3u * EW);
+    let cs = half_cs(w.b, w.s, k0); // rotary_vec_cs.wgsl or rotary_vec_tv.wgsl
+    let cs0 = cs[0];
+    let cs1 = cs[1];
+    let cs2 = cs[2];
+    let cs3 = cs[3];
     var a: array<vec4<u32>, HG>;
     var c: array<vec4<u32>, HG>;
     for (var j = 0u; j < HG; j = j + 1u) {
