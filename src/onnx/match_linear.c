@@ -110,7 +110,8 @@ static const char *table_of(const rk_graph *ix, const char *v) {
             (strcmp(p->op_type, "Expand") && strcmp(p->op_type, "Tile") &&
              strcmp(p->op_type, "Cast") && strcmp(p->op_type, "Identity") &&
              strcmp(p->op_type, "Unsqueeze") && strcmp(p->op_type, "Reshape") &&
-             strcmp(p->op_type, "Slice") && strcmp(p->op_type, "Squeeze")))
+             strcmp(p->op_type, "Slice") && strcmp(p->op_type, "Squeeze") &&
+             strcmp(p->op_type, "Transpose"))) /* (torch.gather with optimize=False) */
             return NULL;
         v = rk_input(p, 0);
     }
