@@ -67,6 +67,8 @@ typedef struct rk_site {
      * (S, W) with B' 1 or B; W = R with duplicated halves / pairs (term_full) or R/2 */
     char *cos_term, *sin_term;
     int term_full;
+    int sin_second; /* term_full: sin is read from the second member of each pair (the second
+                     * half, or the odd columns): the graph's sin factor is e.g. Concat(-s, s) */
     int probe_mrope; /* per-call rows of an M-RoPE site: its positions are (3, B, S) */
     int64_t probe_limit; /* per-call rows: probe positions below this (a graph table's rows), 0 */
     int64_t *x_perm; /* head_size channel indices: the fused node reads x[..., x_perm] (channels
