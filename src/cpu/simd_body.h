@@ -281,8 +281,8 @@ RK_INLINE void rotate_row(const char *x, char *y, ropekit_dtype dt, int wide, in
                 st_bf16_eo(ya + i * es, r[0], r[1], nt);
                 st_bf16_eo(yb + i * es, r[2], r[3], nt);
             }
-            for (; i < n; ++i)
-                pair_scalar(wide, x, y, dt, k0 + i, k0 + i + h, RK_TC(i), RK_TS(i));
+            /* fewer than 2*VL columns left (all of them when h < 2*VL: partial rotary such as
+             * R = 32 on avx512): the VL-wide loop below, over table columns laid out plainly */
         } else {
             for (; i + VL <= n; i += VL) { /* VL pairs = 2*VL elements */
                 vf e, o, ye, yo;
@@ -302,8 +302,8 @@ RK_INLINE void rotate_row(const char *x, char *y, ropekit_dtype dt, int wide, in
             }
             for (; i < n; ++i)
                 pair_scalar(wide, x, y, dt, 2 * (k0 + i), 2 * (k0 + i) + 1, RK_TC(i), RK_TS(i));
+            return;
         }
-        return;
     }
 #else
     (void)eo;
