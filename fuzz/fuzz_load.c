@@ -89,11 +89,13 @@ static void exercise_index(ropekit_model *m) {
 
 /* The RoPE fusion on a fresh copy: matching and rewriting never crash, a report is produced,
  * and the rewritten model still serializes, loads and indexes. */
-static void exercise_fuse(const uint8_t *data, size_t size) {
+static void exercise_fuse(const uint8_t *data, size_t size, int64_t max_positions,
+                          ropekit_fuse_target target) {
     ropekit_model *m = NULL;
     if (ropekit_model_load_from_memory(data, size, NULL, &m) != ROPEKIT_OK) return;
     ropekit_fuse_options o = ROPEKIT_FUSE_OPTIONS_INIT;
-    o.max_positions = 8; /* small tables: the input decides the width, not the length */
+    o.max_positions = max_positions;
+    o.target = target;
     ropekit_fuse_report *r = NULL;
     ropekit_status s = ropekit_fuse(m, &o, &r);
     FUZZ_ASSERT(s == ROPEKIT_OK || ropekit_last_error()[0] != '\0');
@@ -158,6 +160,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ropekit_onnx_free(b2);
     exercise_index(m);
     ropekit_model_free(m);
-    exercise_fuse(data, size);
+    /* one fusion per input (the CI smoke's cost), the mode picked by the input's size: small
+     * fixed tables (the input decides the width, not the length) or the default per-call rows
+     * in each target */
+    if (size % 2 == 0)
+        exercise_fuse(data, size, 8, ROPEKIT_FUSE_TARGET_ORT);
+    else
+        exercise_fuse(data, size, 0, (ropekit_fuse_target)((size / 2) % 3));
     return 0;
 }

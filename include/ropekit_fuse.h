@@ -81,8 +81,14 @@ typedef struct ropekit_fuse_options {
     const char *config_path;
     ropekit_fuse_target target;
     int32_t dry_run; /* 1: match and report only; the model is not changed */
+    /* How the fused model will be saved, for the size check made before any table is built:
+     * 0 (default): inline (ropekit_model_save), so the new cos/sin tables must fit in the 2 GiB
+     * an .onnx file can hold; N > 0: with ropekit_save_options.external_min_bytes = N, so only
+     * tables smaller than N bytes count towards that limit (the others go to OUT.data, which has
+     * none; they must still fit in this machine's memory). */
+    int64_t external_min_bytes;
 } ropekit_fuse_options;
-#define ROPEKIT_FUSE_OPTIONS_INIT {0, NULL, ROPEKIT_FUSE_TARGET_ORT, 0}
+#define ROPEKIT_FUSE_OPTIONS_INIT {0, NULL, ROPEKIT_FUSE_TARGET_ORT, 0, 0}
 
 /** The outcome of a fusion, for people (text) and programs (JSON). Opaque. */
 typedef struct ropekit_fuse_report ropekit_fuse_report;

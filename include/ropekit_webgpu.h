@@ -88,6 +88,9 @@ typedef struct ropekit_webgpu_options {
     /* 0: the device's maxComputeWorkgroupsPerDimension; else a smaller value, so that tests can
      * reach the 2-D and 3-D grids with small tensors */
     uint32_t max_workgroups_per_dim;
+    /* 1: time every operator's compute pass on the GPU with timestamp queries (needs the
+     * adapter's timestamp-query feature; see ropekit_webgpu_kernel_time). For benchmarks. */
+    int timestamps;
 } ropekit_webgpu_options;
 
 /** Create a context with its own instance, adapter and device (options may be NULL). The device
@@ -135,11 +138,24 @@ ROPEKIT_API ropekit_status ropekit_webgpu_read(ropekit_webgpu *ctx, WGPUBuffer b
 /** Block until all work submitted on the context's queue has finished. */
 ROPEKIT_API ropekit_status ropekit_webgpu_wait(ropekit_webgpu *ctx);
 
+/** 1 if the context records timestamps (options->timestamps set and the adapter has the
+ *  timestamp-query feature). */
+ROPEKIT_API int ropekit_webgpu_has_timestamps(const ropekit_webgpu *ctx);
+/** GPU time of the operator dispatches since the previous call (or context creation): waits
+ *  for them, reads their compute passes' begin/end timestamps and returns the sum in seconds
+ *  and the number of passes (the first 1024 passes; later ones are not counted), then
+ *  starts counting again. Host work, submission and gaps between passes are not included.
+ *  ROPEKIT_ERROR_UNSUPPORTED when the context records no timestamps. */
+ROPEKIT_API ropekit_status ropekit_webgpu_kernel_time(ropekit_webgpu *ctx, double *seconds,
+                                                      uint32_t *passes);
+
 /* ---- tensors --------------------------------------------------------------------------------- */
 
 typedef struct ropekit_webgpu_tensor {
     WGPUBuffer buffer;
-    uint64_t offset; /* bytes from the buffer's start to element 0, a multiple of the element size */
+    /* bytes from the buffer's start to element 0, a multiple of the element size (else
+     * ROPEKIT_ERROR_UNSUPPORTED, as the CPU functions answer data not aligned to its elements) */
+    uint64_t offset;
     ropekit_dtype dtype;
     int32_t rank;
     int64_t shape[ROPEKIT_MAX_RANK];

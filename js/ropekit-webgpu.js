@@ -520,6 +520,8 @@ export class Runner {
         p.rowsMode === "offset" ? p.offset : 0, p.sec ? p.sec[0] : 0, p.sec ? p.sec[1] : 0, p.mlayout ?? 0]);
       new Float32Array(prm.buffer, 32 * 4, 1)[0] = p.scale;
       prm[33] = ng;
+      // divisors that are powers of two (units, head groups, S): log2 + 1 per byte (0: divide)
+      [units, ng, S].forEach((d, i) => { if ((d & (d - 1)) === 0) prm[34] |= (Math.log2(d) + 1) << (8 * i); });
       let ids = null;
       if (p.rowsMode === "ids2d" || p.rowsMode === "mrope") {
         const u = Uint32Array.from(p.ids);

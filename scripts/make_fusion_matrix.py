@@ -106,9 +106,12 @@ def family(name):
                                       high_freq_factor=4.0, original_max_position_embeddings=8192))
         return "LlamaForCausalLM", cfg, 2 * L, x
     if name == "llama_dynamic_ntk":
-        # negative: inv_freq depends on the largest position at run time; the target is a refusal
+        # inv_freq depends on the largest position at run time: the default per-call rows keep
+        # that in the graph, so a correct tool fuses every site (as phi3_longrope's switch); a
+        # fixed table must refuse it (tests/python/test_fuse_cases.py). No torch here exports it
+        # (2.11 and 2.9 dynamo: data-dependent guard; 2.9 TorchScript freezes the branch)
         cfg = T.LlamaConfig(head_dim=HEAD_DIM, **common(), **rope_kw("dynamic", factor=2.0))
-        return "LlamaForCausalLM", cfg, 2 * L, {"fused": 0, "reasons": ["dynamic", "run time", "runtime"]}
+        return "LlamaForCausalLM", cfg, 2 * L, x
     if name == "mistral":
         cfg = T.MistralConfig(head_dim=HEAD_DIM, sliding_window=None, **common(), **rope_kw())
         return "MistralForCausalLM", cfg, 2 * L, x
@@ -266,10 +269,12 @@ def family(name):
         cfg = T.GlmConfig(head_dim=HEAD_DIM, **common(), **rope_kw())
         return "GlmForCausalLM", cfg, 2 * L, x
     if name == "exaone4":
+        # hybrid attention: RoPE only in the sliding-window layers (with a sliding window set,
+        # full-attention layers are NoPE), so one layer of each kind
         kw = common()
-        kw["layer_types"] = ["full_attention"] * L
+        kw["layer_types"] = (["sliding_attention", "full_attention"] * L)[:L]
         cfg = T.Exaone4Config(**kw, **rope_kw(theta=1000000.0))
-        return "Exaone4ForCausalLM", cfg, 2 * L, x
+        return "Exaone4ForCausalLM", cfg, 2 * ((L + 1) // 2), x
     if name == "ernie4_5":
         cfg = T.Ernie4_5Config(head_dim=HEAD_DIM, **common(), **rope_kw(theta=500000.0))
         return "Ernie4_5ForCausalLM", cfg, 2 * L, x

@@ -17,6 +17,7 @@
 #if defined(__x86_64__) || defined(_M_X64)
 void rk_avx512_force_bf16_sw(int on); /* src/cpu/avx512.c: test hook */
 #endif
+int rk_cpu_feature_probes(void); /* src/cpu/dispatch.c: test hook */
 
 static const char *g_variants[4];
 static int g_nvariants;
@@ -532,6 +533,16 @@ static void test_api(void) {
             SKIP("variant %s: not supported here (%s)", all[i], ropekit_last_error());
     }
     ropekit_set_cpu_variant("auto");
+    /* the CPU's features are probed once per process, not on every set_cpu_variant */
+    for (int i = 0; i < 1000; ++i)
+        (void)ropekit_set_cpu_variant(all[i % 4]);
+    ropekit_set_cpu_variant("auto");
+#if defined(__x86_64__) || defined(_M_X64)
+    CHECK(rk_cpu_feature_probes() == 1, "cpuid probes: %d after 1000+ set_cpu_variant calls",
+          rk_cpu_feature_probes());
+#else
+    CHECK(rk_cpu_feature_probes() == 0, "no cpuid probes off x86: %d", rk_cpu_feature_probes());
+#endif
     printf("variants:");
     for (int i = 0; i < g_nvariants; ++i)
         printf(" %s", g_variants[i]);

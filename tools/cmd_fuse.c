@@ -1,4 +1,4 @@
-/* ropekit fuse IN.onnx OUT.onnx [--max-positions N] [--config FILE] [--target ort|onnx|ropekit]
+/* ropekit fuse IN.onnx OUT.onnx [--fixed-table] [--max-positions N] [--config FILE] [--target ort|onnx|ropekit]
  *                               [--json] [--dry-run]
  *
  * Finds the RoPE subgraphs of a model and writes a copy with fused nodes (see ropekit_fuse.h).
@@ -13,13 +13,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_json.h"
 #include "cmd_fuse.h"
 #include "ropekit_fuse.h"
 
+static int g_json; /* --json: errors are also a JSON object on stdout */
+
 static int fuse_usage(const char *fmt, const char *arg) {
-    fprintf(stderr, "ropekit fuse: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nusage: ropekit fuse %s\n", ROPEKIT_FUSE_ARGS);
+    char msg[1024];
+    snprintf(msg, sizeof msg, fmt, arg);
+    fprintf(stderr, "ropekit fuse: %s\nusage: ropekit fuse %s\n", msg, ROPEKIT_FUSE_ARGS);
+    if (g_json) rk_cli_json_error(stdout, "fuse", "usage", msg, 2);
     return 2;
 }
 
@@ -62,6 +66,7 @@ int ropekit_cmd_fuse(int argc, char **argv) {
     ropekit_fuse_options o = ROPEKIT_FUSE_OPTIONS_INIT;
     ropekit_save_options so = ROPEKIT_SAVE_OPTIONS_INIT;
     int options = 1;
+    g_json = rk_cli_wants_json(argc, argv);
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         if (!options || a[0] != '-' || !a[1]) {
@@ -117,15 +122,18 @@ int ropekit_cmd_fuse(int argc, char **argv) {
         if (!config) config = found = find_config(in);
     }
     o.config_path = config;
+    o.external_min_bytes = so.external_min_bytes; /* tables saved externally may pass 2 GiB */
 
     ropekit_model *m = NULL;
     ropekit_fuse_report *r = NULL;
     char *text = NULL;
     int rc = 1;
-    if (ropekit_model_load(in, &m) != ROPEKIT_OK) goto fail;
-    if (ropekit_fuse(m, &o, &r) != ROPEKIT_OK) goto fail;
-    if (!o.dry_run && ropekit_model_save_with(m, out, &so) != ROPEKIT_OK) goto fail;
-    if ((json ? ropekit_fuse_report_json(r, &text) : ropekit_fuse_report_text(r, &text)) != ROPEKIT_OK)
+    ropekit_status st;
+    if ((st = ropekit_model_load(in, &m)) != ROPEKIT_OK) goto fail;
+    if ((st = ropekit_fuse(m, &o, &r)) != ROPEKIT_OK) goto fail;
+    if (!o.dry_run && (st = ropekit_model_save_with(m, out, &so)) != ROPEKIT_OK) goto fail;
+    if ((st = json ? ropekit_fuse_report_json(r, &text) : ropekit_fuse_report_text(r, &text)) !=
+        ROPEKIT_OK)
         goto fail;
     fputs(text, stdout);
     if (!json && !o.dry_run) printf("wrote %s\n", out);
@@ -136,6 +144,7 @@ int ropekit_cmd_fuse(int argc, char **argv) {
     goto done;
 fail:
     fprintf(stderr, "ropekit fuse: %s\n", ropekit_last_error());
+    if (json) rk_cli_json_error(stdout, "fuse", ropekit_status_str(st), ropekit_last_error(), rc);
 done:
     ropekit_onnx_free(text);
     ropekit_fuse_report_free(r);

@@ -3,8 +3,8 @@
 #define ROPEKIT_CMD_FUSE_H
 
 #define ROPEKIT_FUSE_ARGS                                                                          \
-    "IN.onnx OUT.onnx [--max-positions N] [--config FILE] [--target ort|onnx|ropekit] [--json] "   \
-    "[--dry-run] [--external-data[=BYTES]]"
+    "IN.onnx OUT.onnx [--fixed-table] [--max-positions N] [--config FILE] "                        \
+    "[--target ort|onnx|ropekit] [--json] [--dry-run] [--external-data[=BYTES]]"
 #define ROPEKIT_FUSE_SUMMARY                                                                       \
     "Replace the RoPE subgraphs of a model with fused com.microsoft.RotaryEmbedding /\n"           \
     "MRotaryEmbedding nodes (ai.onnx.RotaryEmbedding with --target onnx, opset >= 23\n"            \

@@ -1,7 +1,7 @@
 /* ropekit — command line tool for ONNX models.
  *
  *   ropekit inspect IN.onnx [--json]
- *   ropekit fuse IN.onnx OUT.onnx [--max-positions N] [--config FILE] [--target ort|onnx|ropekit]
+ *   ropekit fuse IN.onnx OUT.onnx [--fixed-table] [--max-positions N] [--config FILE] [--target ort|onnx|ropekit]
  *                [--json] [--dry-run]                                (tools/cmd_fuse.c)
  *   ropekit bench [--json] [--threads 1,2] [--filter NAME] ...       (tools/cmd_bench.c)
  *
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_json.h"
 #include "cmd_bench.h"
 #include "cmd_fuse.h"
 #include "ropekit_onnx.h"
@@ -68,10 +69,13 @@ static const command *find_command(const char *name) {
     return NULL;
 }
 
+static int g_json; /* inspect --json: errors are also a JSON object on stdout */
+
 static int usage_error(const char *cmd, const char *fmt, const char *arg) {
-    fprintf(stderr, "ropekit%s%s: ", cmd ? " " : "", cmd ? cmd : "");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n");
+    char msg[1024];
+    snprintf(msg, sizeof msg, fmt, arg);
+    fprintf(stderr, "ropekit%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", msg);
+    if (g_json) rk_cli_json_error(stdout, cmd ? cmd : "", "usage", msg, EXIT_USAGE);
     const command *c = cmd ? find_command(cmd) : NULL;
     if (c)
         fprintf(stderr, "usage: ropekit %s %s\n", c->name, c->args);
@@ -83,12 +87,16 @@ static int usage_error(const char *cmd, const char *fmt, const char *arg) {
 static int runtime_error(const char *cmd, ropekit_status s) {
     const char *msg = ropekit_last_error();
     fprintf(stderr, "ropekit %s: %s\n", cmd, *msg ? msg : ropekit_status_str(s));
+    if (g_json)
+        rk_cli_json_error(stdout, cmd, ropekit_status_str(s), *msg ? msg : ropekit_status_str(s),
+                          EXIT_RUNTIME);
     return EXIT_RUNTIME;
 }
 
 static int cmd_inspect(int argc, char **argv) {
     const char *in = NULL;
     int json = 0, options = 1;
+    g_json = rk_cli_wants_json(argc, argv);
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i];
         if (options && strcmp(a, "--") == 0) {

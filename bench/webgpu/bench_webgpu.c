@@ -2,17 +2,24 @@
  * on the same adapter (copyBufferToBuffer, and a WGSL compute shader that copies 16 bytes per
  * invocation) and against the CPU backend on the same shape.
  *
- * Times are wall clock around `reps` submissions followed by one wait (the queue drains between
- * batches), median of 7 batches; bytes moved = activations read + written + the table rows (and
+ * Two times per row, median of 7 batches of `reps` calls (one submission each, then one wait):
+ * *kernel*: the GPU time of the compute pass from timestamp queries (WebGPU's timestamp-query
+ * feature, through wgpu-native: options.timestamps and ropekit_webgpu_kernel_time; the shader
+ * copy's passes likewise), per call; *wall*: wall clock from the first submission to the queue
+ * being idle, per call (host work, parameter upload, bind group and submission included: on a
+ * fast GPU the small rows measure these). The buffer copy has no pass to time: wall only.
+ * Bytes moved = activations read + written + the table rows (and
  * ids, weights) read once per token; GB/s = bytes / time. The shapes are the bench cases of
  * src/webgpu/ops/<op>/bench.json (the CPU and CUDA benchmarks' shapes), scaled down with --small
  * for software adapters.
- * Usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] */
+ * Usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] [--no-cpu] */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <wgpu.h> /* wgpuQueueGetTimestampPeriod */
 
 #include "ropekit_webgpu.h"
 
@@ -49,6 +56,8 @@ static void fill(void *p, ropekit_dtype dt, size_t n) {
     }
 }
 
+static ropekit_webgpu *g_ctx;
+
 /* A plain copy kernel: one vec4<u32> per invocation, grid-stride over 65535 workgroups at most. */
 static const char copy_wgsl[] =
     "@group(0) @binding(0) var<storage, read> src: array<vec4<u32>>;\n"
@@ -62,10 +71,14 @@ typedef struct shader_copy {
     WGPUComputePipeline pipeline;
     WGPUBindGroup group;
     uint32_t groups;
+    WGPUQuerySet ts;            /* begin/end of each pass (timestamp-query), or NULL */
+    WGPUBuffer ts_resolve, ts_read;
+    uint32_t ts_n, ts_cap;
 } shader_copy;
 
 static shader_copy shader_copy_make(WGPUDevice dev, WGPUBuffer src, WGPUBuffer dst, uint64_t bytes) {
-    shader_copy c = {NULL, NULL, 0};
+    shader_copy c;
+    memset(&c, 0, sizeof c);
     WGPUShaderSourceWGSL w;
     memset(&w, 0, sizeof w);
     w.chain.sType = WGPUSType_ShaderSourceWGSL;
@@ -88,12 +101,58 @@ static shader_copy shader_copy_make(WGPUDevice dev, WGPUBuffer src, WGPUBuffer d
     wgpuBindGroupLayoutRelease(bgl);
     uint64_t groups = (bytes / 16 + 255) / 256;
     c.groups = groups < 65535 ? (uint32_t)groups : 65535;
+    if (ropekit_webgpu_has_timestamps(g_ctx)) {
+        c.ts_cap = 1024;
+        WGPUQuerySetDescriptor qd = {NULL, {"copy", WGPU_STRLEN}, WGPUQueryType_Timestamp, 2 * c.ts_cap};
+        c.ts = wgpuDeviceCreateQuerySet(dev, &qd);
+        WGPUBufferDescriptor r = {NULL, {"r", WGPU_STRLEN}, WGPUBufferUsage_QueryResolve | WGPUBufferUsage_CopySrc, 16 * c.ts_cap, 0};
+        WGPUBufferDescriptor m = {NULL, {"m", WGPU_STRLEN}, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst, 16 * c.ts_cap, 0};
+        c.ts_resolve = wgpuDeviceCreateBuffer(dev, &r);
+        c.ts_read = wgpuDeviceCreateBuffer(dev, &m);
+    }
     return c;
 }
 
-static void shader_copy_submit(WGPUDevice dev, const shader_copy *c) {
+static void on_map(WGPUMapAsyncStatus status, WGPUStringView msg, void *u1, void *u2) {
+    (void)msg, (void)u2;
+    *(int *)u1 = status == WGPUMapAsyncStatus_Success ? 1 : -1;
+}
+
+/* GPU seconds of the copy passes since the last call (timestamps), or -1 without them. */
+static double shader_copy_time(WGPUDevice dev, shader_copy *c) {
+    if (!c->ts || !c->ts_n) return -1;
+    const uint32_t n = c->ts_n;
+    c->ts_n = 0;
     WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(dev, NULL);
-    WGPUComputePassEncoder pass = wgpuCommandEncoderBeginComputePass(enc, NULL);
+    wgpuCommandEncoderResolveQuerySet(enc, c->ts, 0, 2 * n, c->ts_resolve, 0);
+    wgpuCommandEncoderCopyBufferToBuffer(enc, c->ts_resolve, 0, c->ts_read, 0, 16 * (uint64_t)n);
+    WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
+    WGPUQueue q = wgpuDeviceGetQueue(dev);
+    wgpuQueueSubmit(q, 1, &cmd);
+    wgpuCommandBufferRelease(cmd);
+    wgpuCommandEncoderRelease(enc);
+    int done = 0;
+    WGPUBufferMapCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_map, &done, NULL};
+    wgpuBufferMapAsync(c->ts_read, WGPUMapMode_Read, 0, 16 * (size_t)n, cb);
+    while (!done) ropekit_webgpu_wait(g_ctx);
+    double ticks = 0;
+    if (done > 0) {
+        const uint64_t *t = wgpuBufferGetConstMappedRange(c->ts_read, 0, 16 * (size_t)n);
+        for (uint32_t i = 0; t && i < n; ++i)
+            if (t[2 * i + 1] > t[2 * i]) ticks += (double)(t[2 * i + 1] - t[2 * i]);
+        wgpuBufferUnmap(c->ts_read);
+    }
+    const double period = (double)wgpuQueueGetTimestampPeriod(q);
+    wgpuQueueRelease(q);
+    return done > 0 ? ticks * period * 1e-9 : -1;
+}
+
+static void shader_copy_submit(WGPUDevice dev, shader_copy *c) {
+    WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(dev, NULL);
+    WGPUPassTimestampWrites tw = {NULL, c->ts, 2 * c->ts_n, 2 * c->ts_n + 1};
+    WGPUComputePassDescriptor pd = {NULL, {"copy", WGPU_STRLEN}, NULL};
+    if (c->ts && c->ts_n < c->ts_cap) pd.timestampWrites = &tw, c->ts_n++;
+    WGPUComputePassEncoder pass = wgpuCommandEncoderBeginComputePass(enc, &pd);
     wgpuComputePassEncoderSetPipeline(pass, c->pipeline);
     wgpuComputePassEncoderSetBindGroup(pass, 0, c->group, 0, NULL);
     wgpuComputePassEncoderDispatchWorkgroups(pass, c->groups, 1, 1);
@@ -120,20 +179,32 @@ typedef struct row {
     double bytes;
 } row;
 
-static ropekit_webgpu *g_ctx;
-static int g_reps = 20, g_bad;
+static int g_reps = 20, g_bad, g_no_cpu;
+
+static double median7(double *t) {
+    qsort(t, 7, sizeof(double), cmp_d);
+    return t[3];
+}
 
 static void run_row(const row *r) {
     WGPUDevice dev = ropekit_webgpu_device(g_ctx);
     const uint64_t copy_bytes = r->act & ~(size_t)15; /* whole vec4s */
     shader_copy sc = shader_copy_make(dev, r->src, r->dst, copy_bytes);
-    double t_op[7], t_cp[7], t_sc[7], t_cpu[7];
+    double t_op[7], t_cp[7], t_sc[7], t_cpu[7], k_op[7], k_sc[7];
+    const double scale = (double)r->act / (double)copy_bytes;
+    const int ts = ropekit_webgpu_has_timestamps(g_ctx);
     g_bad = 0;
     for (int b = 0; b < 8 && !g_bad; ++b) { /* batch 0 warms up (pipeline compile) */
+        double kop = -1, ksc = -1, sec = 0;
+        uint32_t passes = 0;
+        if (ts) ropekit_webgpu_kernel_time(g_ctx, &sec, &passes); /* reset the counters */
         double t0 = now();
         for (int i = 0; i < g_reps; ++i) r->op(r->arg);
         ropekit_webgpu_wait(g_ctx);
         double t1 = now();
+        if (ts && ropekit_webgpu_kernel_time(g_ctx, &sec, &passes) == ROPEKIT_OK && passes)
+            kop = sec / passes;
+        const double t1b = now();
         for (int i = 0; i < g_reps; ++i) { /* the copy: one command buffer per repetition too */
             WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(dev, NULL);
             wgpuCommandEncoderCopyBufferToBuffer(enc, r->src, 0, r->dst, 0, (r->act + 3) & ~(size_t)3);
@@ -146,37 +217,46 @@ static void run_row(const row *r) {
         }
         ropekit_webgpu_wait(g_ctx);
         double t2 = now();
+        sc.ts_n = 0;
         for (int i = 0; i < g_reps; ++i) shader_copy_submit(dev, &sc);
         ropekit_webgpu_wait(g_ctx);
         const double t3 = now();
-        r->cpu(r->arg);
+        const int nsc = (int)sc.ts_n;
+        if (ts) ksc = shader_copy_time(dev, &sc);
+        if (ksc > 0 && nsc) ksc = ksc / nsc * scale;
+        const double t3b = now();
+        if (!g_no_cpu) r->cpu(r->arg);
         const double t4 = now();
         if (b > 0) {
             t_op[b - 1] = (t1 - t0) / g_reps;
-            t_cp[b - 1] = (t2 - t1) / g_reps;
-            t_sc[b - 1] = (t3 - t2) / g_reps * (double)r->act / (double)copy_bytes;
-            t_cpu[b - 1] = t4 - t3;
+            t_cp[b - 1] = (t2 - t1b) / g_reps;
+            t_sc[b - 1] = (t3 - t2) / g_reps * scale;
+            t_cpu[b - 1] = t4 - t3b;
+            k_op[b - 1] = kop;
+            k_sc[b - 1] = ksc;
         }
     }
     if (g_bad) {
         printf("| %s | %s | %s | error: %s |\n", r->name, ropekit_dtype_name(r->x),
                r->t ? ropekit_dtype_name(r->t) : "-", ropekit_webgpu_last_error());
     } else {
-        qsort(t_op, 7, sizeof(double), cmp_d);
-        qsort(t_cp, 7, sizeof(double), cmp_d);
-        qsort(t_sc, 7, sizeof(double), cmp_d);
-        qsort(t_cpu, 7, sizeof(double), cmp_d);
-        const double op = t_op[3], cp = t_cp[3], scp = t_sc[3], cpu = t_cpu[3];
+        const double op = median7(t_op), cp = median7(t_cp), scp = median7(t_sc), cpu = median7(t_cpu);
+        const double kop = median7(k_op), ksc = median7(k_sc);
         /* copy bandwidth counts read + write of the activation bytes, like the op */
         const double best = cp < scp ? cp : scp;
-        const double ratio = (r->bytes / op) / (2.0 * (double)r->act / best);
-        printf("| %s | %s | %s | %s | %.3f | %.1f | %.3f | %.3f | %.2f | %.3f | %.2fx |\n", r->name,
-               ropekit_dtype_name(r->x), r->t ? ropekit_dtype_name(r->t) : "-",
-               ropekit_webgpu_last_variant(g_ctx), op * 1e3, r->bytes / op / 1e9, cp * 1e3,
-               scp * 1e3, ratio, cpu * 1e3, cpu / op);
+        const double wall_ratio = (r->bytes / op) / (2.0 * (double)r->act / best);
+        printf("| %s | %s | %s | %s | ", r->name, ropekit_dtype_name(r->x),
+               r->t ? ropekit_dtype_name(r->t) : "-", ropekit_webgpu_last_variant(g_ctx));
+        if (kop > 0 && ksc > 0)
+            printf("%.4f | %.1f | %.4f | %.2f | ", kop * 1e3, r->bytes / kop / 1e9, ksc * 1e3,
+                   (r->bytes / kop) / (2.0 * (double)r->act / ksc));
+        else printf("- | - | - | - | ");
+        printf("%.3f | %.3f | %.3f | %.2f | %.3f | %.1fx |\n", op * 1e3, cp * 1e3, scp * 1e3,
+               wall_ratio, cpu * 1e3, cpu / (kop > 0 ? kop : op));
     }
     fflush(stdout);
     wgpuBindGroupRelease(sc.group), wgpuComputePipelineRelease(sc.pipeline);
+    if (sc.ts) wgpuQuerySetRelease(sc.ts), wgpuBufferRelease(sc.ts_resolve), wgpuBufferRelease(sc.ts_read);
 }
 
 static WGPUBuffer gbuf(size_t bytes, const void *host) {
@@ -320,7 +400,7 @@ static void bench_ds(const char *name, int64_t T, ropekit_dtype x, int regroup) 
 }
 
 int main(int argc, char **argv) {
-    ropekit_webgpu_options opt = {ROPEKIT_WEBGPU_BACKEND_ANY, 0, 0, 0, 0};
+    ropekit_webgpu_options opt = {ROPEKIT_WEBGPU_BACKEND_ANY, 0, 0, 0, 0, 1};
     int small = 0;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
@@ -328,6 +408,7 @@ int main(int argc, char **argv) {
             opt.backend = !strcmp(argv[i], "gl") ? ROPEKIT_WEBGPU_BACKEND_GL : ROPEKIT_WEBGPU_BACKEND_VULKAN;
         } else if (!strcmp(argv[i], "--small")) small = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-cpu")) g_no_cpu = 1; /* skip the CPU backend (its column reads 0) */
     }
     if (ropekit_webgpu_create(&opt, &g_ctx) != ROPEKIT_OK) {
         fprintf(stderr, "no adapter: %s\n", ropekit_webgpu_last_error());
@@ -338,8 +419,11 @@ int main(int argc, char **argv) {
            ropekit_webgpu_has_f64(g_ctx) ? "on" : "off", ropekit_cpu_variant());
     const int64_t d = small ? 16 : 1;
     const ropekit_dtype F32 = ROPEKIT_FLOAT32, F16 = ROPEKIT_FLOAT16, BF = ROPEKIT_BFLOAT16;
-    printf("\n| shape | x | tables | variant | WebGPU ms | GB/s | buffer copy ms | shader copy ms | vs faster copy | CPU ms | vs CPU |\n");
-    printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("timing: kernel = GPU timestamps of the compute passes (%s); wall = per call, host work "
+           "and submission included\n", ropekit_webgpu_has_timestamps(g_ctx) ? "timestamp-query" : "unavailable");
+    printf("\n| shape | x | tables | variant | kernel ms | GB/s | shader copy kernel ms | vs shader copy | "
+           "wall ms | buffer copy wall ms | shader copy wall ms | wall vs faster copy | CPU ms | CPU / kernel |\n");
+    printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     bench_rotary("Llama-3-8B prefill S=8192/div, 32 heads x128", 1, 8192 / d, 32, 128, 128, 131072 / d, F32, F32, 0);
     bench_rotary("same, float16 x and tables", 1, 8192 / d, 32, 128, 128, 131072 / d, F16, F16, 0);
     bench_rotary("same, bfloat16 x, float32 tables", 1, 8192 / d, 32, 128, 128, 131072 / d, BF, F32, 0);

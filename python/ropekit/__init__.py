@@ -571,7 +571,8 @@ def rope_inv_freq(rope_type="default", *, rotary_dim, rope_theta, factor=0.0, or
         _opt_float(high_freq_factor, "high_freq_factor"),
         factors(long_factor, "long_factor"), factors(short_factor, "short_factor"))
     n = _opt_int(seq_len, "seq_len")
-    inv = np.empty(max(half, 1), dtype=np.float32)
+    # the library refuses rotary_dim outside (0, 2^30] before writing: no buffer sized from it then
+    inv = _empty(half if 0 < half <= 2**29 else 1, np.float32, "inv_freq")
     af = ctypes.c_float()
     _check(_lib.ropekit_rope_inv_freq(ctypes.byref(cfg), n,
                                       inv.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), half, ctypes.byref(af)))

@@ -21,7 +21,12 @@ class _FuseOptions(ctypes.Structure):  # ropekit_fuse_options
         ("config_path", ctypes.c_char_p),
         ("target", ctypes.c_int),
         ("dry_run", ctypes.c_int32),
+        ("external_min_bytes", ctypes.c_int64),
     ]
+
+
+class _SaveOptions(ctypes.Structure):  # ropekit_save_options
+    _fields_ = [("external_min_bytes", ctypes.c_int64)]
 
 
 def _library():
@@ -33,6 +38,7 @@ def _library():
             ("ropekit_last_error", [], ctypes.c_char_p),
             ("ropekit_model_load", [ctypes.c_char_p, pp], ctypes.c_int),
             ("ropekit_model_save", [vp, ctypes.c_char_p], ctypes.c_int),
+            ("ropekit_model_save_with", [vp, ctypes.c_char_p, ctypes.POINTER(_SaveOptions)], ctypes.c_int),
             ("ropekit_model_free", [vp], None),
             ("ropekit_model_inspect", [vp, pp], ctypes.c_int),
             ("ropekit_model_info_format", [vp, ctypes.c_int, pp], ctypes.c_int),
@@ -90,7 +96,8 @@ class FuseReport(dict):
         return self.text
 
 
-def fuse(src, dst=None, *, max_positions=None, config=None, target="ort", dry_run=False) -> FuseReport:
+def fuse(src, dst=None, *, max_positions=None, config=None, target="ort", dry_run=False,
+         external_data=None) -> FuseReport:
     """Find the RoPE subgraphs of the ONNX model `src` and write a copy with fused nodes to `dst`
     (atomically; `src` is never modified), as ``ropekit fuse SRC DST`` does.
 
@@ -102,7 +109,9 @@ def fuse(src, dst=None, *, max_positions=None, config=None, target="ort", dry_ru
     RotaryEmbedding, only for opset >= 23 models) or 'ropekit' (the ai.ropekit ops of
     libropekit_ort). DeepSeek-V4 attention becomes QKNormRotaryEmbedding / InverseRotaryRegroup,
     which need libropekit_ort (ropekit.ort_custom_ops_library()) in every target. dry_run: match and report, write nothing
-    (`dst` may then be None). Sites that cannot be fused are left as they were and reported with
+    (`dst` may then be None). external_data: True (initializers of >= 1024 bytes) or a byte count:
+    as ``--external-data[=BYTES]``, those initializers go to ``dst + '.data'`` (needed for models,
+    or fixed tables, over the 2 GiB an .onnx file holds). Sites that cannot be fused are left as they were and reported with
     the reason; that is not an error. Errors raise ropekit.Error with the library's message."""
     if target not in _TARGETS:
         raise Error(2, f"target must be 'ort', 'onnx' or 'ropekit', not {target!r}")
@@ -120,14 +129,22 @@ def fuse(src, dst=None, *, max_positions=None, config=None, target="ort", dry_ru
     # from the config, -1 = ROPEKIT_FUSE_TABLE_FROM_CONFIG); by default per-call rows, no length
     if max_positions is None and cfg is not None:
         max_positions = -1
+    if external_data is None or external_data is False:
+        ext = 0
+    elif external_data is True:
+        ext = 1024  # ROPEKIT_FUSE_EXTERNAL_MIN_BYTES, as `ropekit fuse --external-data`
+    elif isinstance(external_data, int) and external_data > 0:
+        ext = external_data
+    else:
+        raise Error(2, f"external_data must be True or a positive byte count, not {external_data!r}")
     lib = _library()
-    opts = _FuseOptions(int(max_positions or 0), cfg, _TARGETS[target], 1 if dry_run else 0)
+    opts = _FuseOptions(int(max_positions or 0), cfg, _TARGETS[target], 1 if dry_run else 0, ext)
     model, report = ctypes.c_void_p(), ctypes.c_void_p()
     try:
         _check(lib, lib.ropekit_model_load(s, ctypes.byref(model)))
         _check(lib, lib.ropekit_fuse(model, ctypes.byref(opts), ctypes.byref(report)))
         if not dry_run:
-            _check(lib, lib.ropekit_model_save(model, d))
+            _check(lib, lib.ropekit_model_save_with(model, d, ctypes.byref(_SaveOptions(ext))))
         js, tx = ctypes.c_void_p(), ctypes.c_void_p()
         _check(lib, lib.ropekit_fuse_report_json(report, ctypes.byref(js)))
         out = FuseReport(json.loads(_take_string(lib, js)))

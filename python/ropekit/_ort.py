@@ -24,6 +24,8 @@ def ort_custom_ops_library() -> str:
         if path.is_file():
             return str(path)
     raise FileNotFoundError(
-        "ropekit: libropekit_ort.so not found (build it: scripts/bootstrap.sh, then cmake); "
-        "looked at: " + ", ".join(str(p) for p in candidates)
+        "ropekit: libropekit_ort.so not found: this ropekit was built without the onnxruntime C "
+        "API header (in a clone: run scripts/bootstrap.sh, which unpacks it into .deps/, then "
+        "rebuild or `pip install .` again; or pass -DROPEKIT_ORT_INCLUDE_DIR=DIR, with pip "
+        "-C cmake.define.ROPEKIT_ORT_INCLUDE_DIR=DIR); looked at: " + ", ".join(str(p) for p in candidates)
     )

@@ -549,7 +549,8 @@ static ropekit_status check_m_table(const ropekit_tensor *t, const char *name, i
     }
     RK_TRY(rk_check_view(t, name, span));
     RK_TRY(check_dtype(t, name, ROPEKIT_FLOAT32));
-    return check_shape(t, name, rank, want, "");
+    return check_shape(t, name, rank, want,
+                       rank == 3 ? "(batch, sequence, rope_head_dim)" : "(tokens, rope_head_dim)");
 }
 
 ropekit_status rk_plan_qknorm_rotary_embedding(

@@ -30,7 +30,7 @@ static uint64_t xgetbv0(void) {
     return ((uint64_t)hi << 32) | lo;
 }
 /* AVX2 + FMA + F16C, and the OS saving YMM state. */
-static int cpu_has_avx2(void) {
+static int probe_avx2(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
     const unsigned need1 =
@@ -42,15 +42,42 @@ static int cpu_has_avx2(void) {
     return (b & (1u << 5)) != 0; /* AVX2 */
 }
 /* AVX-512 F, BW, VL (and AVX2 for the shared parts), and the OS saving ZMM/opmask state. */
-static int cpu_has_avx512(void) {
-    if (!cpu_has_avx2()) return 0;
+static int probe_avx512(void) {
     if ((xgetbv0() & 0xe6u) != 0xe6u) return 0;
     unsigned a, b, c, d;
     __cpuid_count(7, 0, a, b, c, d);
     const unsigned need = (1u << 16) | (1u << 30) | (1u << 31); /* F BW VL */
     return (b & need) == need;
 }
+/* The CPU's features are read once per process (cpuid traps to the hypervisor in a VM: a few
+ * microseconds each time), not on every ropekit_set_cpu_variant call. */
+static int g_has_avx2, g_has_avx512;
+static atomic_int g_feature_probes;
+static pthread_once_t g_features_once = PTHREAD_ONCE_INIT;
+static void probe_features(void) {
+    atomic_fetch_add(&g_feature_probes, 1);
+    g_has_avx2 = probe_avx2();
+    g_has_avx512 = g_has_avx2 && probe_avx512();
+}
+static int cpu_has_avx2(void) {
+    pthread_once(&g_features_once, probe_features);
+    return g_has_avx2;
+}
+static int cpu_has_avx512(void) {
+    pthread_once(&g_features_once, probe_features);
+    return g_has_avx512;
+}
 #endif
+
+/* Test hook (tests/test_variants.c): how many times the CPU's features were probed. */
+int rk_cpu_feature_probes(void);
+int rk_cpu_feature_probes(void) {
+#if RK_X86
+    return atomic_load(&g_feature_probes);
+#else
+    return 0;
+#endif
+}
 
 /* In order of preference, best first. */
 static const rk_cpu_kernels *variant_by_name(const char *name) {

@@ -135,14 +135,18 @@ template <int DT> __device__ __forceinline__ unsigned pack2_each(float lo, float
     return Elt<DT>::st(lo) | (unsigned)Elt<DT>::st(hi) << 16;
 }
 
-/* pack2_finite for any value: bfloat16 NaNs take the CPU's rule (quiet, payload kept), so a
- * word holding a NaN is converted again element by element. The test is one compare per pair
- * and the branch is never taken on finite data. float16 NaNs keep the hardware's payload
- * (ropekit_cuda.h). */
+/* pack2_finite for any value: a bfloat16 NaN half takes the CPU's rule (quiet, payload kept:
+ * the float's top 16 bits | 0x0040), selected without a branch. (Until 2026-12-01 a NaN word
+ * was converted again in a branch: one branch per pair cut the rotation into basic blocks of
+ * one pair, which ptxas could not interleave; bfloat16 rows ran 2-6 points of the copy behind
+ * float16.) float16 NaNs keep the hardware's payload (ropekit_cuda.h). */
 template <int DT> __device__ __forceinline__ unsigned pack2(float lo, float hi) {
     const unsigned u = pack2_finite<DT>(lo, hi);
-    if constexpr (DT == ROPEKIT_BFLOAT16)
-        if (__builtin_expect(isnan(lo) || isnan(hi), 0)) return pack2_each<DT>(lo, hi);
+    if constexpr (DT == ROPEKIT_BFLOAT16) {
+        const unsigned q = __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632) | 0x00400040u;
+        const unsigned m = (isnan(lo) ? 0x0000ffffu : 0u) | (isnan(hi) ? 0xffff0000u : 0u);
+        return (u & ~m) | (q & m);
+    }
     return u;
 }
 
@@ -206,7 +210,8 @@ inline bool aligned(const void *p, long long elems_ok) { return ((uintptr_t)p % 
  * ROPEKIT_CUDA_HINTS=<RK_HINT_* bits> (cache hints on x and y in the flat and QKNorm kernels,
  * default 5: x L1::no_allocate, y .cs), ROPEKIT_CUDA_BLOCK=64|128|256 (flat kernel block
  * size, default 128),
- * ROPEKIT_CUDA_QKNORM_PIECE=8|16 (qknorm_piece). */
+ * ROPEKIT_CUDA_QKNORM_PIECE=8|16 (qknorm_piece), ROPEKIT_CUDA_TILE=0|1 (rotary: flat or tile
+ * kernel forced; unset: tile_preferred), ROPEKIT_CUDA_TILE_THREADS (tile kernel block size). */
 int env_int(const char *name, int lo, int hi, int dflt);
 int flat_hints();
 

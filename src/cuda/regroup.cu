@@ -24,22 +24,22 @@ struct RgArgs {
 
 #define RK_RG_BATCH 4 /* chunks per thread, all loaded before the first store */
 
-template <int DT, int V>
-__global__ void __launch_bounds__(256, 4) regroup_kernel(const RgArgs a) {
-    typedef typename Elt<DT>::raw raw;
-    const long long n = blockIdx.x;
-    const raw *x = reinterpret_cast<const raw *>(a.x) + n * a.xs[0];
-    raw *out = reinterpret_cast<raw *>(a.out) + n * a.os[1];
-    const float *cs = a.cos ? a.cos + n * a.cos_s[0] : nullptr;
-    const float *sn = a.sin ? a.sin + n * a.sin_s[0] : nullptr;
-    const long long step = (long long)gridDim.y * blockDim.x;
+/* regroup_kernel's loop for contiguous 16-bit rows (V = 8): a chunk stays one uint4 (4
+ * registers) from load to store, and pair (i, i+1), i even, is word i/2 (lo_of / hi_of, one
+ * paired rounding by pack2). The element-array form (8 registers per chunk) spilled in the
+ * bfloat16 kernel (40 bytes of stack at 64 registers). Same arithmetic and bits. */
+template <int DT>
+__device__ __forceinline__ void regroup_words(const RgArgs &a, const typename Elt<DT>::raw *x,
+                                              typename Elt<DT>::raw *out, const float *cs,
+                                              const float *sn, long long step) {
+    constexpr int V = 8;
     for (long long j0 = (long long)blockIdx.y * blockDim.x + threadIdx.x; j0 < a.chunks;
          j0 += RK_RG_BATCH * step) {
-        raw v[RK_RG_BATCH][V];
+        uint4 w[RK_RG_BATCH];
 #pragma unroll
         for (int k = 0; k < RK_RG_BATCH; ++k) {
             const long long j = j0 + k * step;
-            if (j < a.chunks) load_raw<DT, V>(x + j * V * a.xs[1], a.xs[1], v[k]);
+            if (j < a.chunks) w[k] = *reinterpret_cast<const uint4 *>(x + j * V);
         }
 #pragma unroll
         for (int k = 0; k < RK_RG_BATCH; ++k) {
@@ -55,39 +55,100 @@ __global__ void __launch_bounds__(256, 4) regroup_kernel(const RgArgs a) {
             } else {
                 g = f0 / a.gd, gc = f0 - g * a.gd, c0 = (int)(f0 % a.hd);
             }
-            if (c0 + V > a.nope) {
-                if constexpr (V > 1) { /* pairs (i, i+1), i even: nope and c0 are even */
-                    const float *ct = cs + (c0 - a.nope) * a.cos_s[1], *stb = sn + (c0 - a.nope) * a.sin_s[1];
+            if (c0 + V > a.nope) { /* pairs (i, i+1), i even: nope and c0 are even */
+                const float *ct = cs + (c0 - a.nope) * a.cos_s[1], *stb = sn + (c0 - a.nope) * a.sin_s[1];
 #pragma unroll
-                    for (int i = 0; i < V; i += 2) {
-                        if (c0 + i < a.nope) continue; /* copied bit for bit */
-                        float2 c2, s2;
-                        if (a.tab_vec) { /* rows contiguous, 8-byte aligned pairs */
-                            c2 = __ldg(reinterpret_cast<const float2 *>(ct + i));
-                            s2 = __ldg(reinterpret_cast<const float2 *>(stb + i));
-                        } else {
-                            c2 = make_float2(__ldg(ct + i * a.cos_s[1]), __ldg(ct + (i + 1) * a.cos_s[1]));
-                            s2 = make_float2(__ldg(stb + i * a.sin_s[1]), __ldg(stb + (i + 1) * a.sin_s[1]));
-                        }
-                        const double x0 = Elt<DT>::ld(v[k][i]), x1 = Elt<DT>::ld(v[k][i + 1]);
-                        const float y0 = (float)(x0 * (double)c2.x + x1 * (double)s2.x);
-                        const float y1 = (float)(x1 * (double)c2.y - x0 * (double)s2.y);
-                        v[k][i] = Elt<DT>::st(y0), v[k][i + 1] = Elt<DT>::st(y1);
+                for (int q = 0; q < V / 2; ++q) {
+                    const int i = 2 * q;
+                    if (c0 + i < a.nope) continue; /* copied bit for bit */
+                    float2 c2, s2;
+                    if (a.tab_vec) { /* rows contiguous, 8-byte aligned pairs */
+                        c2 = __ldg(reinterpret_cast<const float2 *>(ct + i));
+                        s2 = __ldg(reinterpret_cast<const float2 *>(stb + i));
+                    } else {
+                        c2 = make_float2(__ldg(ct + i * a.cos_s[1]), __ldg(ct + (i + 1) * a.cos_s[1]));
+                        s2 = make_float2(__ldg(stb + i * a.sin_s[1]), __ldg(stb + (i + 1) * a.sin_s[1]));
                     }
-                } else { /* one channel; its partner is read again */
-                    const int c = c0;
-                    if (c >= a.nope) {
-                        const int t = c - a.nope, t0 = t & ~1;
-                        const long long fp = f0 - (t - t0);
-                        const double x0 = Elt<DT>::ld(x[fp * a.xs[1]]), x1 = Elt<DT>::ld(x[(fp + 1) * a.xs[1]]);
-                        const float yv = t == t0
-                            ? (float)(x0 * (double)__ldg(cs + t0 * a.cos_s[1]) + x1 * (double)__ldg(sn + t0 * a.sin_s[1]))
-                            : (float)(x1 * (double)__ldg(cs + t * a.cos_s[1]) - x0 * (double)__ldg(sn + t * a.sin_s[1]));
-                        v[k][0] = Elt<DT>::st(yv);
-                    }
+                    unsigned &ww = word(w[k], q);
+                    const double x0 = lo_of<DT>(ww), x1 = hi_of<DT>(ww);
+                    const float y0 = (float)(x0 * (double)c2.x + x1 * (double)s2.x);
+                    const float y1 = (float)(x1 * (double)c2.y - x0 * (double)s2.y);
+                    ww = pack2<DT>(y0, y1);
                 }
             }
-            store_raw<DT, V>(out + g * a.os[0] + gc * a.os[2], a.os[2], v[k]);
+            *reinterpret_cast<uint4 *>(out + g * a.os[0] + gc) = w[k];
+        }
+    }
+}
+
+template <int DT, int V>
+__global__ void __launch_bounds__(256, 4) regroup_kernel(const RgArgs a) {
+    typedef typename Elt<DT>::raw raw;
+    const long long n = blockIdx.x;
+    const raw *x = reinterpret_cast<const raw *>(a.x) + n * a.xs[0];
+    raw *out = reinterpret_cast<raw *>(a.out) + n * a.os[1];
+    const float *cs = a.cos ? a.cos + n * a.cos_s[0] : nullptr;
+    const float *sn = a.sin ? a.sin + n * a.sin_s[0] : nullptr;
+    const long long step = (long long)gridDim.y * blockDim.x;
+    if constexpr (sizeof(raw) == 2 && V == 8) { /* 16-bit chunks kept as 4 words: pair q = word q */
+        regroup_words<DT>(a, x, out, cs, sn, step);
+    } else {
+        for (long long j0 = (long long)blockIdx.y * blockDim.x + threadIdx.x; j0 < a.chunks;
+             j0 += RK_RG_BATCH * step) {
+            raw v[RK_RG_BATCH][V];
+#pragma unroll
+            for (int k = 0; k < RK_RG_BATCH; ++k) {
+                const long long j = j0 + k * step;
+                if (j < a.chunks) load_raw<DT, V>(x + j * V * a.xs[1], a.xs[1], v[k]);
+            }
+#pragma unroll
+            for (int k = 0; k < RK_RG_BATCH; ++k) {
+                const long long j = j0 + k * step;
+                if (j >= a.chunks) break;
+                const long long f0 = j * V;
+                long long g, gc;
+                int c0;
+                if (a.small) {
+                    const unsigned g32 = fdiv((unsigned)f0, a.d_gd);
+                    g = g32, gc = (unsigned)f0 - g32 * (unsigned)a.gd;
+                    c0 = (int)((unsigned)f0 - fdiv((unsigned)f0, a.d_hd) * (unsigned)a.hd);
+                } else {
+                    g = f0 / a.gd, gc = f0 - g * a.gd, c0 = (int)(f0 % a.hd);
+                }
+                if (c0 + V > a.nope) {
+                    if constexpr (V > 1) { /* pairs (i, i+1), i even: nope and c0 are even */
+                        const float *ct = cs + (c0 - a.nope) * a.cos_s[1], *stb = sn + (c0 - a.nope) * a.sin_s[1];
+#pragma unroll
+                        for (int i = 0; i < V; i += 2) {
+                            if (c0 + i < a.nope) continue; /* copied bit for bit */
+                            float2 c2, s2;
+                            if (a.tab_vec) { /* rows contiguous, 8-byte aligned pairs */
+                                c2 = __ldg(reinterpret_cast<const float2 *>(ct + i));
+                                s2 = __ldg(reinterpret_cast<const float2 *>(stb + i));
+                            } else {
+                                c2 = make_float2(__ldg(ct + i * a.cos_s[1]), __ldg(ct + (i + 1) * a.cos_s[1]));
+                                s2 = make_float2(__ldg(stb + i * a.sin_s[1]), __ldg(stb + (i + 1) * a.sin_s[1]));
+                            }
+                            const double x0 = Elt<DT>::ld(v[k][i]), x1 = Elt<DT>::ld(v[k][i + 1]);
+                            const float y0 = (float)(x0 * (double)c2.x + x1 * (double)s2.x);
+                            const float y1 = (float)(x1 * (double)c2.y - x0 * (double)s2.y);
+                            v[k][i] = Elt<DT>::st(y0), v[k][i + 1] = Elt<DT>::st(y1);
+                        }
+                    } else { /* one channel; its partner is read again */
+                        const int c = c0;
+                        if (c >= a.nope) {
+                            const int t = c - a.nope, t0 = t & ~1;
+                            const long long fp = f0 - (t - t0);
+                            const double x0 = Elt<DT>::ld(x[fp * a.xs[1]]), x1 = Elt<DT>::ld(x[(fp + 1) * a.xs[1]]);
+                            const float yv = t == t0
+                                ? (float)(x0 * (double)__ldg(cs + t0 * a.cos_s[1]) + x1 * (double)__ldg(sn + t0 * a.sin_s[1]))
+                                : (float)(x1 * (double)__ldg(cs + t * a.cos_s[1]) - x0 * (double)__ldg(sn + t * a.sin_s[1]));
+                            v[k][0] = Elt<DT>::st(yv);
+                        }
+                    }
+                }
+                store_raw<DT, V>(out + g * a.os[0] + gc * a.os[2], a.os[2], v[k]);
+            }
         }
     }
 }

@@ -11,6 +11,10 @@
  *                   adjacent lanes; chunks of [R, H) are copied bit for bit. Every 16-byte access
  *                   is one vector instruction (inline PTX: nvcc split some plain uint4 stores into
  *                   four).
+ *   rotary_tile_kernel  the same chunks, 2 heads per thread; a block's first threads gather its
+ *                   tokens' table columns into shared memory once per token, one barrier.
+ *                   Chosen by tile_preferred (MRoPE, most 16-bit full-rotary rows), measured
+ *                   faster there on an H200. Both share rotate_chunk (branch-free arithmetic).
  *   rotary_kernel   the same for any strides (one element per lane): a block takes a few
  *                   tokens, gathers their columns into shared memory once, heads reuse them.
  * Position ids are checked in the kernel: a bad id's row is never read, its pairs are copied,
@@ -65,6 +69,8 @@ struct RotArgs {
     int small;             /* flat thread count and S fit in 31 bits: 32-bit fast division */
     int hints;             /* flat kernel: cache hints on x and y (RK_HINT_*) */
     FastDiv d_per_tok, d_rot_items, d_copy_items, d_S;
+    int hp;                /* tile kernel: row stride of the staged columns (h rounded up to 8) */
+    FastDiv d_h;
 };
 
 #include "mrope.cuh"
@@ -262,6 +268,71 @@ __device__ __forceinline__ void load_cols(const char *base, long long off, long 
     for (int i = 0; i < NC; ++i) out[i] = Elt<TDT>::ld(__ldg(p + i * cs));
 }
 
+/* The rotation of one 16-byte chunk of G heads (flat and tile kernels): va/vb hold x's chunks
+ * (half-split: lanes [k0, k0+V) and [k0+h, k0+h+V); adjacent pairs: va alone), cf/sf the
+ * chunk's NC table columns, bit j of `good` whether column j has a table row (else its pairs
+ * keep x's bits). Branch-free: a pair whose column has no row is computed with cos 1, sin 0 and
+ * then replaced by x's bits through a select, so the whole chunk is one basic block that ptxas
+ * can schedule across pairs and heads (a branch per column, as until 2026-12-01, split it:
+ * bfloat16 rows +1.5-2.5 points of the copy on an H200). SKIP keeps that branch for the
+ * half-split 16-bit columns: the flat kernel's float16 rows measured 1-4 points slower without
+ * it (bench/results-cuda.md), so they keep the earlier code. */
+template <int DT, int TDT, bool IL, int G, bool SKIP>
+__device__ __forceinline__ void rotate_chunk(uint4 (&va)[G], uint4 (&vb)[G], const float *cf,
+                                             const float *sf, unsigned good) {
+    constexpr bool WIDE = DT == ROPEKIT_FLOAT32 || TDT == ROPEKIT_FLOAT32;
+    typedef typename std::conditional<WIDE, double, float>::type W;
+    typedef typename Elt<DT>::raw raw;
+    constexpr int V = 16 / sizeof(raw);
+    constexpr int NC = IL ? V / 2 : V;
+    if constexpr (sizeof(raw) == 4) { /* float32 x: a vector holds V floats */
+#pragma unroll
+        for (int j = 0; j < NC; ++j) {
+            const bool ok = (good >> j) & 1; /* bad id: the pair is copied */
+            const W c = cf[j], sn = sf[j];
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                unsigned &w0 = word(va[g], IL ? 2 * j : j), &w1 = IL ? word(va[g], 2 * j + 1) : word(vb[g], j);
+                float y0, y1;
+                rotate<WIDE>(__uint_as_float(w0), __uint_as_float(w1), c, sn, &y0, &y1);
+                w0 = ok ? __float_as_uint(y0) : w0, w1 = ok ? __float_as_uint(y1) : w1;
+            }
+        }
+    } else if constexpr (IL) { /* 16-bit adjacent pairs: word j holds pair j */
+#pragma unroll
+        for (int j = 0; j < NC; ++j) {
+            const bool ok = (good >> j) & 1;
+            const W c = cf[j], sn = sf[j];
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                unsigned &w = word(va[g], j);
+                float y0, y1;
+                rotate<WIDE>(lo_of<DT>(w), hi_of<DT>(w), c, sn, &y0, &y1);
+                const unsigned n = pack2<DT>(y0, y1);
+                w = ok ? n : w;
+            }
+        }
+    } else { /* 16-bit half-split: word q of va/vb holds columns 2q and 2q+1 */
+#pragma unroll
+        for (int q = 0; q < NC / 2; ++q) {
+            const unsigned gm = (good >> (2 * q)) & 3u;
+            if (SKIP && !gm) continue;
+            const W c0 = cf[2 * q], s0 = sf[2 * q], c1 = cf[2 * q + 1], s1 = sf[2 * q + 1];
+            /* halves whose column had a bad id keep x's bits */
+            const unsigned keep = (gm & 1u ? 0u : 0xffffu) | (gm & 2u ? 0u : 0xffff0000u);
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                unsigned &wa = word(va[g], q), &wb = word(vb[g], q);
+                float ya0, yb0, ya1, yb1;
+                rotate<WIDE>(lo_of<DT>(wa), lo_of<DT>(wb), c0, s0, &ya0, &yb0);
+                rotate<WIDE>(hi_of<DT>(wa), hi_of<DT>(wb), c1, s1, &ya1, &yb1);
+                const unsigned na = pack2<DT>(ya0, ya1), nb = pack2<DT>(yb0, yb1);
+                wa = (na & ~keep) | (wa & keep), wb = (nb & ~keep) | (wb & keep);
+            }
+        }
+    }
+}
+
 /* Flat kernel for 16-byte chunks (contiguous channels).
  *
  * Thread shape: one thread per (token, group of G heads, chunk); no shared memory, no barrier.
@@ -288,8 +359,6 @@ constexpr int flat_min_blocks() { return G == 4 ? 3 : 4; }
 
 template <int DT, int TDT, bool IL, int G>
 __global__ void __launch_bounds__(256, flat_min_blocks<G>()) rotary_flat_kernel(const RotArgs a) {
-    constexpr bool WIDE = DT == ROPEKIT_FLOAT32 || TDT == ROPEKIT_FLOAT32;
-    typedef typename std::conditional<WIDE, double, float>::type W;
     typedef typename Elt<DT>::raw raw;
     constexpr int V = 16 / sizeof(raw);
     constexpr int NC = IL ? V / 2 : V; /* table columns per chunk */
@@ -411,51 +480,165 @@ __global__ void __launch_bounds__(256, flat_min_blocks<G>()) rotary_flat_kernel(
         }
         if (a.inverse) sf[j] = -sf[j];
     }
-    if constexpr (sizeof(raw) == 4) { /* float32 x: a vector holds V floats */
+    rotate_chunk<DT, TDT, IL, G, DT == ROPEKIT_FLOAT16>(va, vb, cf, sf, good);
 #pragma unroll
-        for (int j = 0; j < NC; ++j) {
-            if (!((good >> j) & 1)) continue; /* bad id: the pair is copied */
-            const W c = cf[j], sn = sf[j];
-#pragma unroll
-            for (int g = 0; g < G; ++g) {
-                unsigned &w0 = word(va[g], IL ? 2 * j : j), &w1 = IL ? word(va[g], 2 * j + 1) : word(vb[g], j);
-                float y0, y1;
-                rotate<WIDE>(__uint_as_float(w0), __uint_as_float(w1), c, sn, &y0, &y1);
-                w0 = __float_as_uint(y0), w1 = __float_as_uint(y1);
-            }
-        }
-    } else if constexpr (IL) { /* 16-bit adjacent pairs: word j holds pair j */
-#pragma unroll
-        for (int j = 0; j < NC; ++j) {
-            if (!((good >> j) & 1)) continue;
-            const W c = cf[j], sn = sf[j];
-#pragma unroll
-            for (int g = 0; g < G; ++g) {
-                unsigned &w = word(va[g], j);
-                float y0, y1;
-                rotate<WIDE>(lo_of<DT>(w), hi_of<DT>(w), c, sn, &y0, &y1);
-                w = pack2<DT>(y0, y1);
-            }
-        }
-    } else { /* 16-bit half-split: word q of va/vb holds columns 2q and 2q+1 */
-#pragma unroll
-        for (int q = 0; q < NC / 2; ++q) {
-            const unsigned gm = (good >> (2 * q)) & 3u;
-            if (!gm) continue;
-            const W c0 = cf[2 * q], s0 = sf[2 * q], c1 = cf[2 * q + 1], s1 = sf[2 * q + 1];
-            /* halves whose column had a bad id keep x's bits */
-            const unsigned keep = (gm & 1u ? 0u : 0xffffu) | (gm & 2u ? 0u : 0xffff0000u);
-#pragma unroll
-            for (int g = 0; g < G; ++g) {
-                unsigned &wa = word(va[g], q), &wb = word(vb[g], q);
-                float ya0, yb0, ya1, yb1;
-                rotate<WIDE>(lo_of<DT>(wa), lo_of<DT>(wb), c0, s0, &ya0, &yb0);
-                rotate<WIDE>(hi_of<DT>(wa), hi_of<DT>(wb), c1, s1, &ya1, &yb1);
-                const unsigned na = pack2<DT>(ya0, ya1), nb = pack2<DT>(yb0, yb1);
-                wa = (na & ~keep) | (wa & keep), wb = (nb & ~keep) | (wb & keep);
-            }
+    for (int g = 0; g < G; ++g) {
+        if (n0 + g >= a.N) continue;
+        raw *q = yp + g * a.ys[2];
+        st_y(q + (IL ? 2 * k0 : k0), va[g], hints);
+        if (!IL) st_y(q + k0 + a.h, vb[g], hints);
+    }
+}
+
+/* Tile kernel (16-byte chunks, contiguous channels, as the flat kernel): a block takes `tpb`
+ * tokens and one thread per (token, group of G = TILE_G heads, chunk). Each
+ * thread issues its x loads first; meanwhile the block's first threads look up the tokens'
+ * position ids and gather their table columns (fetch_cs: scale, inverse, MRoPE streams and
+ * out-of-range ids as everywhere) into shared memory as floats, once per token for all of its
+ * heads; one barrier; then every thread reads its chunk's columns from shared memory (16-byte
+ * reads, broadcast to the threads of the same chunk). The id -> table chain runs once per token
+ * instead of once per thread, and a thread holds only its own x vectors, so it needs few
+ * registers (45-60 with G = 2) and an SM keeps more warps in flight than with the flat kernel's
+ * 80-register threads. Same arithmetic (rotate_chunk) and same bits as the flat kernel.
+ * Measured on an H200 (bench/results-cuda.md): G = 1 (32-50 registers) was 8-30 points of the
+ * copy slower than the flat kernel on every row (each thread converts its own columns; float32
+ * tables need 8 float<->double conversions per pair); G = 2 is faster on MRoPE and on most
+ * 16-bit rows, slower on float32 and partial-rotary rows: tile_preferred chooses. */
+constexpr int TILE_G = 2;
+template <int DT, int TDT, bool IL, int G>
+__global__ void __launch_bounds__(1024) rotary_tile_kernel(const RotArgs a) {
+    typedef typename Elt<DT>::raw raw;
+    constexpr int V = 16 / sizeof(raw);
+    constexpr int NC = IL ? V / 2 : V; /* table columns per chunk: 2, 4 or 8 */
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int hp = a.hp; /* row stride of the staged columns, a multiple of 8 */
+    float *cw = reinterpret_cast<float *>(smem);
+    float *sw = cw + (size_t)a.tpb * hp;
+    unsigned char *ok = reinterpret_cast<unsigned char *>(sw + (size_t)a.tpb * hp);
+
+    const long long tok0 = (long long)blockIdx.x * a.tpb;
+    const int ntok = (int)min((long long)a.tpb, a.T - tok0);
+    const unsigned tid = threadIdx.x;
+    const int per_tok = a.ngroups * a.items;
+    const int tl = (int)fdiv(tid, a.d_per_tok);
+    int r = (int)tid - tl * per_tok;
+    const bool live = tl < ntok;
+    const long long tok = tok0 + tl;
+    long long b = 0, s = 0;
+    if (live) {
+        if (a.small) {
+            const unsigned b32 = fdiv((unsigned)tok, a.d_S);
+            b = b32, s = (unsigned)tok - b32 * a.d_S.d;
+        } else {
+            b = tok / a.S, s = tok - b * a.S;
         }
     }
+    const int hints = a.hints;
+    const bool copy = r >= a.rot_total;
+    int n0 = 0, k0 = 0;
+    uint4 va[G], vb[G];
+    const raw *xp = nullptr;
+    raw *yp = nullptr;
+    if (copy) { /* channels [R, H): copied bit for bit, before the barrier */
+        r -= a.rot_total;
+        const int grp = (int)fdiv((unsigned)r, a.d_copy_items), u = r - grp * a.copy_items;
+        n0 = grp * G;
+        const long long c0 = a.R + (long long)u * V;
+        if (live) {
+            xp = reinterpret_cast<const raw *>(a.x) + b * a.xs[0] + s * a.xs[1] + n0 * a.xs[2] + c0;
+            yp = reinterpret_cast<raw *>(a.y) + b * a.ys[0] + s * a.ys[1] + n0 * a.ys[2] + c0;
+#pragma unroll
+            for (int g = 0; g < G; ++g)
+                if (n0 + g < a.N) va[g] = ld_x(xp + g * a.xs[2], hints);
+#pragma unroll
+            for (int g = 0; g < G; ++g)
+                if (n0 + g < a.N) st_y(yp + g * a.ys[2], va[g], hints);
+        }
+    } else if (live) { /* x loads first: they do not depend on the ids */
+        const int grp = (int)fdiv((unsigned)r, a.d_rot_items), u = r - grp * a.rot_items;
+        n0 = grp * G;
+        k0 = u * NC;
+        xp = reinterpret_cast<const raw *>(a.x) + b * a.xs[0] + s * a.xs[1] + n0 * a.xs[2];
+        yp = reinterpret_cast<raw *>(a.y) + b * a.ys[0] + s * a.ys[1] + n0 * a.ys[2];
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+            if (n0 + g < a.N) {
+                const raw *q = xp + g * a.xs[2];
+                va[g] = ld_x(q + (IL ? 2 * k0 : k0), hints);
+                if (!IL) vb[g] = ld_x(q + k0 + a.h, hints);
+            }
+    }
+    /* the block's tokens' columns, once per token */
+    const unsigned nt = blockDim.x;
+    for (unsigned i = tid; i < (unsigned)(ntok * a.h); i += nt) {
+        const int t = (int)fdiv(i, a.d_h), k = (int)i - t * a.h;
+        const long long tt = tok0 + t;
+        long long bb, ss;
+        if (a.small) {
+            const unsigned b32 = fdiv((unsigned)tt, a.d_S);
+            bb = b32, ss = (unsigned)tt - b32 * a.d_S.d;
+        } else {
+            bb = tt / a.S, ss = tt - bb * a.S;
+        }
+        float c, sn;
+        const bool good = fetch_cs<TDT>(a, bb, ss, k, &c, &sn);
+        cw[t * hp + k] = good ? c : 1.0f;
+        sw[t * hp + k] = good ? sn : 0.0f;
+        ok[t * hp + k] = good;
+    }
+    /* out-of-range ids: counted once per (token, stream) */
+    if (a.err && a.rows != RK_ROWS_TABLE_3D) {
+        for (unsigned i = tid; i < (unsigned)(ntok * 3); i += nt) {
+            const int t = (int)(i / 3), st = (int)i - t * 3;
+            if (!((a.stream_mask >> st) & 1)) continue;
+            const long long tt = tok0 + t, bb = tt / a.S, ss = tt - bb * a.S;
+            long long row, value;
+            if (token_row(a, bb, ss, st, &row, &value)) continue;
+            int kind = a.rows == RK_ROWS_MROPE ? ERR_IDS_MROPE
+                     : a.rows == RK_ROWS_OFFSET ? ERR_OFFSET : ERR_IDS_2D;
+            unsigned long long key = (unsigned long long)((a.rows == RK_ROWS_MROPE ? st : 0) * a.B + bb) *
+                                         (unsigned long long)a.S + (unsigned long long)ss;
+            record_bad(a.err, key, kind, st, bb, ss, value, a.table_rows, a.S);
+        }
+    }
+    __syncthreads();
+    if (copy || !live) return;
+    /* the chunk's columns from shared memory (hp and k0 are multiples of NC) */
+    float cf[NC], sf[NC];
+    unsigned good = 0;
+    {
+        const float *cp = cw + tl * hp + k0, *sp = sw + tl * hp + k0;
+        const unsigned char *op = ok + tl * hp + k0;
+        if constexpr (NC >= 4) {
+#pragma unroll
+            for (int v = 0; v < NC / 4; ++v) {
+                const float4 c4 = reinterpret_cast<const float4 *>(cp)[v];
+                const float4 s4 = reinterpret_cast<const float4 *>(sp)[v];
+                cf[4 * v] = c4.x, cf[4 * v + 1] = c4.y, cf[4 * v + 2] = c4.z, cf[4 * v + 3] = c4.w;
+                sf[4 * v] = s4.x, sf[4 * v + 1] = s4.y, sf[4 * v + 2] = s4.z, sf[4 * v + 3] = s4.w;
+            }
+            if constexpr (NC == 8) {
+                const uint2 o = *reinterpret_cast<const uint2 *>(op);
+                unsigned m = 0;
+#pragma unroll
+                for (int j = 0; j < 4; ++j) m |= ((o.x >> (8 * j)) & 1u) << j;
+#pragma unroll
+                for (int j = 0; j < 4; ++j) m |= ((o.y >> (8 * j)) & 1u) << (4 + j);
+                good = m;
+            } else {
+                const unsigned o = *reinterpret_cast<const unsigned *>(op);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) good |= ((o >> (8 * j)) & 1u) << j;
+            }
+        } else {
+            const float2 c2 = *reinterpret_cast<const float2 *>(cp);
+            const float2 s2 = *reinterpret_cast<const float2 *>(sp);
+            cf[0] = c2.x, cf[1] = c2.y, sf[0] = s2.x, sf[1] = s2.y;
+            const unsigned o = *reinterpret_cast<const unsigned short *>(op);
+            good = (o & 1u) | ((o >> 7) & 2u);
+        }
+    }
+    rotate_chunk<DT, TDT, IL, G, false>(va, vb, cf, sf, good);
 #pragma unroll
     for (int g = 0; g < G; ++g) {
         if (n0 + g >= a.N) continue;
@@ -499,6 +682,37 @@ ropekit_status launch_rotary_flat(const RotArgs &a, long long threads_total, int
         if (a.interleaved) rotary_flat_kernel<DT, TDT, true, 4><<<grid, block, 0, st>>>(a);
         else rotary_flat_kernel<DT, TDT, false, 4><<<grid, block, 0, st>>>(a);
     }
+    return launched("rotary kernel launch");
+}
+
+/* Which kernel takes a vectorisable call: the tile kernel (2 heads per thread) where it measured
+ * faster than the flat kernel on an H200 (bench/results-cuda.md, 2026-12-01, same-run A/B):
+ * 16-bit x over the whole head (no partial rotary), half-split pairs, per-token ids — except
+ * float16 x with float32 tables — and MRoPE. Everything else (float32 x, partial rotary,
+ * adjacent pairs, offsets, 3D tables: slower there or not measured) keeps the flat kernel.
+ * Benchmark knob: ROPEKIT_CUDA_TILE=0 (flat kernel always) or 1 (tile kernel whenever it fits);
+ * ROPEKIT_CUDA_TILE_THREADS: the tile kernel's target block size (tokens per block = this /
+ * threads per token, at least 1). */
+bool tile_preferred(const rk_rotary_plan *p) {
+    static const int t = env_int("ROPEKIT_CUDA_TILE", 0, 1, -1);
+    if (t >= 0) return t == 1;
+    if (p->dtype == ROPEKIT_FLOAT32 || p->interleaved || p->R != p->H) return false;
+    if (p->rows == RK_ROWS_MROPE) return true;
+    return p->rows == RK_ROWS_PER_TOKEN &&
+           !(p->dtype == ROPEKIT_FLOAT16 && p->table_dtype == ROPEKIT_FLOAT32);
+}
+int tile_threads() {
+    static const int t = env_int("ROPEKIT_CUDA_TILE_THREADS", 32, 1024, 256);
+    return t;
+}
+
+template <int DT, int TDT>
+ropekit_status launch_rotary_tile(const RotArgs &a, long long blocks, int threads, size_t shm,
+                                  cudaStream_t st) {
+    if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
+    const dim3 grid((unsigned)blocks), block((unsigned)threads);
+    if (a.interleaved) rotary_tile_kernel<DT, TDT, true, TILE_G><<<grid, block, shm, st>>>(a);
+    else rotary_tile_kernel<DT, TDT, false, TILE_G><<<grid, block, shm, st>>>(a);
     return launched("rotary kernel launch");
 }
 
@@ -572,7 +786,13 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
      * for benchmarks; 2 and 8 were measured slower on an H200, and so were a variant looping
      * over head groups with the next group's loads in flight, and copy threads of 8 heads for
      * [R, H) (Phi float16 78% vs 83% of copy)) */
-    const int G = flat_heads_per_thread();
+    /* the tile kernel (tile_preferred) when a token's threads fit one block and its columns fit
+     * shared memory; else the flat kernel */
+    const long long tile_per_tok = (long long)((p->N + TILE_G - 1) / TILE_G) * a.items;
+    const long long hp = (h + 7) / 8 * 8;
+    const bool tile = vec && tile_per_tok >= 1 && tile_per_tok <= 1024 && hp * 9 <= 48 * 1024 &&
+                      tile_preferred(p);
+    const int G = tile ? TILE_G : flat_heads_per_thread();
     a.ngroups = (int)((p->N + G - 1) / G);
     a.rot_total = a.ngroups * a.rot_items;
     a.copy_items = a.items - a.rot_items;
@@ -592,9 +812,27 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
                               p->sin_ss % per == 0
                         : p->cos_rs % per == 0 && p->sin_rs % per == 0);
     }
+    long long tile_blocks = 0;
+    int tile_thr = 0;
+    size_t tile_shm = 0;
+    if (tile) {
+        long long tt = tile_threads() / tile_per_tok;
+        if (tt < 1) tt = 1;
+        while (tt > 1 && tt * tile_per_tok > 1024) --tt;
+        while (tt > 1 && (a.T + tt - 1) / tt < 2 * sms) tt /= 2;
+        while (tt > 1 && (size_t)(tt * hp * 9) > 48 * 1024) --tt;
+        if (tt > a.T) tt = a.T;
+        a.tpb = (int)tt;
+        a.hp = (int)hp;
+        a.d_h = make_div(h > 0 ? h : 1);
+        tile_thr = (int)(tt * tile_per_tok);
+        tile_blocks = (a.T + tt - 1) / tt;
+        tile_shm = (size_t)(tt * hp * 9);
+    }
 #define RK_ROT(DT_, TDT_)                                                                        \
-    return vec ? launch_rotary_flat<DT_, TDT_>(a, flat_total, G, st)                             \
-               : launch_rotary_scalar<DT_, TDT_>(a, smem, (unsigned)blocks, shm, st)
+    return tile  ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)         \
+           : vec ? launch_rotary_flat<DT_, TDT_>(a, flat_total, G, st)                           \
+                 : launch_rotary_scalar<DT_, TDT_>(a, smem, (unsigned)blocks, shm, st)
     if (dt == ROPEKIT_FLOAT32) RK_ROT(ROPEKIT_FLOAT32, ROPEKIT_FLOAT32);
     if (dt == ROPEKIT_FLOAT16) {
         if (tdt == ROPEKIT_FLOAT32) RK_ROT(ROPEKIT_FLOAT16, ROPEKIT_FLOAT32);

@@ -887,7 +887,8 @@ static rk_ten *leaf(rk_eval *e, const char *name) {
     int32_t type = tt->has_elem_type ? tt->elem_type : RK_DT_FLOAT;
     rk_ten *t = ten_new(e, type, (int)tt->shape->n_dim, dims);
     if (!t) return NULL;
-    uint32_t s = 12345u;
+    /* (seeded by the value: two inputs, e.g. a cos and a sin fed from outside, differ) */
+    uint32_t s = 12345u + 2654435761u * (uint32_t)vindex(e, name);
     for (int64_t i = 0; i < t->n; ++i) {
         s = s * 1664525u + 1013904223u;
         t->v[i] = is_float_type(type) ? round_to(type, ((double)(s >> 8) / (1 << 24)) * 2 - 1) : 1;
@@ -1023,9 +1024,10 @@ static void eval_node(rk_eval *e, const Onnx__NodeProto *n, const char *want, in
                 ns = k;
             }
             int64_t total = 0;
-            for (size_t i = 0; i < ns; ++i)
-                total += sizes[i];
-            if (ns != k || total != a->dims[ax]) {
+            int sizes_ok = 1; /* the split sizes come from the model: negative or huge ones */
+            for (size_t i = 0; i < ns && sizes_ok; ++i)
+                sizes_ok = sizes[i] >= 0 && rk_add(total, sizes[i], &total);
+            if (!sizes_ok || ns != k || total != a->dims[ax]) {
                 efail(e, "Split '%s' sizes do not cover the axis", n->output[0]);
             } else {
                 int64_t off = 0;

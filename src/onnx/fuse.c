@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config_json.h"
 #include "fuse_internal.h"
@@ -303,6 +304,7 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
     snprintf(base, sizeof base, "ropekit_rope_%lld", (long long)(*counter)++);
     char *node_name = rk_graph_unique_name(ix, base);
     char *out = rk_graph_unique_name(ix, s->output);
+    char *y_pre = NULL;
     char *x_in = NULL, *x3 = NULL, *y3 = NULL, *shape_in = NULL, *shape_out = NULL, *pos_name = NULL;
     ropekit_status st = ROPEKIT_OK;
     const char *positions = s->angles.positions;
@@ -332,6 +334,22 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
         st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
         goto done;
     }
+    if (s->x_perm) {
+        /* channels the graph reorders before rotating: the fused node reads x[..., perm] */
+        char *perm = NULL, *gx = NULL;
+        if ((st = add_int_initializer(ix, "ropekit_x_perm", s->x_perm, (size_t)s->head_size,
+                                      &perm)) != ROPEKIT_OK)
+            goto done;
+        const char *gin[2] = {s->x, perm};
+        st = add_node(ix, "Gather", gin, 2, "ropekit_x_permuted", "axis", 3, hint, &gx);
+        free(perm);
+        if (st != ROPEKIT_OK) {
+            free(gx);
+            goto done;
+        }
+        free(x_in);
+        x_in = gx;
+    }
     if (s->layout == RK_LAYOUT_BSNH) {
         /* (B, S, N, H) -> (B, S, N*H) for the fused op, and back */
         int64_t to3[3] = {0, 0, -1}, to4[4] = {0, 0, s->num_heads, s->head_size};
@@ -344,7 +362,7 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
             st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
             goto done;
         }
-        const char *ins[2] = {s->x, shape_in};
+        const char *ins[2] = {x_in, shape_in};
         Onnx__NodeProto *r = rk_new_node("Reshape", "", x3, ins, 2, (const char *const *)&x3, 1);
         if (!r || (st = rk_graph_insert_node(ix, r, hint, NULL)) != ROPEKIT_OK) {
             if (!r) st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
@@ -354,7 +372,12 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
         x_in = rk_strdup(x3);
     }
     {
-        const char *rope_out = s->layout == RK_LAYOUT_BSNH ? y3 : out;
+        if (s->y_perm && !(y_pre = rk_graph_unique_name(ix, "ropekit_y_fused_order"))) {
+            st = RK_OOM();
+            goto done;
+        }
+        const char *out4 = s->y_perm ? y_pre : out; /* the fused node's 4D result */
+        const char *rope_out = s->layout == RK_LAYOUT_BSNH ? y3 : out4;
         const char *ins[4];
         if (onnx_op) {
             ins[0] = x_in, ins[1] = t->cos_name, ins[2] = t->sin_name, ins[3] = positions;
@@ -382,12 +405,30 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
         if ((st = rk_graph_insert_node(ix, n, hint, NULL)) != ROPEKIT_OK) goto done;
     }
     if (s->layout == RK_LAYOUT_BSNH) {
+        const char *o4 = s->y_perm ? y_pre : out;
         const char *ins[2] = {y3, shape_out};
-        Onnx__NodeProto *r = rk_new_node("Reshape", "", out, ins, 2, (const char *const *)&out, 1);
+        Onnx__NodeProto *r = rk_new_node("Reshape", "", o4, ins, 2, &o4, 1);
         if (!r || (st = rk_graph_insert_node(ix, r, hint, NULL)) != ROPEKIT_OK) {
             if (!r) st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
             goto done;
         }
+    }
+    if (s->y_perm) {
+        /* the graph's channel order of the result (a rotation on trailing channels):
+         * out[..., c] = fused[..., y_perm[c]] */
+        char *perm = NULL;
+        if ((st = add_int_initializer(ix, "ropekit_y_perm", s->y_perm, (size_t)s->head_size,
+                                      &perm)) != ROPEKIT_OK)
+            goto done;
+        const char *gin[2] = {y_pre, perm};
+        Onnx__NodeProto *gn = rk_new_node("Gather", "", out, gin, 2, (const char *const *)&out, 1);
+        free(perm);
+        if (!gn || (st = rk_node_add_attr_int(gn, "axis", 3)) != ROPEKIT_OK) {
+            if (gn) rk_node_free(gn);
+            else st = RK_OOM();
+            goto done;
+        }
+        if ((st = rk_graph_insert_node(ix, gn, hint, NULL)) != ROPEKIT_OK) goto done;
     }
     ov = rk_graph_value(ix, s->output);
     if (ov && (ov->flags & RK_VALUE_OUTPUT)) {
@@ -420,7 +461,7 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
     node_name = NULL;
 done:
     free(node_name), free(out), free(x_in), free(x3), free(y3), free(shape_in), free(shape_out);
-    free(pos_name);
+    free(pos_name), free(y_pre);
     return st;
 }
 
@@ -547,28 +588,10 @@ static void account_trig(rk_graph *ix, ropekit_fuse_report *r) {
     r->n_unfused = keep;
 }
 
+/* Every RoPE site, by what its subgraph computes (match_linear.c). */
 static ropekit_status match_all(rk_graph *ix, ropekit_fuse_report *r) {
-    Onnx__GraphProto *g = ix->g;
     size_t cap = 0;
-    for (size_t i = 0; i < g->n_node; ++i) {
-        const Onnx__NodeProto *n = g->node[i];
-        if (strcmp(n->op_type, "Neg") != 0 || (n->domain && n->domain[0]) || n->n_output != 1)
-            continue;
-        rk_site site;
-        if (!rk_match_rotate_half(ix, n, &site) && !rk_match_interleaved(ix, n, &site)) continue;
-        if (r->n_sites == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            rk_site *ns = realloc(r->sites, nc * sizeof *ns);
-            if (!ns) {
-                rk_site_free(&site);
-                return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
-            }
-            r->sites = ns, cap = nc;
-        }
-        site.layer = (int64_t)(r->n_sites / 2);
-        r->sites[r->n_sites++] = site;
-    }
-    return ROPEKIT_OK;
+    return rk_match_linear_all(ix, &r->sites, &r->n_sites, &cap);
 }
 
 static int64_t choose_max_positions(const ropekit_fuse_options *o,
@@ -596,10 +619,13 @@ static int64_t choose_max_positions(const ropekit_fuse_options *o,
     return ROPEKIT_FUSE_DEFAULT_MAX_POSITIONS;
 }
 
-/* The tables the fusion would build, before building (or verifying with) any: past 2 GiB they
- * cannot be stored in an .onnx file, and computing them first would take minutes and GBs. */
-static ropekit_status check_table_bytes(const ropekit_fuse_report *r) {
-    double per_row = 0, fixed = 0;
+/* The tables the fusion would build, before building (or verifying with) any: inline, past
+ * 2 GiB they cannot be stored in an .onnx file, and computing them first would take minutes and
+ * GBs. Saved with external data (external_min_bytes > 0), a table of at least that many bytes
+ * goes to OUT.data and only the smaller ones count towards the 2 GiB; all of them must still fit
+ * in memory while the model is built and written. */
+static ropekit_status check_table_bytes(const ropekit_fuse_report *r, int64_t external_min_bytes) {
+    double inline_per_row = 0, inline_fixed = 0, all_bytes = 0;
     for (size_t i = 0; i < r->n_sites; ++i) {
         const rk_site *s = &r->sites[i];
         if (s->reason[0] || !s->angles_ok || s->angles.kind == RK_ANGLES_ROWS) continue; /* no table */
@@ -610,21 +636,39 @@ static ropekit_status check_table_bytes(const ropekit_fuse_report *r) {
                    o->elem_type == s->elem_type && rk_angles_same(&o->angles, &s->angles);
         }
         if (seen) continue;
-        double row = 2.0 * (double)s->angles.half * (double)ropekit_dtype_size(to_rk_dtype(s->elem_type));
+        /* two tables (cos, sin) of rows x half elements each */
+        double row = (double)s->angles.half * (double)ropekit_dtype_size(to_rk_dtype(s->elem_type));
+        double rows =
+            s->angles.kind == RK_ANGLES_TABLE ? (double)s->angles.rows : (double)r->max_positions;
+        all_bytes += 2.0 * row * rows;
+        if (external_min_bytes > 0 && row * rows >= (double)external_min_bytes) continue;
         if (s->angles.kind == RK_ANGLES_TABLE)
-            fixed += row * (double)s->angles.rows;
+            inline_fixed += 2.0 * row * rows;
         else
-            per_row += row;
+            inline_per_row += 2.0 * row;
     }
-    double total = fixed + per_row * (double)r->max_positions;
-    if (total <= (double)RK_MAX_MODEL_BYTES) return ROPEKIT_OK;
-    double fit = per_row > 0 ? ((double)RK_MAX_MODEL_BYTES - fixed) / per_row : 0;
-    return rk_fail(ROPEKIT_ERROR_OVERFLOW,
-                   "a table length of %lld (%s) needs cos/sin tables of %.1f GiB, over the 2 GiB "
-                   "an .onnx file can hold; use a table length of at most %lld "
-                   "(--max-positions N)",
-                   (long long)r->max_positions, r->max_positions_source,
-                   total / (1024.0 * 1024.0 * 1024.0), (long long)(fit > 0 ? fit : 0));
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    double total = inline_fixed + inline_per_row * (double)r->max_positions;
+    if (total > (double)RK_MAX_MODEL_BYTES) {
+        double fit =
+            inline_per_row > 0 ? ((double)RK_MAX_MODEL_BYTES - inline_fixed) / inline_per_row : 0;
+        return rk_fail(ROPEKIT_ERROR_OVERFLOW,
+                       "a table length of %lld (%s) needs cos/sin tables of %.1f GiB, over the 2 "
+                       "GiB an .onnx file can hold; use a table length of at most %lld "
+                       "(--max-positions N), or write the tables to external data "
+                       "(--external-data)",
+                       (long long)r->max_positions, r->max_positions_source, total / gib,
+                       (long long)(fit > 0 ? fit : 0));
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double memory = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    if (memory > 0 && all_bytes > memory)
+        return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY,
+                       "a table length of %lld (%s) needs cos/sin tables of %.1f GiB, more than "
+                       "this machine's %.1f GiB of memory; use a smaller --max-positions N",
+                       (long long)r->max_positions, r->max_positions_source, all_bytes / gib,
+                       memory / gib);
+    return ROPEKIT_OK;
 }
 
 ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *options,
@@ -639,6 +683,11 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
         return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "max_positions = %lld is outside [1, 2^31] "
                        "(0: per-call rows, -1: a table sized from the config)",
                        (long long)o->max_positions);
+    if (o->external_min_bytes < 0)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE,
+                       "external_min_bytes = %lld is negative "
+                       "(0: the model is saved inline)",
+                       (long long)o->external_min_bytes);
     int fixed_table = o->max_positions != 0;
     Onnx__ModelProto *mp = model->proto;
     if (!mp->graph) return rk_fail(ROPEKIT_ERROR_PARSE, "the model has no graph");
@@ -690,7 +739,7 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
         }
         char *pos = s->angles.positions;
         s->probe_mrope = s->angles.mrope;
-        s->probe_limit = s->angles.kind == RK_ANGLES_TABLE ? s->angles.rows : 0;
+        if (s->angles.kind == RK_ANGLES_TABLE) s->probe_limit = s->angles.rows;
         s->angles.positions = NULL;
         rk_angles_free(&s->angles);
         s->angles.kind = RK_ANGLES_ROWS;
@@ -707,6 +756,27 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
     if (st == ROPEKIT_OK && needs_length) r->max_positions = choose_max_positions(o, r, &st);
     /* the head count is needed whenever the fused op gets a partial width or a 3D input */
     /* (checked below), then every site that passed is checked numerically */
+    /* no shape information in the graph: the dims that do not follow its inputs' */
+    const char **pnames = st == ROPEKIT_OK ? calloc(r->n_sites + 1, sizeof *pnames) : NULL;
+    rk_shape *pshapes = pnames ? calloc(r->n_sites + 1, sizeof *pshapes) : NULL;
+    size_t np = 0;
+    if (st == ROPEKIT_OK && !pshapes) st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; pshapes && i < r->n_sites; ++i) {
+        const rk_site *s = &r->sites[i];
+        if (!s->reason[0] && s->angles_ok && (s->num_heads <= 0 || s->head_size <= 0))
+            pnames[np++] = s->x;
+    }
+    if (np && !rk_probe_dims(ix, pnames, np, pshapes)) np = 0;
+    for (size_t i = 0, k = 0; k < np && i < r->n_sites; ++i) {
+        rk_site *s = &r->sites[i];
+        if (s->reason[0] || !s->angles_ok || (s->num_heads > 0 && s->head_size > 0)) continue;
+        const rk_shape *ps = &pshapes[k++];
+        int hd = s->layout == RK_LAYOUT_BNSH ? 1 : 2;
+        if (ps->rank != 4) continue;
+        if (s->num_heads <= 0 && ps->dims[hd] > 0) s->num_heads = s->xdims[hd] = ps->dims[hd];
+        if (s->head_size <= 0 && ps->dims[3] > 0) s->head_size = s->xdims[3] = ps->dims[3];
+    }
+    free(pnames), free(pshapes);
     for (size_t i = 0; st == ROPEKIT_OK && i < r->n_sites; ++i) {
         rk_site *s = &r->sites[i];
         if (s->reason[0] || !s->angles_ok) continue;
@@ -717,7 +787,7 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
         else if (s->layout == RK_LAYOUT_BSNH && s->head_size <= 0)
             snprintf(s->reason, RK_REASON, "the head size of '%s' is unknown", s->x);
     }
-    if (st == ROPEKIT_OK) st = check_table_bytes(r);
+    if (st == ROPEKIT_OK) st = check_table_bytes(r, o->external_min_bytes);
     if (st == ROPEKIT_OK) rk_sites_verify(ix, r->sites, r->n_sites, r->max_positions);
     rk_table *tables = NULL;
     size_t n_tables = 0;

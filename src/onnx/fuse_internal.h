@@ -7,9 +7,12 @@
  * removes what became dead. Sites keep value NAMES (copied), not node pointers, because the
  * rewrite of one site frees nodes.
  *
- * Matchers, one file per pattern family:
- *   match_rotate_half.c   half-split pairs: x*cos + rotate_half(x)*sin, full or partial width
- *   match_interleaved.c   adjacent pairs (GPT-J "rotate every two") from a gathered table
+ * Matching:
+ *   match_linear.c        the sites, in any spelling: each candidate subgraph is evaluated as a
+ *                         linear map of the rotated tensor x (term lists per element) and read
+ *                         off as a RoPE (half-split or adjacent pairs, partial width, channel
+ *                         order, layout); the per-call rows are the graph value holding cos/sin
+ *   match_sincos_table.c  GPT-J's sincos table as an angle source (the fixed-table mode)
  *   match_angles.c        angle sources: on-the-fly inv_freq (Mul or MatMul), scaling, casts;
  *                         M-RoPE section / interleaving assembly (dynamo and TorchScript)
  */
@@ -66,6 +69,10 @@ typedef struct rk_site {
     int term_full;
     int probe_mrope; /* per-call rows of an M-RoPE site: its positions are (3, B, S) */
     int64_t probe_limit; /* per-call rows: probe positions below this (a graph table's rows), 0 */
+    int64_t *x_perm; /* head_size channel indices: the fused node reads x[..., x_perm] (channels
+                      * interleaved before a rotate_half, MLA); NULL: x as it is */
+    int64_t *y_perm; /* head_size: the site's result is fused[..., y_perm] (a rotation of trailing
+                      * or middle channels; the fused node rotates leading ones); NULL: as is */
     char angle_reason[RK_REASON]; /* why the angle source is not a known table (table mode) */
     char reason[RK_REASON];   /* why it cannot be fused ("" when it can) */
     /* results */
@@ -100,6 +107,15 @@ uint32_t rk_consumer_count(const rk_graph *ix, const char *name);
 /* The only consumer of `name`, or NULL when there are several or none. */
 Onnx__NodeProto *rk_single_consumer(const rk_graph *ix, const char *name);
 
+/* Dims of values that do not depend on the graph inputs' symbolic dims, where the graph does
+ * not declare them (TorchScript exports carry no value_info): the shape inference of
+ * rk_value_rank run twice, with two different concrete values for every symbolic dim of the
+ * declared shapes (graph inputs); dims that agree are kept, the others are -1 (rank -1: not
+ * known). shapes[i] for names[i]. Ends any match memo (call it after matching). 0 on out of
+ * memory. */
+#define RK_PROBE_PARAMS 32
+int rk_probe_dims(const rk_graph *ix, const char *const *names, size_t n, rk_shape *shapes);
+
 /* The only consumer of `name` that is not a Shape node (exporters read shapes of intermediate
  * values for later reshapes; those readers die with the site), or NULL. */
 Onnx__NodeProto *rk_main_consumer(const rk_graph *ix, const char *name);
@@ -132,12 +148,6 @@ int rk_value_rank(const rk_graph *ix, const char *name, rk_shape *shape);
 const char *rk_other_operand(const Onnx__NodeProto *n, const char *one);
 int rk_is_last_axis(int64_t axis, int rank);
 
-/* Partial rotation around a site whose rotated part is xr and result `out`: xr = Slice(x, :R)
- * and out's only consumer is Concat(out, Slice(x, R:)) along the last axis, running to the end
- * of x. On a match the site's x and output become x and that Concat, *xshape x's shape. */
-int rk_match_partial(const rk_graph *ix, const char *xr, const char *out, int64_t R, int rank,
-                     rk_site *site, rk_shape *xshape);
-
 /* ---- angle sources (match_angles.c) ------------------------------------------------------- */
 
 /* From a full-width table term (what multiplies x or rotate_half(x), before any Unsqueeze over
@@ -147,6 +157,10 @@ int rk_match_partial(const rk_graph *ix, const char *xr, const char *out, int64_
  * unrecognized one returns 0 with reason describing what was found. */
 int rk_match_angle_term(const rk_graph *ix, const char *term, int want_sin, rk_angles *a,
                         int32_t *cast_to, char *reason, size_t n);
+/* GPT-J's sincos table (match_sincos_table.c): sin_v, cos_v = the two halves of a Split of rows
+ * gathered from a constant (positions, 2h) table by position ids; fills a (RK_ANGLES_TABLE). */
+int rk_match_sincos_table(const rk_graph *ix, const char *cos_v, const char *sin_v, rk_angles *a,
+                          char *reason, size_t n);
 /* Two angle sources describe the same tables (cos and sin halves of one site). */
 int rk_angles_same(const rk_angles *a, const rk_angles *b);
 
@@ -200,11 +214,15 @@ ropekit_status rk_angles_tables(const rk_angles *a, int32_t elem_type, int64_t P
  * fixed table length for inv_freq sources. */
 void rk_sites_verify(const rk_graph *ix, rk_site *sites, size_t n, int64_t table_rows);
 
-/* ---- site matchers ------------------------------------------------------------------------ */
-/* Each looks at the Neg node `neg` and, if it is the negation inside a site of its family,
- * fills *site (owned) and returns 1. site->reason is set when the site cannot be fused. */
-int rk_match_rotate_half(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site *site);
-int rk_match_interleaved(const rk_graph *ix, const Onnx__NodeProto *neg, rk_site *site);
+/* ---- site matching (match_linear.c) ------------------------------------------------------- */
+/* Every site of the graph, appended to *sites (grown with realloc; *cap its capacity), in graph
+ * order: each Add/Sub of products with Cos/Sin-derived factors (or rows of a sinusoid table)
+ * whose subgraph is a linear map of one rotated tensor; site->reason says why one that is not a
+ * RoPE the fused operator computes is left alone. */
+ropekit_status rk_match_linear_all(const rk_graph *ix, rk_site **sites, size_t *n, size_t *cap);
+/* The site at one Add/Sub node: 1 with *site filled (owned; maybe with a reason), 0 when the
+ * node is not a candidate. */
+int rk_match_linear_at(const rk_graph *ix, const Onnx__NodeProto *add, rk_site *site);
 
 /* ---- DeepSeek-V4 attention (match_qknorm.c) ----------------------------------------------- */
 /* Find each layer's q/kv norm + RoPE and output inverse rotation + regroup, verify them

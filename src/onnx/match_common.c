@@ -30,6 +30,8 @@ void rk_site_free(rk_site *s) {
     free(s->fused_node);
     free(s->cos_term);
     free(s->sin_term);
+    free(s->x_perm);
+    free(s->y_perm);
     rk_angles_free(&s->angles);
     memset(s, 0, sizeof *s);
 }
@@ -88,6 +90,12 @@ typedef struct rk_memo {
     rk_shape *shapes;
     int64_t (*evals)[RK_EVAL_CAP];
     uint8_t *eval_count;
+    /* probe mode (rk_probe_dims): symbolic dims of declared shapes get concrete values, probe
+     * k's value of the i-th distinct dim_param being probe_base[k] + i * probe_step[k] */
+    int probe;
+    const char *probe_param[RK_PROBE_PARAMS];
+    size_t n_probe_params;
+    int64_t probe_base, probe_step;
 } rk_memo;
 
 static _Thread_local rk_memo *tl_memo;
@@ -110,12 +118,15 @@ void rk_match_end(void) {
     free(m);
 }
 
-ropekit_status rk_match_begin(const rk_graph *ix) {
+static ropekit_status match_begin(const rk_graph *ix, int probe, int64_t base, int64_t step) {
     rk_match_end();
     rk_memo *m = calloc(1, sizeof *m);
     size_t n = ix->n_values ? ix->n_values : 1;
     if (m) {
         m->ix = ix;
+        m->probe = probe;
+        m->probe_base = base;
+        m->probe_step = step;
         m->n = ix->n_values;
         m->shape_state = calloc(n, 1);
         m->eval_state = calloc(n, 1);
@@ -144,6 +155,57 @@ ropekit_status rk_match_begin(const rk_graph *ix) {
         }
     }
     return ROPEKIT_OK;
+}
+
+ropekit_status rk_match_begin(const rk_graph *ix) {
+    return match_begin(ix, 0, 0, 0);
+}
+
+/* probe mode: the declared symbolic dims of `name` (dim_param) get their probe values */
+static void probe_declared(rk_memo *m, const rk_graph *ix, const char *name, rk_shape *out) {
+    const rk_value *v = rk_graph_value(ix, name);
+    const Onnx__TypeProto *tp = v && !v->initializer && v->info ? v->info->type : NULL;
+    const Onnx__TypeProto__Tensor *tt =
+        tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? tp->tensor_type : NULL;
+    if (!tt || !tt->shape || (int)tt->shape->n_dim != out->rank) return;
+    for (int i = 0; i < out->rank; ++i) {
+        const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+        if (out->dims[i] >= 0 || !d ||
+            d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ||
+            !d->dim_param || !d->dim_param[0])
+            continue;
+        size_t k = 0;
+        while (k < m->n_probe_params && strcmp(m->probe_param[k], d->dim_param) != 0)
+            ++k;
+        if (k == m->n_probe_params) {
+            if (k == RK_PROBE_PARAMS) continue; /* stays unknown */
+            m->probe_param[m->n_probe_params++] = d->dim_param;
+        }
+        out->dims[i] = m->probe_base + (int64_t)k * m->probe_step;
+    }
+}
+
+int rk_probe_dims(const rk_graph *ix, const char *const *names, size_t n, rk_shape *shapes) {
+    /* two probes with different values for every symbolic dim: a dim that comes out the same
+     * in both does not depend on them (the number of heads, the head size). One linear pass
+     * over the graph per probe, whatever n is. */
+    static const int64_t base[2] = {2, 5}, step[2] = {1, 2};
+    for (int k = 0; k < 2; ++k) {
+        if (match_begin(ix, 1, base[k], step[k]) != ROPEKIT_OK) return 0;
+        for (size_t i = 0; i < n; ++i) {
+            rk_shape sh;
+            infer_shape(ix, names[i], &sh, 0);
+            if (k == 0) {
+                shapes[i] = sh;
+                continue;
+            }
+            if (sh.rank != shapes[i].rank) shapes[i].rank = -1;
+            for (int d = 0; d < shapes[i].rank; ++d)
+                if (sh.dims[d] != shapes[i].dims[d]) shapes[i].dims[d] = -1;
+        }
+        rk_match_end();
+    }
+    return 1;
 }
 
 /* Where a Reshape target's unknown entries come from: Unsqueeze(Gather(Shape(z), k)). */
@@ -260,6 +322,8 @@ static void infer_shape_compute(const rk_graph *ix, const char *name, rk_shape *
         return;
     }
     rk_graph_shape(ix, name, out);
+    rk_memo *m = memo_for(ix);
+    if (m && m->probe && out->rank > 0) probe_declared(m, ix, name, out);
     if (out->rank >= 0 || depth > 24) return;
     Onnx__NodeProto *n = rk_graph_producer(ix, name);
     if (!n || !is_default_domain(n)) return;
@@ -312,6 +376,23 @@ static void infer_shape_compute(const rk_graph *ix, const char *name, rk_shape *
         }
         if (resolvable && minus_one >= 0 && in.dims[in.rank - 1] % known == 0)
             out->dims[minus_one] = in.dims[in.rank - 1] / known;
+        /* every dim known but one -1 (static shapes, or the probes of rk_probe_dims): numel */
+        int64_t numel = in.rank >= 0 ? 1 : -1, rest = 1;
+        minus_one = -1;
+        for (int i = 0; i < in.rank && numel > 0; ++i)
+            numel = in.dims[i] < 0 || (in.dims[i] && numel > INT64_MAX / in.dims[i])
+                        ? -1
+                        : numel * in.dims[i];
+        for (int i = 0; i < t.rank && numel > 0 && rest > 0; ++i) {
+            if (out->dims[i] >= 0 && t.dims[i] != -1)
+                rest = out->dims[i] && rest > INT64_MAX / out->dims[i] ? -1 : rest * out->dims[i];
+            else if (t.dims[i] == -1 && minus_one < 0)
+                minus_one = i;
+            else
+                rest = -1;
+        }
+        if (numel > 0 && rest > 0 && minus_one >= 0 && numel % rest == 0)
+            out->dims[minus_one] = numel / rest;
         out->rank = t.rank;
         out->elem_type = in.elem_type;
     } else if (!strcmp(op, "Slice") || !strcmp(op, "Split")) {
@@ -803,36 +884,3 @@ int rk_is_last_axis(int64_t axis, int rank) { return axis == -1 || (rank > 0 && 
 
 #define BIG_END ((int64_t)1 << 40) /* "to the end" in a Slice: any end at or past this */
 
-int rk_match_partial(const rk_graph *ix, const char *xr, const char *out, int64_t R, int rank,
-                     rk_site *site, rk_shape *xshape) {
-    Onnx__NodeProto *s_rot = rk_producer_op(ix, xr, "Slice");
-    Onnx__NodeProto *pcat = rk_single_consumer(ix, out);
-    if (!s_rot || !pcat || strcmp(pcat->op_type, "Concat") != 0 || pcat->n_input != 2 ||
-        strcmp(rk_input(pcat, 0) ? pcat->input[0] : "", out) != 0)
-        return 0;
-    Onnx__NodeProto *s_pass = rk_producer_op(ix, rk_input(pcat, 1), "Slice");
-    int64_t a2, b2, ax2, st2, a3, b3, ax3, st3;
-    if (!s_pass || !rk_input(s_rot, 0) || !rk_input(s_pass, 0) ||
-        strcmp(s_rot->input[0], s_pass->input[0]) != 0 ||
-        !rk_slice_params(ix, s_rot, &a2, &b2, &ax2, &st2) ||
-        !rk_slice_params(ix, s_pass, &a3, &b3, &ax3, &st3) || a2 != 0 || b2 != R || st2 != 1 ||
-        st3 != 1 || a3 != R || !rk_is_last_axis(ax2, rank) || !rk_is_last_axis(ax3, rank) ||
-        !rk_is_last_axis(rk_attr_i(pcat, "axis", 0), rank))
-        return 0;
-    rk_shape fs;
-    rk_value_rank(ix, s_rot->input[0], &fs);
-    int64_t H = fs.rank > 0 ? fs.dims[fs.rank - 1] : -1;
-    /* the pass-through part must run to the end of x, or the fused output would be wider */
-    if (!(H >= 0 ? b3 >= H : b3 >= BIG_END)) return 0;
-    char *x = rk_strdup(s_rot->input[0]), *o = rk_strdup(pcat->output[0]);
-    if (!x || !o) {
-        free(x), free(o);
-        return 0;
-    }
-    free(site->x);
-    free(site->output);
-    site->x = x;
-    site->output = o;
-    *xshape = fs;
-    return 1;
-}

@@ -195,8 +195,9 @@ static void verify_one(table_cache *tc, rk_eval *e, rk_site *s, const int64_t *x
         refuse(s, "%s", "out of memory while verifying the site");
         return;
     }
-    for (int64_t i = 0; i < n; ++i)
-        rk_store(xb, dt, i, (float)xv[i]);
+    int64_t H = xdims[3];
+    for (int64_t i = 0; i < n; ++i) /* the fused node reads x[..., x_perm] */
+        rk_store(xb, dt, i, (float)xv[s->x_perm ? i - i % H + s->x_perm[i % H] : i]);
     char *rc = NULL, *rs = NULL;
     int64_t n_rows = 0;
     double rpos[3 * PROBE_MAX_BS];
@@ -258,7 +259,9 @@ static void verify_one(table_cache *tc, rk_eval *e, rk_site *s, const int64_t *x
     double worst = 0, scale = 1;
     int64_t at = 0;
     for (int64_t i = 0; i < n; ++i) {
-        double a = y->v[i], b = (double)rk_load(yb, dt, i);
+        /* (the graph's channel order: y[..., c] = fused[..., y_perm[c]]) */
+        int64_t j = s->y_perm ? i - i % xdims[3] + s->y_perm[i % xdims[3]] : i;
+        double a = y->v[i], b = (double)rk_load(yb, dt, j);
         double d = fabs(a - b);
         if (!(d <= worst)) worst = d, at = i; /* NaN counts as the worst */
         if (fabs(a) > scale) scale = fabs(a);
@@ -266,8 +269,9 @@ static void verify_one(table_cache *tc, rk_eval *e, rk_site *s, const int64_t *x
     double tol = s->elem_type == RK_DT_FLOAT ? 1e-5 : 1e-2;
     if (!(worst <= tol * scale)) {
         char d[160];
+        int64_t jt = s->y_perm ? at - at % xdims[3] + s->y_perm[at % xdims[3]] : at;
         snprintf(d, sizeof d, "element %lld: %.6g vs %.6g, max |diff| %.3g", (long long)at,
-                 y->v[at], (double)rk_load(yb, dt, at), worst);
+                 y->v[at], (double)rk_load(yb, dt, jt), worst);
         refuse(s,
                "the original subgraph and the fused operator disagree on probe inputs (%s); "
                "not fused",
@@ -357,7 +361,17 @@ void rk_sites_verify(const rk_graph *ix, rk_site *sites, size_t n, int64_t table
             } else {
                 name_dims(e, ix, s->x, xdims, 4);
             }
-            if (!rk_eval_bind(e, s->x, s->elem_type, 4, xdims, xv)) {
+            /* x widened from float16 / bfloat16 (the rotation computed in float32): the site
+             * reads the narrow tensor too, so that is the one bound (the widening is exact) */
+            const char *bind = s->x;
+            int32_t bind_type = s->elem_type;
+            Onnx__NodeProto *cx = rk_producer_op(ix, s->x, "Cast");
+            rk_shape cs;
+            if (cx && rk_input(cx, 0) && s->elem_type == RK_DT_FLOAT &&
+                rk_attr_i(cx, "to", 0) == RK_DT_FLOAT && rk_value_rank(ix, cx->input[0], &cs) &&
+                (cs.elem_type == RK_DT_FLOAT16 || cs.elem_type == RK_DT_BFLOAT16))
+                bind = cx->input[0], bind_type = cs.elem_type;
+            if (!rk_eval_bind(e, bind, bind_type, 4, xdims, xv)) {
                 refuse(s, "the rotated tensor could not be bound for verification (%s)",
                        rk_eval_error(e));
                 free(xv);
@@ -365,7 +379,7 @@ void rk_sites_verify(const rk_graph *ix, rk_site *sites, size_t n, int64_t table
             }
             /* the bound values are rounded to T by the evaluator; give the fused op the same */
             for (int64_t k = 0; k < cnt; ++k) {
-                ropekit_dtype dt = to_dtype(s->elem_type);
+                ropekit_dtype dt = to_dtype(bind_type);
                 float f = (float)xv[k];
                 xv[k] = (double)rk_round_to(dt, f);
             }

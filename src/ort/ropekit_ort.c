@@ -150,51 +150,79 @@ static OrtStatus *rk_fail(const rk_kernel *k, ropekit_status s, const char *msg)
 
 /* ---- attributes ---- */
 
-static int64_t rk_attr_i(const OrtKernelInfo *info, const char *name, int64_t dflt) {
-    int64_t v = dflt;
-    OrtStatus *st = g_api->KernelInfoGetAttribute_int64(info, name, &v);
-    if (st != NULL) {
-        g_api->ReleaseStatus(st);
-        return dflt;
-    }
-    return v;
+/* Whether the node has an attribute of this name, of any type: onnxruntime's array getter answers
+ * for every attribute that exists (with 0 values when it is not a list of ints). */
+static int rk_attr_exists(const OrtKernelInfo *info, const char *name) {
+    size_t n = 0;
+    OrtStatus *st = g_api->KernelInfoGetAttributeArray_int64(info, name, NULL, &n);
+    if (st == NULL) return 1;
+    g_api->ReleaseStatus(st);
+    return 0;
 }
 
-static float rk_attr_f(const OrtKernelInfo *info, const char *name, float dflt) {
-    float v = dflt;
-    OrtStatus *st = g_api->KernelInfoGetAttribute_float(info, name, &v);
-    if (st != NULL) {
-        g_api->ReleaseStatus(st);
-        return dflt;
-    }
-    return v;
+/* An int attribute: its value, or dflt when the node does not have it. One of another type (a
+ * float `interleaved = 1.0`, a string) is an error: read as absent it would run the default. */
+static OrtStatus *rk_attr_i(const rk_kernel *k, const OrtKernelInfo *info, const char *name,
+                            int64_t dflt, int64_t *out) {
+    *out = dflt;
+    OrtStatus *st = g_api->KernelInfoGetAttribute_int64(info, name, out);
+    if (st == NULL) return NULL;
+    g_api->ReleaseStatus(st);
+    *out = dflt;
+    if (!rk_attr_exists(info, name)) return NULL;
+    return rk_status(ORT_INVALID_ARGUMENT,
+                     RK_WHERE "attribute %s must be an int (AttributeProto INT), not another type "
+                              "(ROPEKIT_ERROR_INVALID_ATTRIBUTE)",
+                     RK_WHERE_ARGS(k), name);
 }
+
+static OrtStatus *rk_attr_f(const rk_kernel *k, const OrtKernelInfo *info, const char *name,
+                            float dflt, float *out) {
+    *out = dflt;
+    OrtStatus *st = g_api->KernelInfoGetAttribute_float(info, name, out);
+    if (st == NULL) return NULL;
+    g_api->ReleaseStatus(st);
+    *out = dflt;
+    if (!rk_attr_exists(info, name)) return NULL;
+    return rk_status(ORT_INVALID_ARGUMENT,
+                     RK_WHERE "attribute %s must be a float (AttributeProto FLOAT), not another "
+                              "type (ROPEKIT_ERROR_INVALID_ATTRIBUTE)",
+                     RK_WHERE_ARGS(k), name);
+}
+
+#define RK_ATTR_I(name, dflt, field) RK_ATTR_TRY(rk_attr_i(k, info, name, dflt, &(field)))
+#define RK_ATTR_F(name, dflt, field) RK_ATTR_TRY(rk_attr_f(k, info, name, dflt, &(field)))
+#define RK_ATTR_TRY(expr)                                                                          \
+    do {                                                                                           \
+        OrtStatus *rk_ast_ = (expr);                                                               \
+        if (rk_ast_ != NULL) return rk_ast_;                                                       \
+    } while (0)
 
 static OrtStatus *rk_read_attrs(rk_kernel *k, const OrtKernelInfo *info) {
     switch (k->op->kind) {
     case RK_ONNX_ROPE:
-        k->a.onnx.interleaved = rk_attr_i(info, "interleaved", 0);
-        k->a.onnx.rotary_embedding_dim = rk_attr_i(info, "rotary_embedding_dim", 0);
-        k->a.onnx.num_heads = rk_attr_i(info, "num_heads", 0);
-        k->a.onnx.inverse = rk_attr_i(info, "inverse", 0);
+        RK_ATTR_I("interleaved", 0, k->a.onnx.interleaved);
+        RK_ATTR_I("rotary_embedding_dim", 0, k->a.onnx.rotary_embedding_dim);
+        RK_ATTR_I("num_heads", 0, k->a.onnx.num_heads);
+        RK_ATTR_I("inverse", 0, k->a.onnx.inverse);
         break;
     case RK_MS_ROPE:
-        k->a.ms.interleaved = rk_attr_i(info, "interleaved", 0);
-        k->a.ms.rotary_embedding_dim = rk_attr_i(info, "rotary_embedding_dim", 0);
-        k->a.ms.num_heads = rk_attr_i(info, "num_heads", 0);
-        k->a.ms.scale = rk_attr_f(info, "scale", 1.0f);
-        k->a.ms.is_packed_batching = rk_attr_i(info, "is_packed_batching", 0);
-        k->a.ms.inverse = rk_attr_i(info, "inverse", 0);
+        RK_ATTR_I("interleaved", 0, k->a.ms.interleaved);
+        RK_ATTR_I("rotary_embedding_dim", 0, k->a.ms.rotary_embedding_dim);
+        RK_ATTR_I("num_heads", 0, k->a.ms.num_heads);
+        RK_ATTR_F("scale", 1.0f, k->a.ms.scale);
+        RK_ATTR_I("is_packed_batching", 0, k->a.ms.is_packed_batching);
+        RK_ATTR_I("inverse", 0, k->a.ms.inverse);
         break;
     case RK_MROPE: {
         ropekit_mrotary_embedding_attrs *a = &k->a.mrope;
-        a->mrope_layout = rk_attr_i(info, "mrope_layout", 0);
-        a->interleaved = rk_attr_i(info, "interleaved", 0);
-        a->rotary_embedding_dim = rk_attr_i(info, "rotary_embedding_dim", 0);
-        a->num_heads = rk_attr_i(info, "num_heads", 0);
-        a->scale = rk_attr_f(info, "scale", 1.0f);
-        a->is_packed_batching = rk_attr_i(info, "is_packed_batching", 0);
-        a->inverse = rk_attr_i(info, "inverse", 0);
+        RK_ATTR_I("mrope_layout", 0, a->mrope_layout);
+        RK_ATTR_I("interleaved", 0, a->interleaved);
+        RK_ATTR_I("rotary_embedding_dim", 0, a->rotary_embedding_dim);
+        RK_ATTR_I("num_heads", 0, a->num_heads);
+        RK_ATTR_F("scale", 1.0f, a->scale);
+        RK_ATTR_I("is_packed_batching", 0, a->is_packed_batching);
+        RK_ATTR_I("inverse", 0, a->inverse);
         size_t n = 0;
         OrtStatus *st = g_api->KernelInfoGetAttributeArray_int64(info, "mrope_section", NULL, &n);
         if (st != NULL) {
@@ -203,26 +231,27 @@ static OrtStatus *rk_read_attrs(rk_kernel *k, const OrtKernelInfo *info) {
                              RK_WHERE "attribute mrope_section (3 ints) is required",
                              RK_WHERE_ARGS(k));
         }
-        if (n != 3)
+        if (n != 3) /* 0 also for an attribute that is not a list of ints */
             return rk_status(ORT_INVALID_ARGUMENT,
-                             RK_WHERE "attribute mrope_section must have 3 values, not %zu",
+                             RK_WHERE "attribute mrope_section must have 3 values (AttributeProto "
+                                      "INTS), not %zu",
                              RK_WHERE_ARGS(k), n);
         st = g_api->KernelInfoGetAttributeArray_int64(info, "mrope_section", a->mrope_section, &n);
         if (st != NULL) return st;
         break;
     }
     case RK_QKNORM:
-        k->a.qknorm.num_heads = rk_attr_i(info, "num_heads", 0);
-        k->a.qknorm.head_dim = rk_attr_i(info, "head_dim", 0);
-        k->a.qknorm.rope_head_dim = rk_attr_i(info, "rope_head_dim", 0);
-        k->a.qknorm.epsilon = rk_attr_f(info, "epsilon", 1e-6f);
-        k->a.qknorm.simulate_fp8 = rk_attr_i(info, "simulate_fp8", 1);
+        RK_ATTR_I("num_heads", 0, k->a.qknorm.num_heads);
+        RK_ATTR_I("head_dim", 0, k->a.qknorm.head_dim);
+        RK_ATTR_I("rope_head_dim", 0, k->a.qknorm.rope_head_dim);
+        RK_ATTR_F("epsilon", 1e-6f, k->a.qknorm.epsilon);
+        RK_ATTR_I("simulate_fp8", 1, k->a.qknorm.simulate_fp8);
         break;
     case RK_REGROUP:
-        k->a.regroup.num_heads = rk_attr_i(info, "num_heads", 0);
-        k->a.regroup.head_dim = rk_attr_i(info, "head_dim", 0);
-        k->a.regroup.rope_head_dim = rk_attr_i(info, "rope_head_dim", 0);
-        k->a.regroup.num_groups = rk_attr_i(info, "num_groups", 1);
+        RK_ATTR_I("num_heads", 0, k->a.regroup.num_heads);
+        RK_ATTR_I("head_dim", 0, k->a.regroup.head_dim);
+        RK_ATTR_I("rope_head_dim", 0, k->a.regroup.rope_head_dim);
+        RK_ATTR_I("num_groups", 1, k->a.regroup.num_groups);
         break;
     }
     return NULL;
@@ -482,6 +511,19 @@ static OrtStatus *rk_compute_qknorm(rk_kernel *k, OrtKernelContext *ctx, const r
                               "num_heads = %lld and head_dim = %lld must be > 0 "
                               "(ROPEKIT_ERROR_INVALID_ATTRIBUTE)",
                               (long long)a->num_heads, (long long)a->head_dim);
+    /* Checked before the outputs are allocated: a query_out of B*S*num_heads*head_dim elements
+     * from attributes that do not match the query could overflow or be huge. */
+    if (a->num_heads > INT64_MAX / a->head_dim)
+        return rk_shape_error(k,
+                              "num_heads*head_dim = %lld*%lld overflows int64 "
+                              "(ROPEKIT_ERROR_OVERFLOW)",
+                              (long long)a->num_heads, (long long)a->head_dim);
+    if (in[0].dims[2] != a->num_heads * a->head_dim)
+        return rk_shape_error(k,
+                              "query has %lld channels per token, num_heads*head_dim = %lld*%lld "
+                              "= %lld (ROPEKIT_ERROR_SHAPE)",
+                              (long long)in[0].dims[2], (long long)a->num_heads,
+                              (long long)a->head_dim, (long long)(a->num_heads * a->head_dim));
     int64_t qdims[4] = {in[0].dims[0], in[0].dims[1], a->num_heads, a->head_dim};
     RK_TRY(rk_output(k, ctx, 0, "query_out", qdims, 4, &qo));
     RK_TRY(rk_output(k, ctx, 1, "kv_out", in[1].dims, in[1].rank, &ko));

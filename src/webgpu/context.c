@@ -207,6 +207,17 @@ static ropekit_status finish_context(ropekit_webgpu *ctx, const ropekit_webgpu_o
     ctx->dummy = new_buffer(ctx, 16, WGPUBufferUsage_Storage | WGPUBufferUsage_CopyDst);
     if (!ctx->uniform || !ctx->dummy) return rk_fail(ROPEKIT_ERROR_DEVICE, "buffer creation failed");
     ctx->queue = wgpuDeviceGetQueue(ctx->device);
+    if (opt && opt->timestamps && wgpuDeviceHasFeature(ctx->device, WGPUFeatureName_TimestampQuery)) {
+        WGPUQuerySetDescriptor qd = {NULL, sv("ropekit timestamps"), WGPUQueryType_Timestamp,
+                                     2 * RK_WG_TS_PASSES};
+        ctx->ts_set = wgpuDeviceCreateQuerySet(ctx->device, &qd);
+        ctx->ts_resolve = new_buffer(ctx, 16 * RK_WG_TS_PASSES,
+                                     WGPUBufferUsage_QueryResolve | WGPUBufferUsage_CopySrc);
+        ctx->ts_read = new_buffer(ctx, 16 * RK_WG_TS_PASSES,
+                                  WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst);
+        if (!ctx->ts_set || !ctx->ts_resolve || !ctx->ts_read)
+            return rk_fail(ROPEKIT_ERROR_DEVICE, "timestamp query set creation failed");
+    }
     return probe_compute(ctx);
 }
 
@@ -261,8 +272,10 @@ ropekit_status ropekit_webgpu_create(const ropekit_webgpu_options *opt, ropekit_
     memset(&lim, 0, sizeof lim);
     wgpuAdapterGetLimits(ctx->adapter, &lim);
     lim.nextInChain = NULL;
-    WGPUFeatureName feats[2];
+    WGPUFeatureName feats[3];
     size_t nf = 0;
+    if (opt && opt->timestamps && wgpuAdapterHasFeature(ctx->adapter, WGPUFeatureName_TimestampQuery))
+        feats[nf++] = WGPUFeatureName_TimestampQuery;
     if (!(opt && opt->disable_f16) && wgpuAdapterHasFeature(ctx->adapter, WGPUFeatureName_ShaderF16))
         feats[nf++] = WGPUFeatureName_ShaderF16;
     if (!(opt && opt->disable_f64) &&
@@ -328,6 +341,9 @@ void ropekit_webgpu_destroy(ropekit_webgpu *ctx) {
     if (ctx->uniform) wgpuBufferRelease(ctx->uniform);
     if (ctx->dummy) wgpuBufferRelease(ctx->dummy);
     if (ctx->ids) wgpuBufferRelease(ctx->ids);
+    if (ctx->ts_set) wgpuQuerySetRelease(ctx->ts_set);
+    if (ctx->ts_resolve) wgpuBufferRelease(ctx->ts_resolve);
+    if (ctx->ts_read) wgpuBufferRelease(ctx->ts_read);
     if (ctx->queue) wgpuQueueRelease(ctx->queue);
     if (ctx->device) wgpuDeviceRelease(ctx->device);
     if (ctx->adapter) wgpuAdapterRelease(ctx->adapter);
@@ -425,6 +441,48 @@ ropekit_status ropekit_webgpu_read(ropekit_webgpu *ctx, WGPUBuffer buffer, uint6
     return st;
 }
 
+int ropekit_webgpu_has_timestamps(const ropekit_webgpu *ctx) { return ctx && ctx->ts_set; }
+
+ropekit_status ropekit_webgpu_kernel_time(ropekit_webgpu *ctx, double *seconds, uint32_t *passes) {
+    rk_clear_error();
+    if (!ctx || !seconds || !passes) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "NULL argument");
+    *seconds = 0, *passes = 0;
+    if (!ctx->ts_set)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED,
+                       "the context records no timestamps (options.timestamps, or the adapter "
+                       "has no timestamp-query feature)");
+    const uint32_t n = ctx->ts_n;
+    ctx->ts_n = 0;
+    if (n == 0) return ROPEKIT_OK;
+    push_scope(ctx);
+    WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
+    wgpuCommandEncoderResolveQuerySet(enc, ctx->ts_set, 0, 2 * n, ctx->ts_resolve, 0);
+    wgpuCommandEncoderCopyBufferToBuffer(enc, ctx->ts_resolve, 0, ctx->ts_read, 0, 16 * (uint64_t)n);
+    WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
+    wgpuQueueSubmit(ctx->queue, 1, &cmd);
+    wgpuCommandBufferRelease(cmd);
+    wgpuCommandEncoderRelease(enc);
+    RK_TRY(pop_scope(ctx, "kernel_time"));
+    map_result r = {0, 0, ""};
+    WGPUBufferMapCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_map, &r, NULL};
+    wgpuBufferMapAsync(ctx->ts_read, WGPUMapMode_Read, 0, 16 * (size_t)n, cb);
+    for (int i = 0; !r.done && i < 1000000; ++i) pump(ctx, 1);
+    if (!r.ok) return rk_fail(ROPEKIT_ERROR_DEVICE, "mapping the timestamps failed: %s", r.message);
+    const uint64_t *t = wgpuBufferGetConstMappedRange(ctx->ts_read, 0, 16 * (size_t)n);
+    if (!t) {
+        wgpuBufferUnmap(ctx->ts_read);
+        return rk_fail(ROPEKIT_ERROR_DEVICE, "mapped range is NULL");
+    }
+    const double period = (double)wgpuQueueGetTimestampPeriod(ctx->queue); /* ns per tick */
+    double ticks = 0;
+    for (uint32_t i = 0; i < n; ++i)
+        if (t[2 * i + 1] > t[2 * i]) ticks += (double)(t[2 * i + 1] - t[2 * i]);
+    wgpuBufferUnmap(ctx->ts_read);
+    *seconds = ticks * period * 1e-9;
+    *passes = n;
+    return ROPEKIT_OK;
+}
+
 ropekit_status ropekit_webgpu_write(ropekit_webgpu *ctx, WGPUBuffer buffer, uint64_t offset,
                                     const void *src, uint64_t bytes) {
     rk_clear_error();
@@ -485,8 +543,10 @@ ropekit_status rk_wg_host_view(rk_wg_addr_map *map, const ropekit_webgpu_tensor 
                            "strides >= 0", name, i, (long long)t->strides[i]);
     size_t es = ropekit_dtype_size(t->dtype);
     if (es && t->offset % es)
-        return rk_fail(ROPEKIT_ERROR_SHAPE, "%s: byte offset %llu is not a multiple of the element "
-                       "size %zu", name, (unsigned long long)t->offset, es);
+        /* UNSUPPORTED, as the CPU core reports data not aligned to its elements */
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s: byte offset %llu is not a multiple of the "
+                       "element size %zu (ropekit needs aligned data)", name,
+                       (unsigned long long)t->offset, es);
     if (t->offset >= ((uint64_t)1 << RK_WG_MAX_OFFSET_BITS))
         return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%s: byte offset %llu is too large", name,
                        (unsigned long long)t->offset);
@@ -653,7 +713,13 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
     WGPUBindGroupDescriptor bd = {NULL, sv("ropekit"), ctx->bgl[layout], (size_t)n_bindings, e};
     WGPUBindGroup bg = wgpuDeviceCreateBindGroup(ctx->device, &bd);
     WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
-    WGPUComputePassEncoder pass = wgpuCommandEncoderBeginComputePass(enc, NULL);
+    WGPUPassTimestampWrites tw = {NULL, ctx->ts_set, 2 * ctx->ts_n, 2 * ctx->ts_n + 1};
+    WGPUComputePassDescriptor pd = {NULL, sv("ropekit"), NULL};
+    if (ctx->ts_set && ctx->ts_n < RK_WG_TS_PASSES) {
+        pd.timestampWrites = &tw;
+        ctx->ts_n++;
+    }
+    WGPUComputePassEncoder pass = wgpuCommandEncoderBeginComputePass(enc, &pd);
     wgpuComputePassEncoderSetPipeline(pass, pipeline);
     wgpuComputePassEncoderSetBindGroup(pass, 0, bg, 0, NULL);
     wgpuComputePassEncoderDispatchWorkgroups(pass, gx, gy, gz);

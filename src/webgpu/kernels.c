@@ -125,12 +125,30 @@ void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c) {
         const unsigned ve = 16u / (unsigned)ropekit_dtype_size(c->dtype);
         rk_buf_printf(s, "const VE: u32 = %uu;\nconst EW: u32 = %uu;\n%s", ve, ve / 4,
                       conv[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
+        /* both 16-bit halves of a word as floats: with shader-f16 float16 is widened by the
+         * hardware (exact, as the element kernel's f16 loads), else with integer arithmetic */
+        if (c->xk == RK_WG_F16)
+            rk_buf_puts(s, "fn word_f(w: u32) -> vec2<f32> { return unpack2x16float(w); }\n");
+        else
+            rk_buf_puts(s, "fn word_f(w: u32) -> vec2<f32> {\n"
+                           "    return vec2<f32>(elem_to_f32(w & 0xffffu), elem_to_f32(w >> 16u));\n}\n");
     }
     in_out(s, 1, "x", xv, 2, "y", yv, c->inplace);
-    rk_wgsl_tensor(s, 3, "c", c->tk, 1, 0);
-    rk_wgsl_tensor(s, 4, "s", c->tk, 1, 0);
+    if (c->vec && c->tv) { /* tables as 16-byte vectors, VT columns each */
+        const char *tmpl = c->tk == RK_WG_F32 ? "load_tv32.wgsl" : "load_tv16.wgsl";
+        const char *fmt = c->tk == RK_WG_BF16P ? "bf16" : "f16";
+        rk_buf_printf(s, "const VT: u32 = %uu;\n", c->tk == RK_WG_F32 ? 4u : 8u);
+        rk_buf_puts(s, "@group(0) @binding(3) var<storage, read> buf_c: array<vec4<u32>>;\n");
+        add_template(s, tmpl, "c", "buf_c", fmt);
+        rk_buf_puts(s, "@group(0) @binding(4) var<storage, read> buf_s: array<vec4<u32>>;\n");
+        add_template(s, tmpl, "s", "buf_s", fmt);
+    } else {
+        rk_wgsl_tensor(s, 3, "c", c->tk, 1, 0);
+        rk_wgsl_tensor(s, 4, "s", c->tk, 1, 0);
+    }
     rk_buf_puts(s, "@group(0) @binding(5) var<storage, read> ids: array<u32>;\n");
     rk_wgsl_add_file(s, "rotary_common.wgsl");
+    if (c->vec) rk_wgsl_add_file(s, c->tv ? "rotary_vec_tv.wgsl" : "rotary_vec_cs.wgsl");
     rk_wgsl_add_file(s, c->vec ? "rotary_vec.wgsl" : "rotary.wgsl");
 }
 

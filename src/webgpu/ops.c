@@ -54,12 +54,6 @@ static ropekit_status check_writable_ranges(const rk_wg_binding *b, int n, unsig
 
 /* ---- rotary: RotaryEmbedding (both), MRotaryEmbedding ----------------------------------------- */
 
-/* Heads per invocation (HG): they share the index arithmetic and the cos/sin loads, and their
- * loads are in flight together. Measured on an H200 (Vulkan), Llama prefill: the element kernel
- * gains with 4 (float32 0.159 -> 0.141 ms); the vector kernel is fastest with 1 (float32 4: 0.152,
- * 2: 0.126, 1: 0.129 ms; float16 0.135 / 0.128 / 0.122 ms; 8 was slower still). */
-#define RK_WG_ROTARY_HG 4
-#define RK_WG_ROTARY_HG_VEC 1
 
 typedef struct rotary_args {
     const ropekit_webgpu_tensor *x, *cos, *sin, *y;
@@ -106,7 +100,8 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
                                   : (p->interleaved ? h : h / sw);
     const int64_t units = units_rot + (inplace ? 0 : (p->H - p->R) / per_unit);
     if (units == 0) return ROPEKIT_OK; /* in place with nothing to rotate cannot happen (R > 0) */
-    const int64_t hg = vec ? RK_WG_ROTARY_HG_VEC : RK_WG_ROTARY_HG;
+    const int64_t hg = !vec ? RK_WG_ROTARY_HG
+                       : ar == RK_ARITH_WIDE64 ? RK_WG_ROTARY_HG_VEC_WIDE64 : RK_WG_ROTARY_HG_VEC;
     const int64_t ng = (p->N + hg - 1) / hg; /* head groups */
     int64_t total = p->B * p->S * ng; /* fits: validated sizes */
     if (total > (int64_t)UINT32_MAX / units)
@@ -161,15 +156,33 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     }
     memcpy(&prm[32], &p->scale, 4);
     prm[33] = (uint32_t)ng;
+    /* shifts for the kernel's divisors that are powers of two (log2 + 1; 0: divide) */
+    const int64_t divisors[3] = {units, ng, p->S};
+    for (int i = 0; i < 3; ++i)
+        if ((divisors[i] & (divisors[i] - 1)) == 0) {
+            uint32_t k = 0;
+            while (((int64_t)1 << k) < divisors[i]) ++k;
+            prm[34] |= (k + 1) << (8 * i);
+        }
 
+    /* Vector kernel, half-split, rows per token (not MRoPE's per column), no scale: both tables
+     * with unit column stride and every row start on a 16-byte boundary (vt columns) are read
+     * as 16-byte vectors (rotary_vec_tv.wgsl). */
+    const int64_t vt = 16 / (int64_t)ropekit_dtype_size(p->table_dtype);
+    int tv = vec && !p->interleaved && rows_mode != 3 && !p->apply_scale && p->cos_cs == 1 &&
+             p->sin_cs == 1 && c0 % (uint64_t)vt == 0 && s0 % (uint64_t)vt == 0;
+    if (tv && rows_mode == 2)
+        tv = p->cos_bs % vt == 0 && p->cos_ss % vt == 0 && p->sin_bs % vt == 0 && p->sin_ss % vt == 0;
+    else if (tv)
+        tv = p->cos_rs % vt == 0 && p->sin_rs % vt == 0;
     char key[160];
-    snprintf(key, sizeof key, "rotary %s x=%s y=%s t=%s %s%s %s wg%u", rk_wg_rows_name(rows_mode),
+    snprintf(key, sizeof key, "rotary %s x=%s y=%s t=%s %s%s%s %s wg%u", rk_wg_rows_name(rows_mode),
              rk_wg_kind_name(xk), rk_wg_kind_name(yk), rk_wg_kind_name(tk), rk_wg_arith_name(ar),
-             vec ? " vec16" : "", inplace ? "inplace" : "outofplace", ctx->wg);
+             vec ? " vec16" : "", tv ? " tv" : "", inplace ? "inplace" : "outofplace", ctx->wg);
     WGPUComputePipeline pipe;
     {
         const rk_wg_rotary_cfg cfg = {rows_mode, xk, yk, tk, ar, vec, inplace, ctx->wg, sw,
-                                      (uint32_t)hg, p->dtype};
+                                      (uint32_t)hg, p->dtype, tv};
         rk_buf s = {0};
         rk_wg_rotary_wgsl(&s, &cfg);
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")

@@ -270,6 +270,8 @@ ARG_ERRORS = [
     ("rotary_dim_str", lambda: rk.rope_inv_freq(rotary_dim="8", rope_theta=1e4), True),
     ("rotary_dim_float", lambda: rk.rope_inv_freq(rotary_dim=8.0, rope_theta=1e4), True),
     ("rotary_dim_huge", lambda: rk.rope_inv_freq(rotary_dim=2**64, rope_theta=1e4), False),
+    ("rotary_dim_2_62", lambda: rk.rope_inv_freq(rotary_dim=2**62, rope_theta=1e4), False),  # was numpy's ValueError
+    ("rotary_dim_2_32", lambda: rk.rope_inv_freq(rotary_dim=2**32, rope_theta=1e4), False),  # allocated 8 GiB before the refusal
     ("rope_theta_str", lambda: rk.rope_inv_freq(rotary_dim=8, rope_theta="1e4"), True),
     ("truncate_str", lambda: rk.rope_inv_freq("yarn", rotary_dim=8, rope_theta=1e4, factor=4.0,
                                               original_max_position_embeddings=4096, truncate="no"), True),

@@ -488,7 +488,9 @@ def test_per_call_rows_are_verified_column_by_column(tmp_path):
     for extra in ((), ("--max-positions", "64")):
         r = run_fuse(src, tmp_path / "out.onnx", *extra)
         assert r["sites_found"] == 1 and r["sites_fused"] == 0, (extra, r["sites"])
-    assert "disagree" in run_fuse(src, tmp_path / "out.onnx")["sites"][0]["reason"]
+    # (refused as not one rotation of each channel pair; verification would also disagree)
+    reason = run_fuse(src, tmp_path / "out.onnx")["sites"][0]["reason"]
+    assert "disagree" in reason or "not rotated by one angle" in reason, reason
 
 
 def test_empty_half_and_float16_angle_in_the_default_mode(tmp_path):

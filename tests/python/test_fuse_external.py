@@ -205,7 +205,8 @@ def test_non_regular_destinations_are_refused(tmp_path, kind):
         dst.symlink_to(tmp_path / "nowhere.onnx")
     res = fuse(MODELS / "llama.onnx", dst, rc=1)
     assert "only regular files are replaced (nothing was written)" in res.stderr
-    assert res.stdout == ""
+    # no report on stdout: with --json, the error as a JSON object
+    assert json.loads(res.stdout)["error"]["status"] == "ROPEKIT_ERROR_IO", res.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [dst.name] if dst.parent == tmp_path else [])
     if kind == "dangling-link":
@@ -269,6 +270,43 @@ def test_huge_max_positions_fails_fast(tmp_path):
     assert "over the 2 GiB an .onnx file can hold" in res.stderr, res.stderr
     assert "at most 33554431" in res.stderr, res.stderr  # 2 GiB / (2 tables x 8 x 4 bytes)
     assert not dst.exists() and os.listdir(tmp_path) == []
+
+
+def test_tables_over_2_gib_are_allowed_with_external_data(tmp_path):
+    """The 2 GiB limit is the .onnx file's: with --external-data the tables of at least BYTES go
+    to OUT.data and only the smaller ones count (it refused 40000000 rows even then). Checked
+    with --dry-run, which runs the same size check before building anything (a real run writes
+    2.4 GiB)."""
+    src = MODELS / "llama.onnx"
+    report = fuse(src, tmp_path / "never.onnx", "--dry-run", "--external-data", "--max-positions", "40000000", rc=0)
+    assert report["max_positions"] == 40000000, report
+    assert [st["status"] for st in report["sites"]] == ["fusable"] * 4, report["sites"]
+    # each table (40000000 x 8 x 4 bytes = 1.2 GiB) below a 4 GiB threshold stays inline: refused
+    res = fuse(src, tmp_path / "never.onnx", "--dry-run", "--external-data=4294967296", "--max-positions", "40000000", rc=1)
+    assert "over the 2 GiB an .onnx file can hold" in res.stderr and "--external-data" in res.stderr
+    # external tables must still fit in memory: 2^31 rows are 128 GiB of tables
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if memory < 128 * 2**30:
+        res = fuse(src, tmp_path / "never.onnx", "--dry-run", "--external-data", "--max-positions", str(2**31), rc=1)
+        assert "more than this machine's" in res.stderr, res.stderr
+    import ropekit
+
+    rep = ropekit.fuse(src, dry_run=True, max_positions=40000000, external_data=True)
+    assert [st["status"] for st in rep["sites"]] == ["fusable"] * 4
+    with pytest.raises(ropekit.Error, match="2 GiB"):
+        ropekit.fuse(src, dry_run=True, max_positions=40000000)
+
+
+def test_python_fuse_writes_external_data(tmp_path):
+    import ropekit
+
+    dst = tmp_path / "out.onnx"
+    ropekit.fuse(MODELS / "llama.onnx", dst, max_positions=4096, external_data=True)
+    locs = external_locations(dst)
+    assert locs == {"out.onnx.data"}, locs
+    check_fused_model(MODELS / "llama.onnx", dst)
+    with pytest.raises(ropekit.Error, match="external_data"):
+        ropekit.fuse(MODELS / "llama.onnx", dst, external_data=-5)
 
 
 def test_non_finite_inv_freq_skips_the_site_naming_the_tensor(tmp_path):

@@ -111,8 +111,9 @@ def _dims(inp, B, S, P):
 
 
 def _feeds(sess, B, S, P, base, rng, prange=None):
-    """Inputs for one run. Token ids random; position_ids base+P+arange(S) (M-RoPE: three
-    different streams); past tensors random. Static dims keep their exported size."""
+    """Inputs for one run. Token ids random; position_ids base+P+arange(S), plus 5 per batch row
+    (M-RoPE: three different streams); past tensors random. Static dims keep their exported
+    size."""
     feeds = {}
     for i in sess.get_inputs():
         shape = _dims(i, B, S, P)
@@ -124,6 +125,9 @@ def _feeds(sess, B, S, P, base, rng, prange=None):
                 p = rng.integers(prange[0], prange[1], shape)
             else:
                 p = np.broadcast_to(np.arange(s) + base + P, shape).copy()
+                # batch rows at different offsets (a left-padded batch): rows that a fused
+                # model took from the wrong batch row would not match
+                p += (5 * np.arange(shape[-2])).reshape(-1, 1)
                 if len(shape) == 3:
                     p[1] = p[1] // 2 + 1
                     p[2] = (p[2] * 3) % 97 + base // 3

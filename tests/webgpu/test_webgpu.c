@@ -251,7 +251,7 @@ static void run_config(const config *cfg, size_t cfg_index, const rk_case_file *
 
 /* Refusals and contract errors, and the variant names of chosen calls. */
 static void run_errors(ropekit_webgpu_backend backend) {
-    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0};
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
     ropekit_webgpu *ctx = NULL;
     if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) return;
     const int64_t B = 1, S = 4, N = 2, H = 8, P = 16;
@@ -303,6 +303,18 @@ static void run_errors(ropekit_webgpu_backend backend) {
     y2.offset = 4;
     st = ropekit_webgpu_rotary_embedding(ctx, &x, &c, &s, &ids, &at, &y2);
     CHECK(st == ROPEKIT_ERROR_ALIASING, "overlap: %s", ropekit_status_str(st));
+    /* a byte offset that is not a multiple of the element size: UNSUPPORTED, as the CPU core
+     * reports a misaligned data address (was ROPEKIT_ERROR_SHAPE here) */
+    ropekit_webgpu_tensor ym = y;
+    ym.offset = 2;
+    st = ropekit_webgpu_rotary_embedding(ctx, &x, &c, &s, &ids, &at, &ym);
+    CHECK(st == ROPEKIT_ERROR_UNSUPPORTED && strstr(ropekit_webgpu_last_error(), "y: byte offset 2"),
+          "misaligned offset: %s (%s)", ropekit_status_str(st), ropekit_webgpu_last_error());
+    static float cpu_x[1 * 2 * 4 * 8 + 1], cpu_t[16 * 8 / 2]; /* B*N*S*H + 1, P*H/2 */
+    ropekit_tensor cx = ropekit_tensor_contiguous((char *)cpu_x + 2, ROPEKIT_FLOAT32, 4, xs);
+    ropekit_tensor ct = ropekit_tensor_contiguous(cpu_t, ROPEKIT_FLOAT32, 2, ts);
+    CHECK(ropekit_rotary_embedding(&cx, &ct, &ct, &ids, &at, &cx) == ROPEKIT_ERROR_UNSUPPORTED,
+          "CPU core, misaligned data: %s", ropekit_last_error());
     /* disjoint views of one buffer, one written: refused (WebGPU's usage scope rule) */
     ropekit_webgpu_tensor y3 = x;
     y3.offset = (uint64_t)(B * S * N * H) * 4;
@@ -353,7 +365,7 @@ static void run_errors(ropekit_webgpu_backend backend) {
  * one rounding would give a + 2^-23. Plus exact cancellations (+0) and subnormal results. The
  * CPU reference must show the double rounding (checked), and the GPU its bits. */
 static void run_double_rounding(ropekit_webgpu_backend backend) {
-    ropekit_webgpu_options opt = {backend, 0, 1, 0, 0};
+    ropekit_webgpu_options opt = {backend, 0, 1, 0, 0, 0};
     ropekit_webgpu *ctx = NULL;
     if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
         CHECK(0, "context: %s", ropekit_webgpu_last_error());
@@ -422,7 +434,7 @@ static void run_double_rounding(ropekit_webgpu_backend backend) {
  * the CPU reference (wide64 with shader-f64, exact32 without), and the variant must be the
  * vector one. */
 static void run_vector_layouts(ropekit_webgpu_backend backend) {
-    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0};
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
     ropekit_webgpu *ctx = NULL;
     if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
         CHECK(0, "context: %s", ropekit_webgpu_last_error());
@@ -486,6 +498,59 @@ static void run_vector_layouts(ropekit_webgpu_backend backend) {
     ropekit_webgpu_destroy(ctx);
 }
 
+/* Timestamps (options.timestamps): without them kernel_time is refused; with them (where the
+ * adapter has timestamp-query) it counts each operator call's pass once, with a positive time,
+ * and restarts from zero after reading. */
+static void run_timestamps(ropekit_webgpu_backend backend) {
+    ropekit_webgpu_options off = {backend, 0, 0, 0, 0, 0}, on = {backend, 0, 0, 0, 0, 1};
+    ropekit_webgpu *ctx = NULL;
+    double sec = -1;
+    uint32_t passes = 99;
+    if (ropekit_webgpu_create(&off, &ctx) == ROPEKIT_OK) {
+        CHECK(!ropekit_webgpu_has_timestamps(ctx), "timestamps without options.timestamps");
+        CHECK(ropekit_webgpu_kernel_time(ctx, &sec, &passes) == ROPEKIT_ERROR_UNSUPPORTED &&
+                  strstr(ropekit_webgpu_last_error(), "timestamps") != NULL,
+              "kernel_time without timestamps: '%s'", ropekit_webgpu_last_error());
+        ropekit_webgpu_destroy(ctx);
+    }
+    ctx = NULL;
+    if (ropekit_webgpu_create(&on, &ctx) != ROPEKIT_OK) {
+        CHECK(0, "context: %s", ropekit_webgpu_last_error());
+        return;
+    }
+    if (!ropekit_webgpu_has_timestamps(ctx)) {
+        printf("timestamps: the adapter has no timestamp-query feature (not counted)\n");
+        ropekit_webgpu_destroy(ctx);
+        return;
+    }
+    enum { S = 4, N = 2, H = 8, P = 8 };
+    float x[S * N * H], c[P * H / 2], sn[P * H / 2];
+    for (int i = 0; i < S * N * H; ++i) x[i] = (float)i / 16.0f;
+    for (int i = 0; i < P * H / 2; ++i) c[i] = 0.5f, sn[i] = 0.25f;
+    int64_t pos[S] = {0, 1, 2, 3}, xs[3] = {1, S, N * H}, tsh[2] = {P, H / 2}, ps[2] = {1, S};
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+    WGPUBuffer bx = upload(ctx, &hx, 16), by = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16),
+               bs = upload(ctx, &hs, 16);
+    ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hx), gc = gview(bc, &hc), gs = gview(bs, &hs);
+    ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
+    CHECK(ropekit_webgpu_kernel_time(ctx, &sec, &passes) == ROPEKIT_OK && passes == 0 && sec == 0,
+          "kernel_time before any call: %u passes, %g s", passes, sec);
+    for (int i = 0; i < 3; ++i)
+        CHECK(ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy) == ROPEKIT_OK,
+              "rotary: %s", ropekit_webgpu_last_error());
+    CHECK(ropekit_webgpu_kernel_time(ctx, &sec, &passes) == ROPEKIT_OK && passes == 3 && sec > 0 &&
+              sec < 1.0,
+          "kernel_time after 3 calls: %u passes, %g s (%s)", passes, sec, ropekit_webgpu_last_error());
+    CHECK(ropekit_webgpu_kernel_time(ctx, &sec, &passes) == ROPEKIT_OK && passes == 0 && sec == 0,
+          "kernel_time read twice: %u passes, %g s", passes, sec);
+    CHECK(ropekit_webgpu_kernel_time(ctx, NULL, &passes) == ROPEKIT_ERROR_NULL_POINTER, "NULL seconds");
+    wgpuBufferRelease(bx), wgpuBufferRelease(by), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
+    ropekit_webgpu_destroy(ctx);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines appear as they are printed */
     static const char *names[] = {"rotary_embedding", "ms_rotary_embedding", "mrotary_embedding",
@@ -516,7 +581,7 @@ int main(void) {
                "%zu == 0\n", g_sample, g_sample);
     ropekit_set_cpu_variant("ref");
     ropekit_webgpu_backend backend = backend_from_env();
-    ropekit_webgpu_options probe = {backend, 0, 0, 0, 0};
+    ropekit_webgpu_options probe = {backend, 0, 0, 0, 0, 0};
     ropekit_webgpu *ctx = NULL;
     if (ropekit_webgpu_create(&probe, &ctx) != ROPEKIT_OK) {
         const char *req = getenv("ROPEKIT_WEBGPU_REQUIRE");
@@ -530,14 +595,15 @@ int main(void) {
     }
     ropekit_webgpu_destroy(ctx);
     config cfgs[] = {
-        {"default", {backend, 0, 0, 0, 0}},
-        {"packed16", {backend, 1, 0, 0, 0}},
-        {"nof64", {backend, 0, 1, 0, 0}},
-        {"smallgrid", {backend, 0, 0, 64, 6}}, /* up to 216 workgroups: 2-D above 6, 3-D above 36 */
+        {"default", {backend, 0, 0, 0, 0, 0}},
+        {"packed16", {backend, 1, 0, 0, 0, 0}},
+        {"nof64", {backend, 0, 1, 0, 0, 0}},
+        {"smallgrid", {backend, 0, 0, 64, 6, 0}}, /* up to 216 workgroups: 2-D above 6, 3-D above 36 */
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; ++i) run_config(&cfgs[i], i, files, 5);
     run_errors(backend);
     run_vector_layouts(backend);
+    run_timestamps(backend);
     run_double_rounding(backend);
     for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);
     return REPORT();

@@ -5,7 +5,7 @@
 // vector u and of vector u + R/(2 VE); interleaved, the VE/2 pairs inside vector u; (out of
 // place only) a vector of [R, H) copied. The prelude adds VE, EW (elements per 32-bit word),
 // elem_to_f32 / f32_to_elem (the element's bits <-> float, exact, integer rounding) and
-// ld4_x / st4_y (vector index). Written word by word, without loops over elements or arrays of
+// ld4_x / st4_y (vector index), word_f (the two 16-bit elements of a word as floats). Written word by word, without loops over elements or arrays of
 // them: the first version (loops filling arrays of eight floats) ran slower than the element
 // kernel on NVIDIA's Vulkan driver.
 
@@ -17,8 +17,6 @@ fn word_cs(b: u32, s: u32, k: u32) -> vec4<f32> {
     return vec4<f32>(c0, cos_sin(b, s, k + 1u));
 }
 
-fn lo_f(w: u32) -> f32 { return elem_to_f32(w & 0xffffu); }
-fn hi_f(w: u32) -> f32 { return elem_to_f32(w >> 16u); }
 
 // Half-split: words wa (columns k, k+1) and wb (their partners k + R/2) rotated with cs.
 fn rot_split(wa: u32, wb: u32, cs: vec4<f32>) -> vec2<u32> {
@@ -26,8 +24,10 @@ fn rot_split(wa: u32, wb: u32, cs: vec4<f32>) -> vec2<u32> {
         let r = rotate(bitcast<f32>(wa), bitcast<f32>(wb), cs.xy);
         return vec2<u32>(bitcast<u32>(r.x), bitcast<u32>(r.y));
     }
-    let r0 = rotate(lo_f(wa), lo_f(wb), cs.xy);
-    let r1 = rotate(hi_f(wa), hi_f(wb), cs.zw);
+    let fa = word_f(wa);
+    let fb = word_f(wb);
+    let r0 = rotate(fa.x, fb.x, cs.xy);
+    let r1 = rotate(fa.y, fb.y, cs.zw);
     return vec2<u32>(f32_to_elem(r0.x) | (f32_to_elem(r1.x) << 16u),
                      f32_to_elem(r0.y) | (f32_to_elem(r1.y) << 16u));
 }
@@ -35,7 +35,8 @@ fn rot_split(wa: u32, wb: u32, cs: vec4<f32>) -> vec2<u32> {
 // Interleaved, 16-bit: word w holds the pair (2k, 2k+1) of column k. (float32 pairs span two
 // words: rot_split on the two words.)
 fn rot_pair16(w: u32, cs: vec2<f32>) -> u32 {
-    let r = rotate(lo_f(w), hi_f(w), cs);
+    let f = word_f(w);
+    let r = rotate(f.x, f.y, cs);
     return f32_to_elem(r.x) | (f32_to_elem(r.y) << 16u);
 }
 
@@ -96,10 +97,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // half-split: vector u holds columns k0 .. k0 + VE - 1, vector u + hv their partners
     let k0 = w.u * VE;
     let hv = P.R / (2u * VE);
-    let cs0 = word_cs(w.b, w.s, k0);
-    let cs1 = word_cs(w.b, w.s, k0 + EW);
-    let cs2 = word_cs(w.b, w.s, k0 + 2u * EW);
-    let cs3 = word_cs(w.b, w.s, k0 + 3u * EW);
+    let cs = half_cs(w.b, w.s, k0); // rotary_vec_cs.wgsl or rotary_vec_tv.wgsl
+    let cs0 = cs[0];
+    let cs1 = cs[1];
+    let cs2 = cs[2];
+    let cs3 = cs[3];
     var a: array<vec4<u32>, HG>;
     var c: array<vec4<u32>, HG>;
     for (var j = 0u; j < HG; j = j + 1u) {
