@@ -540,6 +540,31 @@ static void test_crafted(void) {
     }
     expect_load(m, ROPEKIT_ERROR_PARSE, "float_data has 3 values", "typed count mismatch");
 
+    /* typed fields: one value per element (d22: 4), two for the complex types */
+    const struct {
+        int32_t dt;
+        size_t n_float, n_double;
+        const char *needle; /* NULL: loads */
+    } typed[] = {{RK_DT_COMPLEX64, 8, 0, NULL},
+                 {RK_DT_COMPLEX64, 4, 0, "float_data has 4 values, expected 8"},
+                 {RK_DT_COMPLEX128, 0, 8, NULL},
+                 {RK_DT_COMPLEX128, 0, 4, "double_data has 4 values, expected 8"},
+                 {RK_DT_DOUBLE, 0, 4, NULL},
+                 {RK_DT_DOUBLE, 0, 8, "double_data has 8 values, expected 4"}};
+    for (size_t i = 0; i < sizeof typed / sizeof typed[0]; ++i) {
+        m = tm_relu();
+        Onnx__TensorProto *t = tm_init(m, "w", typed[i].dt, d22, 2, f4, 0);
+        t->has_raw_data = 0;
+        free(t->raw_data.data);
+        t->raw_data.data = NULL;
+        t->n_float_data = typed[i].n_float;
+        t->float_data = calloc(8, sizeof(float));
+        t->n_double_data = typed[i].n_double;
+        t->double_data = calloc(8, sizeof(double));
+        expect_load(m, typed[i].needle ? ROPEKIT_ERROR_PARSE : ROPEKIT_OK, typed[i].needle,
+                    "typed count of a complex or double tensor");
+    }
+
     m = tm_relu();
     free(m->graph->node[0]->op_type);
     m->graph->node[0]->op_type = NULL;
