@@ -283,18 +283,28 @@ static void test_committed_models(void) {
     ropekit_model_free(m);
 }
 
-/* Every readable element type, raw and typed, and Constant value attributes (the fuzz seed). */
-static void test_dtypes(void) {
-    char *p = path2(g_src, "fuzz/corpus/dtypes.onnx");
-    ropekit_model *m = NULL;
-    CHECK(ropekit_model_load(p, &m) == ROPEKIT_OK, "load dtypes: %s", ropekit_last_error());
+/* Loads the committed model at `rel` (under the source tree) and indexes its graph; NULL (the
+ * failure counted, *m freed) when either step fails. */
+static rk_graph *open_committed(const char *rel, ropekit_model **m) {
+    char *p = path2(g_src, rel);
+    *m = NULL;
+    CHECK(ropekit_model_load(p, m) == ROPEKIT_OK, "load %s: %s", rel, ropekit_last_error());
     free(p);
     rk_graph *ix = NULL;
-    CHECK(m && rk_graph_open(m, NULL, &ix) == ROPEKIT_OK, "index dtypes: %s", ropekit_last_error());
+    CHECK(*m && rk_graph_open(*m, NULL, &ix) == ROPEKIT_OK, "index %s: %s", rel,
+          ropekit_last_error());
     if (!ix) {
-        ropekit_model_free(m);
-        return;
+        ropekit_model_free(*m);
+        *m = NULL;
     }
+    return ix;
+}
+
+/* Every readable element type, raw and typed, and Constant value attributes (the fuzz seed). */
+static void test_dtypes(void) {
+    ropekit_model *m;
+    rk_graph *ix = open_committed("fuzz/corpus/dtypes.onnx", &m);
+    if (!ix) return;
     const struct {
         const char *name;
         double v0, v1;
@@ -345,21 +355,16 @@ static void test_dtypes(void) {
 
 /* A value read two subgraph levels down keeps its producer; it counts as read by the top If. */
 static void test_nested_subgraphs(void) {
-    char *p = path2(g_src, "fuzz/corpus/nested_if.onnx");
-    ropekit_model *m = NULL;
-    CHECK(ropekit_model_load(p, &m) == ROPEKIT_OK, "load nested_if: %s", ropekit_last_error());
-    free(p);
-    rk_graph *ix = NULL;
-    CHECK(m && rk_graph_open(m, NULL, &ix) == ROPEKIT_OK, "index: %s", ropekit_last_error());
-    if (ix) {
-        const rk_value *top = rk_graph_value(ix, "top");
-        CHECK(top && top->n_consumers == 1 && top->consumers[0] == 1, "If reads top");
-        const rk_value *x = rk_graph_value(ix, "x");
-        CHECK(x && x->n_consumers == 2, "Relu and the If (else branch) read x");
-        char *u = rk_graph_unique_name(ix, "it");
-        CHECK(u && strcmp(u, "it_1") == 0, "names two levels down are taken");
-        free(u);
-    }
+    ropekit_model *m;
+    rk_graph *ix = open_committed("fuzz/corpus/nested_if.onnx", &m);
+    if (!ix) return;
+    const rk_value *top = rk_graph_value(ix, "top");
+    CHECK(top && top->n_consumers == 1 && top->consumers[0] == 1, "If reads top");
+    const rk_value *x = rk_graph_value(ix, "x");
+    CHECK(x && x->n_consumers == 2, "Relu and the If (else branch) read x");
+    char *u = rk_graph_unique_name(ix, "it");
+    CHECK(u && strcmp(u, "it_1") == 0, "names two levels down are taken");
+    free(u);
     rk_graph_close(ix);
     ropekit_model_free(m);
 }
@@ -478,13 +483,18 @@ static void test_deep_nesting(void) {
 /* ---- D. crafted invalid models ----------------------------------------------------------------
  */
 
-static void expect_load(Onnx__ModelProto *mp, ropekit_status want, const char *needle,
-                        const char *what) {
-    ropekit_model *m = NULL;
-    ropekit_status s = tm_load(mp, NULL, &m);
+/* Counts one check: status s is `want` and the error message contains needle (NULL: any). */
+static void expect_status(ropekit_status s, ropekit_status want, const char *needle,
+                          const char *what) {
     CHECK(s == want && (!needle || strstr(ropekit_last_error(), needle)),
           "%s: got %s '%s', want %s '%s'", what, ropekit_status_str(s), ropekit_last_error(),
           ropekit_status_str(want), needle ? needle : "");
+}
+
+static void expect_load(Onnx__ModelProto *mp, ropekit_status want, const char *needle,
+                        const char *what) {
+    ropekit_model *m = NULL;
+    expect_status(tm_load(mp, NULL, &m), want, needle, what);
     ropekit_model_free(m);
     tm_free(mp);
 }
@@ -496,10 +506,7 @@ static void expect_inspect(Onnx__ModelProto *mp, ropekit_status want, const char
     CHECK(s == ROPEKIT_OK, "%s loads: %s", what, ropekit_last_error());
     if (m) {
         ropekit_model_info *info = NULL;
-        s = ropekit_model_inspect(m, &info);
-        CHECK(s == want && (!needle || strstr(ropekit_last_error(), needle)),
-              "%s: got %s '%s', want %s '%s'", what, ropekit_status_str(s), ropekit_last_error(),
-              ropekit_status_str(want), needle ? needle : "");
+        expect_status(ropekit_model_inspect(m, &info), want, needle, what);
         ropekit_model_info_free(info);
     }
     ropekit_model_free(m);
