@@ -46,6 +46,16 @@ static void write_file(const char *path, const void *data, size_t n) {
     fclose(f);
 }
 
+/* Both files can be read and hold the same bytes. */
+static int same_file_bytes(const char *p1, const char *p2) {
+    size_t n1, n2;
+    unsigned char *a = read_file(p1, &n1), *b = read_file(p2, &n2);
+    int same = a && b && n1 == n2 && memcmp(a, b, n1) == 0;
+    free(a);
+    free(b);
+    return same;
+}
+
 static char *path2(const char *a, const char *b) {
     size_t n = strlen(a) + strlen(b) + 2;
     char *p = malloc(n);
@@ -800,11 +810,7 @@ static void test_external(void) {
         /* save: same directory works, atomically, byte-identical */
         char *out = path2(g_tmp, "out.onnx");
         CHECK(ropekit_model_save(m, out) == ROPEKIT_OK, "save: %s", ropekit_last_error());
-        size_t n1, n2;
-        unsigned char *a = read_file(model_path, &n1), *c = read_file(out, &n2);
-        CHECK(a && c && n1 == n2 && memcmp(a, c, n1) == 0, "saved bytes identical");
-        free(a);
-        free(c);
+        CHECK(same_file_bytes(model_path, out), "saved bytes identical");
         struct stat st;
         CHECK(stat(out, &st) == 0 && (st.st_mode & 0777) == (0666 & ~(mode_t)umask(022)),
               "mode 0666 - umask");
@@ -939,11 +945,7 @@ static void test_external_elsewhere(void) {
         /* the input model object was not changed: saving beside the input keeps its references */
         char *same = path2(a, "copy.onnx");
         CHECK(ropekit_model_save(m, same) == ROPEKIT_OK, "save beside: %s", ropekit_last_error());
-        size_t n1, n2;
-        unsigned char *x = read_file(in, &n1), *y = read_file(same, &n2);
-        CHECK(x && y && n1 == n2 && memcmp(x, y, n1) == 0, "beside the input: identical bytes");
-        free(x);
-        free(y);
+        CHECK(same_file_bytes(in, same), "beside the input: identical bytes");
         char *samedata = path2(a, "copy.onnx.data");
         CHECK(access(samedata, F_OK) != 0, "no data file when nothing moves");
         /* external_min_bytes moves 'big' out, beside the input too */
