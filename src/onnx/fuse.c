@@ -304,6 +304,7 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
     snprintf(base, sizeof base, "ropekit_rope_%lld", (long long)(*counter)++);
     char *node_name = rk_graph_unique_name(ix, base);
     char *out = rk_graph_unique_name(ix, s->output);
+    char *y_pre = NULL;
     char *x_in = NULL, *x3 = NULL, *y3 = NULL, *shape_in = NULL, *shape_out = NULL, *pos_name = NULL;
     ropekit_status st = ROPEKIT_OK;
     const char *positions = s->angles.positions;
@@ -371,7 +372,12 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
         x_in = rk_strdup(x3);
     }
     {
-        const char *rope_out = s->layout == RK_LAYOUT_BSNH ? y3 : out;
+        if (s->y_perm && !(y_pre = rk_graph_unique_name(ix, "ropekit_y_fused_order"))) {
+            st = RK_OOM();
+            goto done;
+        }
+        const char *out4 = s->y_perm ? y_pre : out; /* the fused node's 4D result */
+        const char *rope_out = s->layout == RK_LAYOUT_BSNH ? y3 : out4;
         const char *ins[4];
         if (onnx_op) {
             ins[0] = x_in, ins[1] = t->cos_name, ins[2] = t->sin_name, ins[3] = positions;
@@ -399,12 +405,30 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
         if ((st = rk_graph_insert_node(ix, n, hint, NULL)) != ROPEKIT_OK) goto done;
     }
     if (s->layout == RK_LAYOUT_BSNH) {
+        const char *o4 = s->y_perm ? y_pre : out;
         const char *ins[2] = {y3, shape_out};
-        Onnx__NodeProto *r = rk_new_node("Reshape", "", out, ins, 2, (const char *const *)&out, 1);
+        Onnx__NodeProto *r = rk_new_node("Reshape", "", o4, ins, 2, &o4, 1);
         if (!r || (st = rk_graph_insert_node(ix, r, hint, NULL)) != ROPEKIT_OK) {
             if (!r) st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
             goto done;
         }
+    }
+    if (s->y_perm) {
+        /* the graph's channel order of the result (a rotation on trailing channels):
+         * out[..., c] = fused[..., y_perm[c]] */
+        char *perm = NULL;
+        if ((st = add_int_initializer(ix, "ropekit_y_perm", s->y_perm, (size_t)s->head_size,
+                                      &perm)) != ROPEKIT_OK)
+            goto done;
+        const char *gin[2] = {y_pre, perm};
+        Onnx__NodeProto *gn = rk_new_node("Gather", "", out, gin, 2, (const char *const *)&out, 1);
+        free(perm);
+        if (!gn || (st = rk_node_add_attr_int(gn, "axis", 3)) != ROPEKIT_OK) {
+            if (gn) rk_node_free(gn);
+            else st = RK_OOM();
+            goto done;
+        }
+        if ((st = rk_graph_insert_node(ix, gn, hint, NULL)) != ROPEKIT_OK) goto done;
     }
     ov = rk_graph_value(ix, s->output);
     if (ov && (ov->flags & RK_VALUE_OUTPUT)) {
@@ -437,7 +461,7 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
     node_name = NULL;
 done:
     free(node_name), free(out), free(x_in), free(x3), free(y3), free(shape_in), free(shape_out);
-    free(pos_name);
+    free(pos_name), free(y_pre);
     return st;
 }
 

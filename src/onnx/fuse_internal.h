@@ -71,6 +71,8 @@ typedef struct rk_site {
     int64_t probe_limit; /* per-call rows: probe positions below this (a graph table's rows), 0 */
     int64_t *x_perm; /* head_size channel indices: the fused node reads x[..., x_perm] (channels
                       * interleaved before a rotate_half, MLA); NULL: x as it is */
+    int64_t *y_perm; /* head_size: the site's result is fused[..., y_perm] (a rotation of trailing
+                      * or middle channels; the fused node rotates leading ones); NULL: as is */
     char angle_reason[RK_REASON]; /* why the angle source is not a known table (table mode) */
     char reason[RK_REASON];   /* why it cannot be fused ("" when it can) */
     /* results */

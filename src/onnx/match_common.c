@@ -31,6 +31,7 @@ void rk_site_free(rk_site *s) {
     free(s->cos_term);
     free(s->sin_term);
     free(s->x_perm);
+    free(s->y_perm);
     rk_angles_free(&s->angles);
     memset(s, 0, sizeof *s);
 }

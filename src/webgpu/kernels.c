@@ -156,7 +156,6 @@ void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c) {
     prelude(s, c->k == RK_WG_F16, 64, c->ok == RK_WG_F16P || c->ok == RK_WG_BF16P ? 2 : 1,
             arith_file(c->ar));
     rk_wgsl_add_file(s, c->ar == RK_ARITH_WIDE64 ? "round64.wgsl" : "round32.wgsl");
-    rk_buf_printf(s, "const QK_FAST: bool = %s;\n", c->ar == RK_ARITH_WIDE64 ? "true" : "false");
     in_out(s, 1, "q", c->k, 6, "qo", c->ok, c->q_inplace);
     in_out(s, 2, "kv", c->k, 7, "kvo", c->ok, c->kv_inplace);
     rk_wgsl_tensor(s, 3, "w", RK_WG_F32, 1, 0);

@@ -100,7 +100,8 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
                                   : (p->interleaved ? h : h / sw);
     const int64_t units = units_rot + (inplace ? 0 : (p->H - p->R) / per_unit);
     if (units == 0) return ROPEKIT_OK; /* in place with nothing to rotate cannot happen (R > 0) */
-    const int64_t hg = vec ? RK_WG_ROTARY_HG_VEC : RK_WG_ROTARY_HG;
+    const int64_t hg = !vec ? RK_WG_ROTARY_HG
+                       : ar == RK_ARITH_WIDE64 ? RK_WG_ROTARY_HG_VEC_WIDE64 : RK_WG_ROTARY_HG_VEC;
     const int64_t ng = (p->N + hg - 1) / hg; /* head groups */
     int64_t total = p->B * p->S * ng; /* fits: validated sizes */
     if (total > (int64_t)UINT32_MAX / units)

@@ -28,12 +28,18 @@ typedef enum rk_wg_layout { RK_LAYOUT_ROTARY = 0, RK_LAYOUT_QKNORM = 1, RK_LAYOU
 #define RK_WG_TS_PASSES 1024
 
 /* Heads per invocation (HG) of the rotary kernels (the C host and the kernel packages): they
- * share the index arithmetic and the cos/sin loads, and their loads are in flight together.
- * Measured on an H200 (Vulkan), Llama prefill, wall time per call: the element kernel gains with
- * 4 (float32 0.159 -> 0.141 ms); the vector kernel: bench/results-webgpu.md. */
+ * share the index arithmetic and the cos/sin loads (and conversions), and their loads are in
+ * flight together. Measured on an H200 (Vulkan): the element kernel gains with 4 (Llama float32
+ * 0.159 -> 0.141 ms per call); the vector kernel, GPU time (timestamps, bench/results-webgpu.md):
+ * with the wide64 arithmetic 2 heads (Llama float32 0.082 -> 0.079 ms, bfloat16 with float32
+ * tables 0.055 -> 0.054, MRoPE float32 0.089 -> 0.084, bfloat16 0.070 -> 0.062), with 16-bit
+ * tables (narrow) 1 head (float16 0.067 vs 0.071 with 2); 4 heads were slower for every row. */
 #define RK_WG_ROTARY_HG 4
 #ifndef RK_WG_ROTARY_HG_VEC
-#define RK_WG_ROTARY_HG_VEC 1
+#define RK_WG_ROTARY_HG_VEC 1 /* narrow and exact32 */
+#endif
+#ifndef RK_WG_ROTARY_HG_VEC_WIDE64
+#define RK_WG_ROTARY_HG_VEC_WIDE64 2
 #endif
 
 typedef struct rk_wg_pipeline {
