@@ -11,16 +11,6 @@
 #include "internal.h"
 #include "ropekit.h"
 
-static int contains(const char *hay, const char *needle) { return strstr(hay, needle) != NULL; }
-
-#define EXPECT_ERR(call, status, text)                                                         \
-    do {                                                                                       \
-        ropekit_status st_ = (call);                                                           \
-        CHECK(st_ == (status) && contains(ropekit_last_error(), text),                         \
-              "%s: got %s \"%s\", want %s containing \"%s\"", #call, ropekit_status_str(st_),  \
-              ropekit_last_error(), #status, text);                                            \
-    } while (0)
-
 /* ---- a small rotary setup ------------------------------------------------------------------ */
 
 enum { B = 2, S = 3, N = 2, H = 8, P = 6, HALF = H / 2 };
