@@ -603,6 +603,19 @@ static rk_ten *op_gather(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *a, 
     return o;
 }
 
+/* Offset in a of the slice that the m leading indices q[0..m) (negative from the end) name, as
+ * GatherND and ScatterND read them; 0 when one is out of range. */
+static int nd_offset(const rk_ten *a, const int64_t *st, const double *q, int64_t m, int64_t *off) {
+    *off = 0;
+    for (int64_t k = 0; k < m; ++k) {
+        int64_t v = to_i64(q[k]);
+        if (v < 0) v += a->dims[k];
+        if (v < 0 || v >= a->dims[k]) return 0;
+        *off += v * st[k];
+    }
+    return 1;
+}
+
 /* GatherElements / ScatterElements: the offset in a (strides st) of the element at index idx
  * with coordinate q (negative counts from the end) on axis ax; 0 when out of range. */
 static int element_offset(const rk_ten *a, const int64_t *st, const int64_t *idx, int64_t ax,
@@ -662,16 +675,11 @@ static rk_ten *op_gather_nd(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *
     strides_of(a, st);
     int64_t inner = m < a->rank ? st[m - 1] : 1, rows = ind->n / m;
     for (int64_t j = 0; j < rows; ++j) {
-        int64_t off = 0;
-        for (int64_t k = 0; k < m; ++k) {
-            int64_t q = to_i64(ind->v[j * m + k]);
-            if (q < 0) q += a->dims[k];
-            if (q < 0 || q >= a->dims[k]) {
-                ten_free(o);
-                efail(e, "GatherND index out of range in '%s'", n->output[0]);
-                return NULL;
-            }
-            off += q * st[k];
+        int64_t off;
+        if (!nd_offset(a, st, ind->v + j * m, m, &off)) {
+            ten_free(o);
+            efail(e, "GatherND index out of range in '%s'", n->output[0]);
+            return NULL;
         }
         memcpy(o->v + j * inner, a->v + off, (size_t)inner * sizeof *o->v);
     }
@@ -802,16 +810,11 @@ static rk_ten *op_scatter_nd(rk_eval *e, const Onnx__NodeProto *n, const rk_ten 
         return NULL;
     }
     for (int64_t j = 0; j < rows; ++j) {
-        int64_t off = 0;
-        for (int64_t k = 0; k < m; ++k) {
-            int64_t q = to_i64(ind->v[j * m + k]);
-            if (q < 0) q += a->dims[k];
-            if (q < 0 || q >= a->dims[k]) {
-                ten_free(o);
-                efail(e, "ScatterND index out of range");
-                return NULL;
-            }
-            off += q * st[k];
+        int64_t off;
+        if (!nd_offset(a, st, ind->v + j * m, m, &off)) {
+            ten_free(o);
+            efail(e, "ScatterND index out of range");
+            return NULL;
         }
         memcpy(o->v + off, upd->v + j * inner, (size_t)inner * sizeof *o->v);
     }

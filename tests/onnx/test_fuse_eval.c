@@ -27,9 +27,9 @@ static void add_i64(Onnx__GraphProto *g, const char *name, const int64_t *v, int
          rk_new_tensor(name, RK_DT_INT64, &n, 1, v, (size_t)n * sizeof *v));
 }
 
-/* Transpose and Slice (negative and positive steps) of x = 0..23 (2, 3, 4), against element
- * lists written out here. */
-static void test_transpose_and_slice(void) {
+/* Transpose, Slice (negative and positive steps), GatherND and ScatterND (negative and
+ * out-of-range indices) of x = 0..23 (2, 3, 4), against element lists written out here. */
+static void test_view_and_index_ops(void) {
     Onnx__ModelProto *mp = malloc(sizeof *mp);
     onnx__model_proto__init(mp);
     mp->has_ir_version = 1, mp->ir_version = 9;
@@ -44,16 +44,33 @@ static void test_transpose_and_slice(void) {
     onnx__value_info_proto__init(vx);
     vx->name = rk_strdup("x");
     push((void ***)&g->input, &g->n_input, vx);
-    const char *x = "x", *tin[5] = {"x", "starts", "ends", "axes", "steps"}, *outs[2] = {"t", "s"};
+    const char *x = "x", *tin[5] = {"x", "starts", "ends", "axes", "steps"};
+    const char *outs[5] = {"t", "s", "gnd", "snd", "bad"}, *gin[2] = {"x", "nd_idx"};
+    const char *sin_[3] = {"x", "sc_idx", "upd"}, *bin[2] = {"x", "bad_idx"};
     Onnx__NodeProto *tr = rk_new_node("Transpose", NULL, "t", &x, 1, &outs[0], 1);
     rk_node_add_attr_ints(tr, "perm", (const int64_t[]){2, 0, 1}, 3);
     push((void ***)&g->node, &g->n_node, tr);
     push((void ***)&g->node, &g->n_node, rk_new_node("Slice", NULL, "s", tin, 5, &outs[1], 1));
+    push((void ***)&g->node, &g->n_node, rk_new_node("GatherND", NULL, "gnd", gin, 2, &outs[2], 1));
+    push((void ***)&g->node, &g->n_node,
+         rk_new_node("ScatterND", NULL, "snd", sin_, 3, &outs[3], 1));
+    push((void ***)&g->node, &g->n_node, rk_new_node("GatherND", NULL, "bad", bin, 2, &outs[4], 1));
+    int64_t d22[2] = {2, 2}, d12[2] = {1, 2}, d14[2] = {1, 4};
+    const int64_t nd_idx[4] = {1, -1, 0, 0}, sc_idx[2] = {0, 1}, bad_idx[2] = {0, 3};
+    const float upd[4] = {-1, -2, -3, -4};
+    push((void ***)&g->initializer, &g->n_initializer,
+         rk_new_tensor("nd_idx", RK_DT_INT64, d22, 2, nd_idx, sizeof nd_idx));
+    push((void ***)&g->initializer, &g->n_initializer,
+         rk_new_tensor("sc_idx", RK_DT_INT64, d12, 2, sc_idx, sizeof sc_idx));
+    push((void ***)&g->initializer, &g->n_initializer,
+         rk_new_tensor("upd", RK_DT_FLOAT, d14, 2, upd, sizeof upd));
+    push((void ***)&g->initializer, &g->n_initializer,
+         rk_new_tensor("bad_idx", RK_DT_INT64, d12, 2, bad_idx, sizeof bad_idx));
     add_i64(g, "starts", (const int64_t[]){-1, 1}, 2); /* axis 2 from the end, axis 1 from 1 */
     add_i64(g, "ends", (const int64_t[]){INT64_MIN, 3}, 2);
     add_i64(g, "axes", (const int64_t[]){2, 1}, 2);
     add_i64(g, "steps", (const int64_t[]){-2, 1}, 2);
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 5; ++i) {
         Onnx__ValueInfoProto *v = malloc(sizeof *v);
         onnx__value_info_proto__init(v);
         v->name = rk_strdup(outs[i]);
@@ -91,6 +108,21 @@ static void test_transpose_and_slice(void) {
     CHECK(sl && sl->rank == 3 && sl->dims[0] == 2 && sl->dims[1] == 2 && sl->dims[2] == 2 &&
               !memcmp(sl->v, sw, sizeof sw),
           "Slice with steps (-2, 1) (%s)", sl ? "values" : rk_eval_error(e));
+    /* gnd = (x[1][2][:], x[0][0][:]) */
+    const double gw[8] = {20, 21, 22, 23, 0, 1, 2, 3};
+    const rk_ten *gn = rk_eval_get(e, "gnd");
+    CHECK(gn && gn->rank == 2 && gn->dims[0] == 2 && gn->dims[1] == 4 &&
+              !memcmp(gn->v, gw, sizeof gw),
+          "GatherND with a negative index (%s)", gn ? "values" : rk_eval_error(e));
+    /* snd = x with x[0][1][:] = upd */
+    double snw[24];
+    memcpy(snw, xv, sizeof snw);
+    snw[4] = -1, snw[5] = -2, snw[6] = -3, snw[7] = -4;
+    const rk_ten *sn = rk_eval_get(e, "snd");
+    CHECK(sn && sn->rank == 3 && sn->n == 24 && !memcmp(sn->v, snw, sizeof snw), "ScatterND (%s)",
+          sn ? "values" : rk_eval_error(e));
+    CHECK(!rk_eval_get(e, "bad") && strstr(rk_eval_error(e), "GatherND index out of range"),
+          "GatherND index 3 on a dim of 3 refused (%s)", rk_eval_error(e));
     rk_eval_free(e);
     rk_graph_close(ix);
     ropekit_model_free(m);
@@ -172,6 +204,6 @@ int main(int argc, char **argv) {
 
     rk_graph_close(ix);
     ropekit_model_free(m);
-    test_transpose_and_slice();
+    test_view_and_index_ops();
     return REPORT();
 }
