@@ -8,24 +8,11 @@ FlashInfer is not installed on the benchmark machine, so it is not measured (ben
 says why).
 Usage: bench_torch.py [substring of a shape name]"""
 import os
-import statistics
 import sys
 
 import torch
 
-ROWS = 131072
-dev = "cuda"
-
-
-def rotate_half(x):
-    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def hf_rope(q, k, cos_t, sin_t, pos):
-    cos = cos_t[pos].unsqueeze(1)  # (B, 1, S, D)
-    sin = sin_t[pos].unsqueeze(1)
-    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+from torch_timing import ROWS, capture_graph, dev, event_us, hf_rope, rotate_half
 
 
 def hf_rope_partial(q, k, cos_t, sin_t, pos, R):
@@ -51,37 +38,14 @@ def hf_mrope(q, k, cos_t, sin_t, pos3, section):
 
 
 def median_us(f, reps=50, warm=5, queued=False):
-    """queued: hold the stream (torch.cuda._sleep, ~0.5 ms of GPU spinning) while f is
-    enqueued, so the time is the GPU's alone, as bench_cuda times its prefill rows; otherwise
-    the host's dispatch latency is inside the interval (decode rows)."""
-    for _ in range(warm):
-        f()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if queued:
-            torch.cuda._sleep(1_000_000)
-        a.record()
-        f()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) * 1000.0)
-    return statistics.median(ts)
+    """queued: hold the stream (~0.5 ms of GPU spinning) while f is enqueued, so the time is the
+    GPU's alone, as bench_cuda times its prefill rows; otherwise the host's dispatch latency is
+    inside the interval (decode rows)."""
+    return event_us(f, reps, warm, 1_000_000 if queued else 0)
 
 
 def graph_us(f, k=20):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            f()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(k):
-            f()
-    return median_us(g.replay, reps=100) / k
+    return median_us(capture_graph(f, k).replay, reps=100) / k
 
 
 def main():

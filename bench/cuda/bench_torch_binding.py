@@ -2,7 +2,7 @@
 torch.compile on the benchmark shapes of bench/results-cuda.md: Hugging Face style RoPE of q and
 k (rotate_half), cos/sin gathered per token from a 131072-row table.
 
-  eager     : transformers' arithmetic on bf16 tables (bench/cuda/bench_torch.py's hf_rope)
+  eager     : transformers' arithmetic on bf16 tables (bench/cuda/torch_timing.py's hf_rope)
   compile   : torch.compile(eager), default inductor
   ropekit   : ropekit.torch.rotary_embedding on q and k (float32 (P, 64) tables; two launches)
   rk+compile: the same inside torch.compile (the custom op kept in the graph)
@@ -20,22 +20,10 @@ import time
 
 import torch
 
+from torch_timing import ROWS, capture_graph, dev, event_us, hf_rope
+
 import ropekit
 import ropekit.torch as rt
-
-ROWS = 131072
-dev = "cuda"
-
-
-def rotate_half(x):
-    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def hf_rope(q, k, cos_t, sin_t, pos):
-    cos = cos_t[pos].unsqueeze(1)
-    sin = sin_t[pos].unsqueeze(1)
-    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
 
 def rk_rope(q, k, cos_h, sin_h, pos):
@@ -43,19 +31,7 @@ def rk_rope(q, k, cos_h, sin_h, pos):
 
 
 def gpu_us(f, reps=50, warm=5):
-    for _ in range(warm):
-        f()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(2_000_000)  # hold the stream while f is enqueued
-        a.record()
-        f()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) * 1000.0)
-    return statistics.median(ts)
+    return event_us(f, reps, warm, hold_cycles=2_000_000)  # hold the stream while f is enqueued
 
 
 def host_us(f, reps=200):
@@ -74,27 +50,7 @@ def host_us(f, reps=200):
 
 
 def graph_us(f, k=20):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            f()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(k):
-            f()
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(30):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) * 1000.0 / k)
-    return statistics.median(ts)
+    return event_us(capture_graph(f, k).replay, reps=30, warm=1) / k
 
 
 def main():

@@ -153,7 +153,7 @@ static ropekit_status add_node(rk_graph *ix, const char *op, const char *const *
 static ropekit_status rows_half(rk_graph *ix, const rk_site *s, const char *term, const char *base,
                                 const char *c_h, const char *c_0, const char *c_end,
                                 const char *c_last, const char *c_2, const char *c_shape,
-                                char **out) {
+                                int second, const char *c_1, char **out) {
     char *cast = NULL, *sl = NULL;
     ropekit_status st = ROPEKIT_OK;
     rk_shape ts;
@@ -165,7 +165,10 @@ static ropekit_status rows_half(rk_graph *ix, const rk_site *s, const char *term
         cur = cast;
     }
     if (st == ROPEKIT_OK && s->term_full) {
-        const char *in[5] = {cur, c_0, s->interleaved ? c_end : c_h, c_last, c_2};
+        /* the first half (every other column from 0), or for a sin held with its sign on the
+         * second member of each pair (Concat(-sin, sin)), the second half (from 1) */
+        const char *start = second ? (s->interleaved ? c_1 : c_h) : c_0;
+        const char *in[5] = {cur, start, s->interleaved || second ? c_end : c_h, c_last, c_2};
         st = add_node(ix, "Slice", in, s->interleaved ? 5 : 4, "ropekit_rows_half", NULL, 0, 0, &sl);
         cur = sl;
     }
@@ -183,6 +186,7 @@ static ropekit_status add_int_initializer(rk_graph *ix, const char *base, const 
 static ropekit_status add_rows(rk_graph *ix, const rk_site *s, rk_table *rw) {
     int64_t h = s->rotary_dim / 2, v0 = 0, vend = INT64_MAX, vlast = -1, v2 = 2, shape[2] = {-1, h};
     char *c_h = NULL, *c_0 = NULL, *c_end = NULL, *c_last = NULL, *c_2 = NULL, *c_shape = NULL;
+    char *c_s1 = NULL;
     char *c_zero = NULL, *c_one = NULL, *c_m1 = NULL, *shp = NULL, *lead = NULL, *n1 = NULL,
          *n0 = NULL, *rng = NULL;
     ropekit_status st;
@@ -196,10 +200,14 @@ static ropekit_status add_rows(rk_graph *ix, const rk_site *s, rk_table *rw) {
         (st = add_int_initializer(ix, "ropekit_rows_shape", shape, 2, &c_shape)) ||
         (st = add_int_initializer(ix, "ropekit_rows_m1", &vlast, 1, &c_m1)))
         goto done;
+    int64_t v1 = 1;
+    if (s->sin_second && s->interleaved &&
+        (st = add_int_initializer(ix, "ropekit_rows_start1", &v1, 1, &c_s1)))
+        goto done;
     if ((st = rows_half(ix, s, s->cos_term, "ropekit_cos_rows", c_h, c_0, c_end, c_last, c_2,
-                        c_shape, &rw->cos_name)) ||
+                        c_shape, 0, NULL, &rw->cos_name)) ||
         (st = rows_half(ix, s, s->sin_term, "ropekit_sin_rows", c_h, c_0, c_end, c_last, c_2,
-                        c_shape, &rw->sin_name)))
+                        c_shape, s->sin_second, c_s1, &rw->sin_name)))
         goto done;
     {
         /* scalars for Range: 0-d initializers */
@@ -260,6 +268,7 @@ static ropekit_status add_rows(rk_graph *ix, const rk_site *s, rk_table *rw) {
     }
 done:
     free(c_h), free(c_0), free(c_end), free(c_last), free(c_2), free(c_shape), free(c_zero);
+    free(c_s1);
     free(c_one), free(c_m1), free(shp), free(lead), free(n1), free(n0), free(rng);
     return st;
 }
@@ -304,6 +313,7 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
     snprintf(base, sizeof base, "ropekit_rope_%lld", (long long)(*counter)++);
     char *node_name = rk_graph_unique_name(ix, base);
     char *out = rk_graph_unique_name(ix, s->output);
+    char *y_pre = NULL;
     char *x_in = NULL, *x3 = NULL, *y3 = NULL, *shape_in = NULL, *shape_out = NULL, *pos_name = NULL;
     ropekit_status st = ROPEKIT_OK;
     const char *positions = s->angles.positions;
@@ -371,7 +381,12 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
         x_in = rk_strdup(x3);
     }
     {
-        const char *rope_out = s->layout == RK_LAYOUT_BSNH ? y3 : out;
+        if (s->y_perm && !(y_pre = rk_graph_unique_name(ix, "ropekit_y_fused_order"))) {
+            st = RK_OOM();
+            goto done;
+        }
+        const char *out4 = s->y_perm ? y_pre : out; /* the fused node's 4D result */
+        const char *rope_out = s->layout == RK_LAYOUT_BSNH ? y3 : out4;
         const char *ins[4];
         if (onnx_op) {
             ins[0] = x_in, ins[1] = t->cos_name, ins[2] = t->sin_name, ins[3] = positions;
@@ -399,12 +414,30 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
         if ((st = rk_graph_insert_node(ix, n, hint, NULL)) != ROPEKIT_OK) goto done;
     }
     if (s->layout == RK_LAYOUT_BSNH) {
+        const char *o4 = s->y_perm ? y_pre : out;
         const char *ins[2] = {y3, shape_out};
-        Onnx__NodeProto *r = rk_new_node("Reshape", "", out, ins, 2, (const char *const *)&out, 1);
+        Onnx__NodeProto *r = rk_new_node("Reshape", "", o4, ins, 2, &o4, 1);
         if (!r || (st = rk_graph_insert_node(ix, r, hint, NULL)) != ROPEKIT_OK) {
             if (!r) st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
             goto done;
         }
+    }
+    if (s->y_perm) {
+        /* the graph's channel order of the result (a rotation on trailing channels):
+         * out[..., c] = fused[..., y_perm[c]] */
+        char *perm = NULL;
+        if ((st = add_int_initializer(ix, "ropekit_y_perm", s->y_perm, (size_t)s->head_size,
+                                      &perm)) != ROPEKIT_OK)
+            goto done;
+        const char *gin[2] = {y_pre, perm};
+        Onnx__NodeProto *gn = rk_new_node("Gather", "", out, gin, 2, (const char *const *)&out, 1);
+        free(perm);
+        if (!gn || (st = rk_node_add_attr_int(gn, "axis", 3)) != ROPEKIT_OK) {
+            if (gn) rk_node_free(gn);
+            else st = RK_OOM();
+            goto done;
+        }
+        if ((st = rk_graph_insert_node(ix, gn, hint, NULL)) != ROPEKIT_OK) goto done;
     }
     ov = rk_graph_value(ix, s->output);
     if (ov && (ov->flags & RK_VALUE_OUTPUT)) {
@@ -437,7 +470,7 @@ static ropekit_status rewrite_site(rk_graph *ix, rk_site *s, rk_table *t,
     node_name = NULL;
 done:
     free(node_name), free(out), free(x_in), free(x3), free(y3), free(shape_in), free(shape_out);
-    free(pos_name);
+    free(pos_name), free(y_pre);
     return st;
 }
 
@@ -732,17 +765,30 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
     if (st == ROPEKIT_OK && needs_length) r->max_positions = choose_max_positions(o, r, &st);
     /* the head count is needed whenever the fused op gets a partial width or a 3D input */
     /* (checked below), then every site that passed is checked numerically */
+    /* no shape information in the graph: the dims that do not follow its inputs' */
+    const char **pnames = st == ROPEKIT_OK ? calloc(r->n_sites + 1, sizeof *pnames) : NULL;
+    rk_shape *pshapes = pnames ? calloc(r->n_sites + 1, sizeof *pshapes) : NULL;
+    size_t np = 0;
+    if (st == ROPEKIT_OK && !pshapes) st = rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; pshapes && i < r->n_sites; ++i) {
+        const rk_site *s = &r->sites[i];
+        if (!s->reason[0] && s->angles_ok && (s->num_heads <= 0 || s->head_size <= 0))
+            pnames[np++] = s->x;
+    }
+    if (np && !rk_probe_dims(ix, pnames, np, pshapes)) np = 0;
+    for (size_t i = 0, k = 0; k < np && i < r->n_sites; ++i) {
+        rk_site *s = &r->sites[i];
+        if (s->reason[0] || !s->angles_ok || (s->num_heads > 0 && s->head_size > 0)) continue;
+        const rk_shape *ps = &pshapes[k++];
+        int hd = s->layout == RK_LAYOUT_BNSH ? 1 : 2;
+        if (ps->rank != 4) continue;
+        if (s->num_heads <= 0 && ps->dims[hd] > 0) s->num_heads = s->xdims[hd] = ps->dims[hd];
+        if (s->head_size <= 0 && ps->dims[3] > 0) s->head_size = s->xdims[3] = ps->dims[3];
+    }
+    free(pnames), free(pshapes);
     for (size_t i = 0; st == ROPEKIT_OK && i < r->n_sites; ++i) {
         rk_site *s = &r->sites[i];
         if (s->reason[0] || !s->angles_ok) continue;
-        rk_shape ps;
-        if ((s->num_heads <= 0 || s->head_size <= 0) && rk_probe_dims(ix, s->x, &ps) &&
-            ps.rank == 4) {
-            /* no shape information in the graph: the dims that do not follow its inputs' */
-            int hd = s->layout == RK_LAYOUT_BNSH ? 1 : 2;
-            if (s->num_heads <= 0 && ps.dims[hd] > 0) s->num_heads = s->xdims[hd] = ps.dims[hd];
-            if (s->head_size <= 0 && ps.dims[3] > 0) s->head_size = s->xdims[3] = ps.dims[3];
-        }
         int partial = s->head_size < 0 || s->rotary_dim < s->head_size;
         if ((partial || s->layout == RK_LAYOUT_BSNH) && s->num_heads <= 0)
             snprintf(s->reason, RK_REASON, "the number of heads of '%s' is unknown (no shape "
@@ -767,6 +813,7 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
                 const rk_site *f = tables[k].site;
                 if (rows ? f && f->elem_type == s->elem_type && f->term_full == s->term_full &&
                                f->interleaved == s->interleaved && f->rotary_dim == s->rotary_dim &&
+                               f->sin_second == s->sin_second &&
                                !strcmp(f->cos_term, s->cos_term) && !strcmp(f->sin_term, s->sin_term)
                          : !f && tables[k].elem_type == s->elem_type &&
                                rk_angles_same(tables[k].angles, &s->angles))

@@ -67,10 +67,14 @@ typedef struct rk_site {
      * (S, W) with B' 1 or B; W = R with duplicated halves / pairs (term_full) or R/2 */
     char *cos_term, *sin_term;
     int term_full;
+    int sin_second; /* term_full: sin is read from the second member of each pair (the second
+                     * half, or the odd columns): the graph's sin factor is e.g. Concat(-s, s) */
     int probe_mrope; /* per-call rows of an M-RoPE site: its positions are (3, B, S) */
     int64_t probe_limit; /* per-call rows: probe positions below this (a graph table's rows), 0 */
     int64_t *x_perm; /* head_size channel indices: the fused node reads x[..., x_perm] (channels
                       * interleaved before a rotate_half, MLA); NULL: x as it is */
+    int64_t *y_perm; /* head_size: the site's result is fused[..., y_perm] (a rotation of trailing
+                      * or middle channels; the fused node rotates leading ones); NULL: as is */
     char angle_reason[RK_REASON]; /* why the angle source is not a known table (table mode) */
     char reason[RK_REASON];   /* why it cannot be fused ("" when it can) */
     /* results */
@@ -105,13 +109,14 @@ uint32_t rk_consumer_count(const rk_graph *ix, const char *name);
 /* The only consumer of `name`, or NULL when there are several or none. */
 Onnx__NodeProto *rk_single_consumer(const rk_graph *ix, const char *name);
 
-/* Dims of a value that do not depend on the graph inputs' symbolic dims, where the graph does
+/* Dims of values that do not depend on the graph inputs' symbolic dims, where the graph does
  * not declare them (TorchScript exports carry no value_info): the shape inference of
  * rk_value_rank run twice, with two different concrete values for every symbolic dim of the
- * declared shapes (graph inputs); dims that agree are kept, the others are -1. Ends any match
- * memo (call it after matching). 1 when the rank is known. */
+ * declared shapes (graph inputs); dims that agree are kept, the others are -1 (rank -1: not
+ * known). shapes[i] for names[i]. Ends any match memo (call it after matching). 0 on out of
+ * memory. */
 #define RK_PROBE_PARAMS 32
-int rk_probe_dims(const rk_graph *ix, const char *name, rk_shape *shape);
+int rk_probe_dims(const rk_graph *ix, const char *const *names, size_t n, rk_shape *shapes);
 
 /* The only consumer of `name` that is not a Shape node (exporters read shapes of intermediate
  * values for later reshapes; those readers die with the site), or NULL. */

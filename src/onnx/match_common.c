@@ -31,6 +31,7 @@ void rk_site_free(rk_site *s) {
     free(s->cos_term);
     free(s->sin_term);
     free(s->x_perm);
+    free(s->y_perm);
     rk_angles_free(&s->angles);
     memset(s, 0, sizeof *s);
 }
@@ -184,20 +185,26 @@ static void probe_declared(rk_memo *m, const rk_graph *ix, const char *name, rk_
     }
 }
 
-int rk_probe_dims(const rk_graph *ix, const char *name, rk_shape *shape) {
+int rk_probe_dims(const rk_graph *ix, const char *const *names, size_t n, rk_shape *shapes) {
     /* two probes with different values for every symbolic dim: a dim that comes out the same
-     * in both does not depend on them (the number of heads, the head size) */
+     * in both does not depend on them (the number of heads, the head size). One linear pass
+     * over the graph per probe, whatever n is. */
     static const int64_t base[2] = {2, 5}, step[2] = {1, 2};
-    rk_shape sh[2];
     for (int k = 0; k < 2; ++k) {
         if (match_begin(ix, 1, base[k], step[k]) != ROPEKIT_OK) return 0;
-        infer_shape(ix, name, &sh[k], 0);
+        for (size_t i = 0; i < n; ++i) {
+            rk_shape sh;
+            infer_shape(ix, names[i], &sh, 0);
+            if (k == 0) {
+                shapes[i] = sh;
+                continue;
+            }
+            if (sh.rank != shapes[i].rank) shapes[i].rank = -1;
+            for (int d = 0; d < shapes[i].rank; ++d)
+                if (sh.dims[d] != shapes[i].dims[d]) shapes[i].dims[d] = -1;
+        }
         rk_match_end();
-        if (sh[k].rank <= 0 || (k && sh[k].rank != sh[0].rank)) return 0;
     }
-    *shape = sh[0];
-    for (int i = 0; i < shape->rank; ++i)
-        if (sh[1].dims[i] != sh[0].dims[i]) shape->dims[i] = -1;
     return 1;
 }
 

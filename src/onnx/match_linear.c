@@ -36,7 +36,7 @@
 #define LIN_MAX_ELEMS ((int64_t)1 << 18) /* elements of x and of every intermediate */
 #define LIN_BUDGET ((int64_t)1 << 23)    /* terms over one analysis */
 #define LIN_CLOSURE 128                  /* values on the data paths from y back to x */
-#define LIN_PROBE_DIM 3                  /* every symbolic dimension */
+#define LIN_PROBE_DIM 2                  /* every symbolic dimension */
 #define LIN_MAX_DEP_DEPTH 400
 #define LIN_MAX_COEF 24
 
@@ -263,20 +263,6 @@ static int depends(lin_ctx *c, const char *name, int depth) {
     return d;
 }
 
-/* offset in a tensor of dims ad (rank ra) of the broadcast element o of dims od (rank r) */
-static int64_t bcast_at(const int64_t *od, int r, const int64_t *ad, int ra, int64_t o) {
-    int64_t off = 0, stride = 1;
-    for (int i = r - 1; i >= 0; --i) {
-        int64_t k = o % od[i];
-        o /= od[i];
-        int ai = i - (r - ra);
-        if (ai < 0) continue;
-        if (ad[ai] != 1) off += k * stride;
-        stride *= ad[ai];
-    }
-    return off;
-}
-
 static int bcast_dims(const int64_t *a, int ra, const int64_t *b, int rb, int64_t *out, int *r) {
     int rank = ra > rb ? ra : rb;
     for (int i = 0; i < rank; ++i) {
@@ -414,7 +400,7 @@ done:
 /* a + s * b, elementwise with broadcasting (b NULL: scale a by the tensor t, or divide) */
 static lten *lin_arith(lin_ctx *c, const char *want, const lten *a, const lten *b, double s,
                        const rk_ten *t, int divide) {
-    int64_t od[RK_SHAPE_MAX_RANK];
+    int64_t od[RK_SHAPE_MAX_RANK] = {0};
     int r;
     const int64_t *bd = b ? b->dims : t->dims;
     int rb = b ? b->rank : t->rank;
@@ -425,8 +411,25 @@ static lten *lin_arith(lin_ctx *c, const char *want, const lten *a, const lten *
     }
     lten *o = lten_new(c, r, od);
     if (!o) return NULL;
+    /* the operands' offsets, advanced with the output's multi-index (stride 0: broadcast) */
+    int64_t sa[RK_SHAPE_MAX_RANK], sb[RK_SHAPE_MAX_RANK], cnt[RK_SHAPE_MAX_RANK] = {0};
+    int64_t pa = 1, pb = 1;
+    for (int i = r - 1; i >= 0; --i) {
+        int ja = i - (r - a->rank), jb = i - (r - rb);
+        int64_t da = ja >= 0 ? a->dims[ja] : 1, db = jb >= 0 ? bd[jb] : 1;
+        sa[i] = da == 1 ? 0 : pa, sb[i] = db == 1 ? 0 : pb;
+        pa *= da, pb *= db;
+    }
+    int64_t ia = 0, ib = 0;
     for (int64_t i = 0; i < o->n; ++i) {
-        int64_t ia = bcast_at(od, r, a->dims, a->rank, i), ib = bcast_at(od, r, bd, rb, i);
+        if (i) { /* next multi-index */
+            int d = r - 1;
+            while (d > 0 && cnt[d] + 1 == od[d]) {
+                ia -= sa[d] * cnt[d], ib -= sb[d] * cnt[d], cnt[d] = 0;
+                --d;
+            }
+            ++cnt[d], ia += sa[d], ib += sb[d];
+        }
         int k = a->nt[ia];
         if (!b) {
             double f = t->v[ib];
@@ -651,12 +654,15 @@ static const char *find_x(const rk_graph *ix, const uint8_t *cl, const char *y) 
         }
     }
     if (first_product == INT32_MAX) return NULL;
-    /* candidates, latest producer first */
-    size_t best = (size_t)-1;
-    int32_t best_prod = INT32_MIN;
+    /* the latest cut, preferring one of rank 4 (what the fused node takes: a (.., h, 2) view of
+     * x for complex-number pairs is a later cut than x itself) */
+    size_t best = (size_t)-1, best4 = (size_t)-1;
+    int32_t best_prod = INT32_MIN, best4_prod = INT32_MIN;
     for (size_t c = 1; c < cs.n; ++c) {
         int32_t prod = ix->values[cs.v[c]].producer;
-        if (prod >= first_product || (best != (size_t)-1 && prod <= best_prod)) continue;
+        if (prod >= first_product ||
+            (best != (size_t)-1 && prod <= best_prod && best4 != (size_t)-1 && prod <= best4_prod))
+            continue;
         /* is c a cut? walk from y avoiding c: no leaf may be reached */
         uint8_t seen[LIN_CLOSURE] = {0};
         int stack[LIN_CLOSURE], sp = 0, cut = 1;
@@ -675,8 +681,14 @@ static const char *find_x(const rk_graph *ix, const uint8_t *cl, const char *y) 
                 stack[sp++] = b;
             }
         }
-        if (cut) best = c, best_prod = prod;
+        if (!cut) continue;
+        if (best == (size_t)-1 || prod > best_prod) best = c, best_prod = prod;
+        rk_shape sh;
+        if ((best4 == (size_t)-1 || prod > best4_prod) &&
+            rk_value_rank(ix, ix->values[cs.v[c]].name, &sh) && sh.rank == 4)
+            best4 = c, best4_prod = prod;
     }
+    if (best4 != (size_t)-1) best = best4;
     return best == (size_t)-1 ? NULL : ix->values[cs.v[best]].name;
 }
 
@@ -687,6 +699,7 @@ typedef struct lin_rope {
     int64_t R, H, L, h;
     int interleaved;
     int64_t *perm;       /* H: the fused node reads x[..., perm] */
+    int64_t *yperm;      /* H: the site's result is fused[..., yperm] */
     double *cosv, *sinv; /* L x h: per line (token, head) and pair */
 } lin_rope;
 
@@ -770,19 +783,24 @@ static int read_rope(const lin_ctx *c, const lten *y, lin_rope *r, char *why, si
     if (R == 0) NOT_ROPE("no channel of '%s' is rotated", c->x);
     if (last - first + 1 != R || R % 2)
         NOT_ROPE("the rotated channels are not one range of even width");
-    if (first != 0) {
-        snprintf(why, nw,
-                 "the rotation is on the trailing channels %lld..%lld of %lld: the fused "
-                 "operator rotates leading channels",
-                 (long long)first, (long long)last, (long long)H);
-        res = -1;
-        goto done;
+    /* the fused node rotates its leading R channels: channels [first, first + R) come first
+     * in its order, the pass-through ones after them (yperm maps the result back) */
+    r->yperm = malloc((size_t)H * sizeof *r->yperm);
+    if (!r->yperm) NOT_ROPE("out of memory");
+    for (int64_t ch = 0, j = R; ch < H; ++ch) {
+        if (ch >= first && ch <= last) {
+            r->yperm[ch] = ch - first;
+        } else {
+            r->perm[j] = ch, used[ch] = 1; /* passed through: reads its own channel */
+            r->yperm[ch] = j++;
+        }
     }
     int64_t h = R / 2;
     int half = 1, adj = 1;
     for (int64_t k = 0; k < h; ++k) {
-        half &= s1[k] == s1[k + h] && s2[k] == s2[k + h];
-        adj &= s1[2 * k] == s1[2 * k + 1] && s2[2 * k] == s2[2 * k + 1];
+        int64_t a = first + k, b = first + 2 * k;
+        half &= s1[a] == s1[a + h] && s2[a] == s2[a + h];
+        adj &= s1[b] == s1[b + 1] && s2[b] == s2[b + 1];
     }
     if (!half && !adj) NOT_ROPE("the rotated channels pair neither as halves nor as neighbours");
     r->interleaved = !half;
@@ -790,10 +808,10 @@ static int read_rope(const lin_ctx *c, const lten *y, lin_rope *r, char *why, si
     r->cosv = malloc((size_t)(L * h) * sizeof *r->cosv);
     r->sinv = malloc((size_t)(L * h) * sizeof *r->sinv);
     if (!r->cosv || !r->sinv) NOT_ROPE("out of memory");
-    for (int64_t ch = R; ch < H; ++ch)
-        r->perm[ch] = ch;
     for (int64_t k = 0; k < h; ++k) {
-        int64_t c1 = r->interleaved ? 2 * k : k, c2 = r->interleaved ? 2 * k + 1 : k + h;
+        /* (c1, c2: the pair's channels in the result) */
+        int64_t c1 = first + (r->interleaved ? 2 * k : k),
+                c2 = first + (r->interleaved ? 2 * k + 1 : k + h);
         int64_t opt[2][2] = {{s1[c1], s2[c1]}, {s2[c1], s1[c1]}};
         if (opt[1][0] == c1) { /* prefer keeping channels where they are */
             int64_t t0 = opt[0][0], t1 = opt[0][1];
@@ -813,11 +831,11 @@ static int read_rope(const lin_ctx *c, const lten *y, lin_rope *r, char *why, si
                      "y*cos + x*sin)",
                      (long long)c1, (long long)c2);
         int64_t u = opt[chosen][0], w = opt[chosen][1];
-        if (u >= R || w >= R || used[u] || used[w])
+        if (used[u] || used[w])
             NOT_ROPE("the rotation reads a channel of '%s' twice or outside its rotated range",
                      c->x);
         used[u] = used[w] = 1;
-        r->perm[c1] = u, r->perm[c2] = w;
+        r->perm[c1 - first] = u, r->perm[c2 - first] = w;
         for (int64_t l = 0; l < L; ++l) {
             r->cosv[l * h + k] = co(y, H, l, c1, u);
             r->sinv[l * h + k] = co(y, H, l, c2, u);
@@ -827,8 +845,8 @@ static int read_rope(const lin_ctx *c, const lten *y, lin_rope *r, char *why, si
 done:
     free(s1), free(s2), free(used);
     if (res != 1) {
-        free(r->perm), free(r->cosv), free(r->sinv);
-        r->perm = NULL, r->cosv = r->sinv = NULL;
+        free(r->perm), free(r->yperm), free(r->cosv), free(r->sinv);
+        r->perm = r->yperm = NULL, r->cosv = r->sinv = NULL;
     }
     return res;
 }
@@ -836,11 +854,12 @@ done:
 
 /* Does V hold `want` (L x h) as per-token rows? Fills the layout and whether V is full width. */
 static int rows_match(const lin_ctx *c, const rk_ten *V, const lin_rope *r, const double *want,
-                      int lay_want, rk_layout *layout, int *full) {
+                      int lay_want, int second, rk_layout *layout, int *full) {
     if (!V || V->rank < 2 || V->rank > 4) return 0;
     int64_t W = V->dims[V->rank - 1];
     if (W != r->R && W != r->h) return 0;
     *full = W == r->R && r->R != r->h;
+    if (second && !*full) return 0;
     const int64_t *X = c->xdims;
     for (int lay = 0; lay < 2; ++lay) {
         int heads = lay == 0 ? 1 : 2, tok = lay == 0 ? 2 : 1;
@@ -862,6 +881,7 @@ static int rows_match(const lin_ctx *c, const rk_ten *V, const lin_rope *r, cons
             int64_t s = lay == 0 ? i2 : i1, row = (vd[0] == 1 ? 0 : i0) * X[tok] + s;
             for (int64_t k = 0; k < r->h && ok; ++k) {
                 int64_t col = *full ? (r->interleaved ? 2 * k : k) : k;
+                if (second) col += r->interleaved ? 1 : r->h; /* the pair's second member */
                 double a = V->v[row * W + col], b = want[l * r->h + k];
                 ok =
                     same_val(a, b, V->type != RK_DT_FLOAT && V->type != RK_DT_DOUBLE ? 2e-3 : 1e-6);
@@ -1085,7 +1105,7 @@ static int analyze(const rk_graph *ix, const char *y, const char *x, const char 
             res = -1;
         } else {
             res = read_rope(&c, yl, &r, why, sizeof why);
-            if (res < 0 && strncmp(why, "the rotation is on", 18)) {
+            if (res < 0) {
                 char w[RK_REASON];
                 snprintf(w, sizeof w, "%s", why);
                 snprintf(why, sizeof why,
@@ -1123,6 +1143,14 @@ static int analyze(const rk_graph *ix, const char *y, const char *x, const char 
         site->x_perm = r.perm;
         r.perm = NULL;
     }
+    int y_identity = 1;
+    for (int64_t ch = 0; ch < r.H; ++ch)
+        y_identity &= r.yperm[ch] == ch;
+    if (!y_identity) { /* rotated channels after pass-through ones ([nope | rope]) */
+        site->variant = r.interleaved ? "interleaved_trailing" : "rotate_half_trailing";
+        site->y_perm = r.yperm;
+        r.yperm = NULL;
+    }
     /* the graph values holding the rows: the factors themselves (as they broadcast: they give
      * the layout), or a value they were broadcast from (the earliest that holds the rows) */
     const char *cchain[12], *schain[12];
@@ -1134,21 +1162,29 @@ static int analyze(const rk_graph *ix, const char *y, const char *x, const char 
         int want = -1;
         rk_layout lay0;
         int full0;
-        if (rows_match(&c, rk_eval_get(c.e, cchain[0]), &r, r.cosv, -1, &lay0, &full0))
+        if (rows_match(&c, rk_eval_get(c.e, cchain[0]), &r, r.cosv, -1, 0, &lay0, &full0))
             want = lay0 == RK_LAYOUT_BNSH ? 0 : 1;
         for (size_t a = nc; a-- > 0 && !found;) {
             const rk_ten *V = rk_eval_get(c.e, cchain[a]);
-            if (!rows_match(&c, V, &r, r.cosv, want, &lay_c, &full_c)) continue;
+            if (!rows_match(&c, V, &r, r.cosv, want, 0, &lay_c, &full_c)) continue;
             for (int j = 0; j < c.n_coef && !found; ++j) {
+                /* sin comes from another product's factor than cos (they may be equal on the
+                 * probes, e.g. both fed from outside the graph) */
+                if (!strcmp(c.coef[j], c.coef[i])) continue;
                 ns = factor_chain(ix, c.coef[j], schain, 12);
-                for (size_t b = ns; b-- > 0 && !found;) {
+                for (size_t q = 0; q < 2 * ns && !found; ++q) {
+                    /* (sin as the first member's coefficient of each pair, else the second's:
+                     * a sin factor Concat(-s, s) holds +s there) */
+                    size_t b = ns - 1 - q % ns;
+                    int second = q >= ns;
                     const rk_ten *U = rk_eval_get(c.e, schain[b]);
                     if (U &&
-                        rows_match(&c, U, &r, r.sinv, lay_c == RK_LAYOUT_BNSH ? 0 : 1, &lay_s,
-                                   &full_s) &&
+                        rows_match(&c, U, &r, r.sinv, lay_c == RK_LAYOUT_BNSH ? 0 : 1, second,
+                                   &lay_s, &full_s) &&
                         full_s == full_c && U->rank == V->rank &&
                         !memcmp(U->dims, V->dims, sizeof U->dims)) {
                         found = 1;
+                        site->sin_second = second;
                         site->cos_term = rk_strdup(cchain[a]);
                         site->sin_term = rk_strdup(schain[b]);
                         /* the chains from the matched values on, for the angle source */
@@ -1175,7 +1211,7 @@ static int analyze(const rk_graph *ix, const char *y, const char *x, const char 
     if (xs.dims[3] > 0) site->head_size = xs.dims[3];
     int64_t nh = xs.dims[lay_c == RK_LAYOUT_BNSH ? 1 : 2];
     if (nh > 0) site->num_heads = nh;
-    if (site->x_perm && site->head_size <= 0) {
+    if ((site->x_perm || site->y_perm) && site->head_size <= 0) {
         snprintf(site->reason, RK_REASON,
                  "the head size of '%s' is unknown (needed to reorder "
                  "its channels)",
@@ -1188,7 +1224,7 @@ static int analyze(const rk_graph *ix, const char *y, const char *x, const char 
     rk_site_accept(site);
 out:
     if (res == 1 && !site->x) res = 0;
-    free(r.perm), free(r.cosv), free(r.sinv);
+    free(r.perm), free(r.yperm), free(r.cosv), free(r.sinv);
     free(zeros);
     if (c.memo)
         for (size_t i = 0; i < ix->n_values; ++i)
@@ -1313,6 +1349,53 @@ int rk_match_linear_at(const rk_graph *ix, const Onnx__NodeProto *nd, rk_site *s
     return r;
 }
 
+/* A value fed from outside: a float graph input, or one moved / widened / joined from such inputs
+ * and constants only (a few ops deep). */
+static int external_factor(const rk_graph *ix, const uint8_t *cl, const char *v, int depth) {
+    const rk_value *val = v ? rk_graph_value(ix, v) : NULL;
+    if (!val || depth > 8) return 0;
+    size_t i = (size_t)(val - ix->values);
+    if (cl[i] == CL_CONST) return 1;
+    if (val->flags & RK_VALUE_INPUT) {
+        rk_shape sh;
+        rk_graph_shape(ix, v, &sh);
+        return sh.elem_type == RK_DT_FLOAT || sh.elem_type == RK_DT_FLOAT16 ||
+               sh.elem_type == RK_DT_BFLOAT16;
+    }
+    const Onnx__NodeProto *p = val->producer >= 0 ? ix->g->node[val->producer] : NULL;
+    if (!p || !default_domain(p) ||
+        (!is_move_op(p->op_type) && strcmp(p->op_type, "Cast") && strcmp(p->op_type, "Identity")))
+        return 0;
+    for (size_t k = 0; k < p->n_input; ++k)
+        if (p->input[k][0] && !external_factor(ix, cl, p->input[k], depth + 1)) return 0;
+    return 1;
+}
+
+/* cos/sin that come from outside the graph's arithmetic (graph inputs: a layer exported alone
+ * with its position embeddings, a decoder fed cos/sin caches): an Add/Sub of two products none
+ * of whose factors derive from a Cos/Sin, tried with each pair of factors (one per product) as
+ * the coefficients. Only a pair under which the subgraph reads as a RoPE makes a site. */
+static int site_given_factors(const rk_graph *ix, uint8_t *cl, const Onnx__NodeProto *nd,
+                              rk_site *site, const char **chain, int *nch) {
+    if (!default_domain(nd) || nd->n_input != 2) return 0;
+    const Onnx__NodeProto *m[2] = {rk_producer_op(ix, nd->input[0], "Mul"),
+                                   rk_producer_op(ix, nd->input[1], "Mul")};
+    if (!m[0] || !m[1] || m[0]->n_input != 2 || m[1]->n_input != 2) return 0;
+    for (int p = 0; p < 4; ++p) {
+        size_t f0 = vidx(ix, m[0]->input[p & 1]), f1 = vidx(ix, m[1]->input[p >> 1]);
+        if (f0 >= ix->n_values || f1 >= ix->n_values || cl[f0] != CL_DATA || cl[f1] != CL_DATA ||
+            !external_factor(ix, cl, m[0]->input[p & 1], 0) ||
+            !external_factor(ix, cl, m[1]->input[p >> 1], 0))
+            continue;
+        cl[f0] = cl[f1] = CL_ANGLE;
+        int found = site_at(ix, cl, nd, site, chain, nch);
+        cl[f0] = cl[f1] = CL_DATA;
+        if (found && !site->reason[0]) return 1;
+        if (found) rk_site_free(site);
+    }
+    return 0;
+}
+
 ropekit_status rk_match_linear_all(const rk_graph *ix, rk_site **sites, size_t *n, size_t *cap) {
     uint8_t *cl = classify(ix);
     const char **claimed = NULL; /* values that ended a candidate already */
@@ -1330,7 +1413,10 @@ ropekit_status rk_match_linear_all(const rk_graph *ix, rk_site **sites, size_t *
         const char *first = nd->n_output ? nd->output[0] : NULL;
         for (size_t i = 0; first && i < n_claimed && !dup; ++i)
             dup = !strcmp(claimed[i], first);
-        if (dup || !site_at(ix, cl, nd, &t, chain, &nch)) continue;
+        if (dup) continue;
+        if (!site_at(ix, cl, nd, &t, chain, &nch) &&
+            !site_given_factors(ix, cl, nd, &t, chain, &nch))
+            continue;
         for (int j = 0; j < nch && !dup; ++j)
             for (size_t i = 0; i < n_claimed && !dup; ++i)
                 dup = !strcmp(claimed[i], chain[j]);

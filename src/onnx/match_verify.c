@@ -241,8 +241,9 @@ static void verify_one(table_cache *tc, rk_eval *e, rk_site *s, const int64_t *x
         for (int64_t q = 0; q < n_rows; ++q)
             for (int64_t k = 0; k < h; ++k) {
                 int64_t col = s->term_full && s->interleaved ? 2 * k : k;
+                int64_t scol = col + (s->term_full && s->sin_second ? (s->interleaved ? 1 : h) : 0);
                 rk_store(rc, dt, q * h + k, (float)tcos->v[q * W + col]);
-                rk_store(rs, dt, q * h + k, (float)tsin->v[q * W + col]);
+                rk_store(rs, dt, q * h + k, (float)tsin->v[q * W + scol]);
             }
         for (int64_t b = 0; b < PROBE_B; ++b)
             for (int64_t t = 0; t < PROBE_S; ++t)
@@ -259,7 +260,9 @@ static void verify_one(table_cache *tc, rk_eval *e, rk_site *s, const int64_t *x
     double worst = 0, scale = 1;
     int64_t at = 0;
     for (int64_t i = 0; i < n; ++i) {
-        double a = y->v[i], b = (double)rk_load(yb, dt, i);
+        /* (the graph's channel order: y[..., c] = fused[..., y_perm[c]]) */
+        int64_t j = s->y_perm ? i - i % xdims[3] + s->y_perm[i % xdims[3]] : i;
+        double a = y->v[i], b = (double)rk_load(yb, dt, j);
         double d = fabs(a - b);
         if (!(d <= worst)) worst = d, at = i; /* NaN counts as the worst */
         if (fabs(a) > scale) scale = fabs(a);
@@ -267,8 +270,9 @@ static void verify_one(table_cache *tc, rk_eval *e, rk_site *s, const int64_t *x
     double tol = s->elem_type == RK_DT_FLOAT ? 1e-5 : 1e-2;
     if (!(worst <= tol * scale)) {
         char d[160];
+        int64_t jt = s->y_perm ? at - at % xdims[3] + s->y_perm[at % xdims[3]] : at;
         snprintf(d, sizeof d, "element %lld: %.6g vs %.6g, max |diff| %.3g", (long long)at,
-                 y->v[at], (double)rk_load(yb, dt, at), worst);
+                 y->v[at], (double)rk_load(yb, dt, jt), worst);
         refuse(s,
                "the original subgraph and the fused operator disagree on probe inputs (%s); "
                "not fused",

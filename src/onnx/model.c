@@ -674,6 +674,14 @@ static int rk_tmp_register(const char *path) {
     return -1; /* not listed: a signal leaves it, the next save removes it */
 }
 
+/* A listed slot names another path (the next name tried after EEXIST). */
+static void rk_tmp_relist(int slot, const char *path) {
+    if (slot < 0 || strlen(path) >= PATH_MAX) return;
+    atomic_store(&rk_tmp_state[slot], 1);
+    strcpy(rk_tmp_paths[slot], path);
+    atomic_store(&rk_tmp_state[slot], 2);
+}
+
 static void rk_tmp_unregister(int slot) {
     if (slot >= 0) atomic_store(&rk_tmp_state[slot], 0);
 }
@@ -733,17 +741,25 @@ static ropekit_status rk_tmp_create(const char *dir, mode_t mode, const char *de
     for (int attempt = 0; t->fd < 0 && attempt < 100; ++attempt) {
         snprintf(t->path, n, "%s/" RK_TMP_PREFIX "%ld-%u" RK_TMP_SUFFIX, dir, (long)getpid(),
                  atomic_fetch_add(&counter, 1));
+        /* listed before it exists: listed after open(), a signal in between left the file (an
+         * unlink of a name not yet created, or of a stale one with this PID, is harmless) */
+        if (t->slot < 0)
+            t->slot = rk_tmp_register(t->path);
+        else
+            rk_tmp_relist(t->slot, t->path);
         t->fd = open(t->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
         if (t->fd < 0 && errno != EEXIST) break;
     }
     if (t->fd < 0) {
+        int err = errno;
+        rk_tmp_unregister(t->slot);
+        t->slot = -1;
         ropekit_status s = rk_fail(ROPEKIT_ERROR_IO, "%s: cannot create a temporary file in %s: %s",
-                                   dest, dir, strerror(errno));
+                                   dest, dir, strerror(err));
         free(t->path);
         t->path = NULL;
         return s;
     }
-    t->slot = rk_tmp_register(t->path);
     return ROPEKIT_OK;
 }
 

@@ -156,7 +156,28 @@ def repeat_interleave_tile(g):  # interleaved pairs, cos/sin widened by Tile+Res
     return g.op("Add", g.op("Mul", "q", rep(g.cos_half)), g.op("Mul", rot, rep(g.sin_half)))
 
 
+def complex_pairs(g):  # view_as_complex (Llama 4): (.., h, 2) real/imaginary parts, rank 5
+    x5 = g.op("Reshape", "q", g.ints([0, 0, 0, h, 2]))
+    re, im = g.slice(x5, 0, 1), g.slice(x5, 1, 2)
+    c = g.op("Unsqueeze", g.heads(g.cos_half), g.ints([-1]))
+    s = g.op("Unsqueeze", g.heads(g.sin_half), g.ints([-1]))
+    yr = g.op("Sub", g.op("Mul", re, c), g.op("Mul", im, s))
+    yi = g.op("Add", g.op("Mul", re, s), g.op("Mul", im, c))
+    return g.op("Reshape", g.op("Concat", yr, yi, axis=-1), g.op("Shape", "q"))
+
+
+def sign_on_sin(g):  # rotate_half without Neg, the sign carried by the sin factor Concat(-s, s)
+    lo, hi = g.slice("q", 0, h), g.slice("q", h, H)
+    rot = g.op("Concat", hi, lo, axis=-1)
+    sf = g.op("Concat", g.op("Neg", g.sin_half), g.sin_half, axis=-1)
+    return g.op("Add", g.op("Mul", "q", g.heads(g.cos_full)), g.op("Mul", rot, g.heads(sf)))
+
+
 FUSE = {
+    "sign_on_sin": (sign_on_sin, "BNSH", H, 0),
+    "sign_on_sin_bsnh": (sign_on_sin, "BSNH", H, 0),
+    "complex_pairs": (complex_pairs, "BNSH", H, 1),
+    "complex_pairs_bsnh": (complex_pairs, "BSNH", H, 1),
     "split_rotate_half": (split_rotate_half, "BNSH", H, 0),
     "gather_rotate_half": (gather_rotate_half, "BNSH", H, 0),
     "chunk_halves": (chunk_halves, "BNSH", H, 0),
@@ -256,7 +277,10 @@ def test_spelling_fuses_with_parity(name, tmp_path):
     m = onnx.load(str(dst))
     onnx.checker.check_model(m, full_check=True)
     assert sum(n.op_type == "RotaryEmbedding" for n in m.graph.node) == 1
-    assert not any(n.op_type in ("Neg", "Sub") for n in m.graph.node), [n.op_type for n in m.graph.node]
+    # the rotation's own Neg / Sub are gone (sign_on_sin's Neg is on sin, whose rows the fused
+    # node reads: it stays)
+    keep = 1 if name.startswith("sign_on_sin") else 0
+    assert sum(n.op_type in ("Neg", "Sub") for n in m.graph.node) == keep, [n.op_type for n in m.graph.node]
     parity(src, dst, layout)
 
 
@@ -272,19 +296,76 @@ def test_linear_but_not_a_rope_is_left_alone(name, layout, tmp_path):
     parity(src, dst, layout)  # unchanged in what it computes
 
 
-def test_trailing_rotation_is_refused_with_a_reason(tmp_path):
-    """[pass | rot]: the fused operator rotates leading channels only."""
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_rotation_of_trailing_channels_fuses(interleaved, tmp_path):
+    """[pass | rot] (DeepSeek's [nope | rope]): the fused node rotates leading channels, so it
+    reads x with the rotated channels first and the result goes back to the graph's order."""
     g = G("BNSH", 4)
     xp, xr = g.op("Split", "q", g.ints([H - 4, 4]), axis=-1, outs=2)
-    y = g.op("Add", g.op("Mul", xr, g.heads(g.cos_full)), g.op("Mul", rot_half_slices(g, xr, 4),
-                                                                g.heads(g.sin_full)))
+    if interleaved:
+        e, o = g.slice(xr, 0, 2**62, 2), g.slice(xr, 1, 2**62, 2)
+        c, s = g.heads(g.cos_half), g.heads(g.sin_half)
+        ye = g.op("Sub", g.op("Mul", e, c), g.op("Mul", o, s))
+        yo = g.op("Add", g.op("Mul", o, c), g.op("Mul", e, s))
+        st = g.op("Concat", g.op("Unsqueeze", ye, g.ints([-1])), g.op("Unsqueeze", yo, g.ints([-1])),
+                  axis=-1)
+        y = g.op("Reshape", st, g.op("Shape", xr))
+    else:
+        y = g.op("Add", g.op("Mul", xr, g.heads(g.cos_full)),
+                 g.op("Mul", rot_half_slices(g, xr, 4), g.heads(g.sin_full)))
     out = g.op("Concat", xp, y, axis=-1)
     src, dst = tmp_path / "m.onnx", tmp_path / "m_fused.onnx"
     onnx.save(g.model(out), str(src))
     r = run_fuse(src, dst)
-    assert r["sites_found"] >= 1, r
-    fused = [s for s in r["sites"] if s["status"] == "fused"]
-    # either the rotated part alone is fused (x = the Split output) or nothing is, with a reason
-    assert all(s["rotary_dim"] == 4 for s in fused), r["sites"]
-    assert all(s["reason"] for s in r["sites"] if s["status"] != "fused"), r["sites"]
+    assert r["sites_found"] == 1 and r["sites_fused"] == 1, r["sites"]
+    s = r["sites"][0]
+    assert s["rotary_dim"] == 4 and s["interleaved"] == interleaved, s
+    m = onnx.load(str(dst))
+    onnx.checker.check_model(m, full_check=True)
+    assert sum(n.op_type == "RotaryEmbedding" for n in m.graph.node) == 1
     parity(src, dst, "BNSH")
+
+
+@pytest.mark.parametrize("half_width", [True, False])
+def test_cos_sin_fed_as_graph_inputs(half_width, tmp_path):
+    """A layer exported alone with its position embeddings as inputs (no Cos/Sin in the graph).
+    Half-width inputs widened by Concat(c, c) are a rotation whatever their values: fused, and the
+    fused node reads the rows of the inputs themselves (cos from c, sin from s: fed different
+    values, a mix-up shows). Full-width inputs are not: the halves may differ at run time."""
+    W = h if half_width else H
+    nodes, inits = [], [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+                        (("ax1", [1]), ("ax3", [3]), ("c0", [0]), ("ch", [h]), ("cbig", [2**62]))]
+    cos, sin = "c", "s"
+    if half_width:
+        nodes += [helper.make_node("Concat", ["c", "c"], ["cos"], axis=-1),
+                  helper.make_node("Concat", ["s", "s"], ["sin"], axis=-1)]
+        cos, sin = "cos", "sin"
+    nodes += [helper.make_node("Unsqueeze", [cos, "ax1"], ["cu"]),
+              helper.make_node("Unsqueeze", [sin, "ax1"], ["su"]),
+              helper.make_node("Mul", ["q", "cu"], ["qc"]),
+              helper.make_node("Slice", ["q", "c0", "ch", "ax3"], ["lo"]),
+              helper.make_node("Slice", ["q", "ch", "cbig", "ax3"], ["hi"]),
+              helper.make_node("Neg", ["hi"], ["nh"]),
+              helper.make_node("Concat", ["nh", "lo"], ["rot"], axis=-1),
+              helper.make_node("Mul", ["rot", "su"], ["qs"]),
+              helper.make_node("Add", ["qc", "qs"], ["y"])]
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph(nodes, "layer", [vi("q", TensorProto.FLOAT, ["B", N, "S", H]),
+                                           vi("c", TensorProto.FLOAT, ["B", "S", W]),
+                                           vi("s", TensorProto.FLOAT, ["B", "S", W])],
+                          [vi("y", TensorProto.FLOAT, ["B", N, "S", H])], initializer=inits)
+    src, dst = tmp_path / "m.onnx", tmp_path / "m_fused.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(src))
+    r = run_fuse(src, dst)
+    assert r["sites_fused"] == (1 if half_width else 0), r["sites"]
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    a = ort.InferenceSession(str(src), so, providers=["CPUExecutionProvider"])
+    b = ort.InferenceSession(str(dst), so, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(3)
+    for S in (1, 6):
+        f = {"q": rng.standard_normal((2, N, S, H)).astype(np.float32),
+             "c": rng.standard_normal((2, S, W)).astype(np.float32),
+             "s": rng.standard_normal((2, S, W)).astype(np.float32)}
+        ya, yb = a.run(None, f)[0], b.run(None, f)[0]
+        assert np.abs(ya - yb).max() <= 1e-5 * max(1.0, float(np.abs(ya).max())), S
