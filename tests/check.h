@@ -2,6 +2,7 @@
 #ifndef ROPEKIT_TEST_CHECK_H
 #define ROPEKIT_TEST_CHECK_H
 #include <stdio.h>
+#include <string.h>
 
 static int g_passed, g_failed, g_skipped;
 
@@ -17,6 +18,15 @@ static int g_passed, g_failed, g_skipped;
                 printf("\n");                                                                  \
             }                                                                                  \
         }                                                                                      \
+    } while (0)
+
+/* A ropekit call that must fail with `status` and a ropekit_last_error() containing `text`. */
+#define EXPECT_ERR(call, status, text)                                                         \
+    do {                                                                                       \
+        ropekit_status st_ = (call);                                                           \
+        CHECK(st_ == (status) && strstr(ropekit_last_error(), text) != NULL,                   \
+              "%s: got %s \"%s\", want %s containing \"%s\"", #call, ropekit_status_str(st_),  \
+              ropekit_last_error(), #status, text);                                            \
     } while (0)
 
 #define SKIP(...)                                                                              \

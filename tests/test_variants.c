@@ -337,10 +337,16 @@ static void rotary_case(int big) {
  * every dtype and table type, both pairings, widths at and off the vector multiples and past the
  * gather chunk, sequences of several token blocks with a short last one. */
 static void bnsh_cases(void) {
-    static const int64_t heads[] = {64, 66, 80, 128, 600};
-    const int dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
-    for (int d = 0; d < 3; ++d)
-        for (int hi = 0; hi < 5; ++hi)
+    /* h = R/2 = 48 and 56: one even/odd group of 2*VL columns (avx512) or several (avx2), then
+     * VL-wide columns laid out plainly, then (56) scalar ones */
+    static const int64_t heads[] = {64, 66, 80, 128, 600, 96, 112};
+    const int dts[4] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16, ROPEKIT_BFLOAT16};
+    for (int d = 0; d < 4; ++d) {
+#if defined(__x86_64__) || defined(_M_X64)
+        /* bfloat16 twice: avx512 rounding with AVX512_BF16's instruction, then with integers */
+        rk_avx512_force_bf16_sw(d == 3);
+#endif
+        for (int hi = 0; hi < 7; ++hi)
             for (int il = 0; il < 2; ++il)
                 for (int lay = 0; lay < 2; ++lay) { /* LAY_CONTIG, LAY_INPLACE */
                     g_force = g_random;
@@ -352,6 +358,10 @@ static void bnsh_cases(void) {
                     g_align_out = 1;
                     rotary_case(0);
                 }
+    }
+#if defined(__x86_64__) || defined(_M_X64)
+    rk_avx512_force_bf16_sw(0);
+#endif
     g_force = g_random;
     rk_cpu_set_stream_threshold(-1);
     g_align_out = 0;

@@ -15,21 +15,11 @@
 #include "check.h"
 #include "ropekit.h"
 
-static int contains(const char *hay, const char *needle) { return strstr(hay, needle) != NULL; }
-
 #define EXPECT_OK(call)                                                                        \
     do {                                                                                       \
         ropekit_status st_ = (call);                                                           \
         CHECK(st_ == ROPEKIT_OK, "%s: got %s \"%s\"", #call, ropekit_status_str(st_),          \
               ropekit_last_error());                                                           \
-    } while (0)
-
-#define EXPECT_ERR(call, status, text)                                                         \
-    do {                                                                                       \
-        ropekit_status st_ = (call);                                                           \
-        CHECK(st_ == (status) && contains(ropekit_last_error(), text),                         \
-              "%s: got %s \"%s\", want %s containing \"%s\"", #call, ropekit_status_str(st_),  \
-              ropekit_last_error(), #status, text);                                            \
     } while (0)
 
 static ropekit_tensor view(void *data, ropekit_dtype dt, int rank, const int64_t *shape) {

@@ -118,28 +118,23 @@ class _RotaryAttrs(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int64) for n in ("interleaved", "rotary_embedding_dim", "num_heads", "inverse")]
 
 
+# The attributes both com.microsoft rotary ops have, in their C order.
+_MS_ROTARY_FIELDS = [
+    ("interleaved", ctypes.c_int64),
+    ("rotary_embedding_dim", ctypes.c_int64),
+    ("num_heads", ctypes.c_int64),
+    ("scale", ctypes.c_float),
+    ("is_packed_batching", ctypes.c_int64),
+    ("inverse", ctypes.c_int64),
+]
+
+
 class _MsRotaryAttrs(ctypes.Structure):
-    _fields_ = [
-        ("interleaved", ctypes.c_int64),
-        ("rotary_embedding_dim", ctypes.c_int64),
-        ("num_heads", ctypes.c_int64),
-        ("scale", ctypes.c_float),
-        ("is_packed_batching", ctypes.c_int64),
-        ("inverse", ctypes.c_int64),
-    ]
+    _fields_ = _MS_ROTARY_FIELDS
 
 
 class _MRotaryAttrs(ctypes.Structure):
-    _fields_ = [
-        ("mrope_section", ctypes.c_int64 * 3),
-        ("mrope_layout", ctypes.c_int64),
-        ("interleaved", ctypes.c_int64),
-        ("rotary_embedding_dim", ctypes.c_int64),
-        ("num_heads", ctypes.c_int64),
-        ("scale", ctypes.c_float),
-        ("is_packed_batching", ctypes.c_int64),
-        ("inverse", ctypes.c_int64),
-    ]
+    _fields_ = [("mrope_section", ctypes.c_int64 * 3), ("mrope_layout", ctypes.c_int64)] + _MS_ROTARY_FIELDS
 
 
 class _QKNormAttrs(ctypes.Structure):
@@ -442,22 +437,31 @@ def rotary_embedding(X, cos_cache, sin_cache, position_ids=None, *, interleaved=
     return y
 
 
+def _ms_rotary_values(interleaved, rotary_embedding_dim, num_heads, scale, is_packed_batching, inverse):
+    """The checked values of _MS_ROTARY_FIELDS, in order."""
+    return (_int(interleaved, "interleaved", flag=True), _int(rotary_embedding_dim, "rotary_embedding_dim"),
+            _int(num_heads, "num_heads"), _float(scale, "scale"),
+            _int(is_packed_batching, "is_packed_batching", flag=True), _int(inverse, "inverse", flag=True))
+
+
+def _call_ms_rotary(fn, input, position_ids, cos_cache, sin_cache, attrs, out):
+    """Runs a com.microsoft rotary op (same arguments, checked attrs) and returns its y."""
+    x, c, s = _input(input, "input"), _input(cos_cache, "cos_cache"), _input(sin_cache, "sin_cache")
+    p = _ids(_input(position_ids, "position_ids", "ids"), "position_ids")
+    y = _output(out, x, x.shape)
+    _check(fn(ctypes.byref(_view(x, "input")), ctypes.byref(_view(p, "position_ids", "ids")),
+              ctypes.byref(_view(c, "cos_cache")), ctypes.byref(_view(s, "sin_cache")), ctypes.byref(attrs),
+              ctypes.byref(_view(y, "out", "any"))))
+    return y
+
+
 def ms_rotary_embedding(input, position_ids, cos_cache, sin_cache, *, interleaved=0, rotary_embedding_dim=0,
                         num_heads=0, scale=1.0, is_packed_batching=0, inverse=0, out=None):
     """com.microsoft.RotaryEmbedding. position_ids is (B, S), or (1,) for an offset.
     scale is applied (ORT ignores it)."""
-    attrs = _MsRotaryAttrs(_int(interleaved, "interleaved", flag=True),
-                           _int(rotary_embedding_dim, "rotary_embedding_dim"), _int(num_heads, "num_heads"),
-                           _float(scale, "scale"), _int(is_packed_batching, "is_packed_batching", flag=True),
-                           _int(inverse, "inverse", flag=True))
-    x, c, s = _input(input, "input"), _input(cos_cache, "cos_cache"), _input(sin_cache, "sin_cache")
-    p = _ids(_input(position_ids, "position_ids", "ids"), "position_ids")
-    y = _output(out, x, x.shape)
-    _check(_lib.ropekit_ms_rotary_embedding(
-        ctypes.byref(_view(x, "input")), ctypes.byref(_view(p, "position_ids", "ids")),
-        ctypes.byref(_view(c, "cos_cache")), ctypes.byref(_view(s, "sin_cache")), ctypes.byref(attrs),
-        ctypes.byref(_view(y, "out", "any"))))
-    return y
+    attrs = _MsRotaryAttrs(*_ms_rotary_values(interleaved, rotary_embedding_dim, num_heads, scale,
+                                              is_packed_batching, inverse))
+    return _call_ms_rotary(_lib.ropekit_ms_rotary_embedding, input, position_ids, cos_cache, sin_cache, attrs, out)
 
 
 def mrotary_embedding(input, position_ids, cos_cache, sin_cache, *, mrope_section, mrope_layout=0, interleaved=0,
@@ -466,18 +470,9 @@ def mrotary_embedding(input, position_ids, cos_cache, sin_cache, *, mrope_sectio
     entries summing to R/2 (not doubled); mrope_layout 0 sectioned, 1 interleaved."""
     sec = _ints(mrope_section, "mrope_section", 3)
     attrs = _MRotaryAttrs((ctypes.c_int64 * 3)(*sec), _int(mrope_layout, "mrope_layout"),
-                          _int(interleaved, "interleaved", flag=True),
-                          _int(rotary_embedding_dim, "rotary_embedding_dim"), _int(num_heads, "num_heads"),
-                          _float(scale, "scale"), _int(is_packed_batching, "is_packed_batching", flag=True),
-                          _int(inverse, "inverse", flag=True))
-    x, c, s = _input(input, "input"), _input(cos_cache, "cos_cache"), _input(sin_cache, "sin_cache")
-    p = _ids(_input(position_ids, "position_ids", "ids"), "position_ids")
-    y = _output(out, x, x.shape)
-    _check(_lib.ropekit_mrotary_embedding(
-        ctypes.byref(_view(x, "input")), ctypes.byref(_view(p, "position_ids", "ids")),
-        ctypes.byref(_view(c, "cos_cache")), ctypes.byref(_view(s, "sin_cache")), ctypes.byref(attrs),
-        ctypes.byref(_view(y, "out", "any"))))
-    return y
+                          *_ms_rotary_values(interleaved, rotary_embedding_dim, num_heads, scale, is_packed_batching,
+                                             inverse))
+    return _call_ms_rotary(_lib.ropekit_mrotary_embedding, input, position_ids, cos_cache, sin_cache, attrs, out)
 
 
 def qknorm_rotary_embedding(query, kv, kv_norm_weight, cos=None, sin=None, *, num_heads, head_dim, rope_head_dim=0,

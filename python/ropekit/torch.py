@@ -280,15 +280,24 @@ def rotary_embedding(x, cos_cache, sin_cache, position_ids=None, *, interleaved=
     c, s = _tensor(cos_cache, "cos_cache"), _tensor(sin_cache, "sin_cache")
     p = _ids(position_ids, x, "position_ids")
     a = _attrs(interleaved, rotary_embedding_dim, num_heads, inverse)
+    return _run(_rotary, torch.ops.ropekit.rotary_embedding, torch.ops.ropekit.rotary_embedding_out,
+                (x, c, s, p), a, out)
+
+
+def _run(eager, op, op_out, tensors, attrs, out):
+    """Runs an operator on (*tensors, *attrs), x = tensors[0]: checks `out` against x, then calls
+    the C library directly (eager(*tensors, *attrs, y)) where _eager allows, else the registered
+    op (op(...) returning y, or op_out(..., out)). Returns y, or `out`."""
+    x = tensors[0]
     if out is not None:
         _check_out(out, x)
-    if _eager(x, c, s, p, out):
+    if _eager(*tensors, out):
         y = torch.empty_like(x) if out is None else out
-        _rotary(x, c, s, p, *a, y)
+        eager(*tensors, *attrs, y)
         return y
     if out is None:
-        return torch.ops.ropekit.rotary_embedding(x, c, s, p, *a)
-    torch.ops.ropekit.rotary_embedding_out(x, c, s, p, *a, out)
+        return op(*tensors, *attrs)
+    op_out(*tensors, *attrs, out)
     return out
 
 
@@ -308,16 +317,8 @@ def ms_rotary_embedding(x, position_ids, cos_cache, sin_cache, *, interleaved=0,
     p = _ids(_tensor(position_ids, "position_ids"), x, "position_ids")
     i, r, nh, inv = _attrs(interleaved, rotary_embedding_dim, num_heads, inverse)
     a = (i, r, nh, _rk._float(scale, "scale"), inv)
-    if out is not None:
-        _check_out(out, x)
-    if _eager(x, c, s, p, out):
-        y = torch.empty_like(x) if out is None else out
-        _ms_rotary(x, p, c, s, *a, y)
-        return y
-    if out is None:
-        return torch.ops.ropekit.ms_rotary_embedding(x, p, c, s, *a)
-    torch.ops.ropekit.ms_rotary_embedding_out(x, p, c, s, *a, out)
-    return out
+    return _run(_ms_rotary, torch.ops.ropekit.ms_rotary_embedding, torch.ops.ropekit.ms_rotary_embedding_out,
+                (x, p, c, s), a, out)
 
 
 # ---- drop-ins --------------------------------------------------------------------------------

@@ -131,6 +131,30 @@ static ropekit_status check_shape(const ropekit_tensor *t, const char *name, int
     return rk_fail(ROPEKIT_ERROR_SHAPE, "%s: shape %s, expected %s %s", name, got, exp, what);
 }
 
+/* A present view of dtype `dtype` and shape `want` (checked in that order). */
+static ropekit_status check_tensor(const ropekit_tensor *t, const char *name, ropekit_dtype dtype,
+                                   int rank, const int64_t *want, const char *what, rk_span *span) {
+    RK_TRY(rk_check_view(t, name, span));
+    RK_TRY(check_dtype(t, name, dtype));
+    return check_shape(t, name, rank, want, what);
+}
+
+/* The same for the float32, float16 or bfloat16 view whose dtype the others follow. */
+static ropekit_status check_float_tensor(const ropekit_tensor *t, const char *name, int rank,
+                                         const int64_t *want, const char *what, rk_span *span) {
+    RK_TRY(rk_check_view(t, name, span));
+    RK_TRY(check_float_dtype(t, name));
+    return check_shape(t, name, rank, want, what);
+}
+
+/* An output view: check_tensor, then no element addressed twice. */
+static ropekit_status check_output_tensor(const ropekit_tensor *t, const char *name,
+                                          ropekit_dtype dtype, int rank, const int64_t *want,
+                                          const char *what, rk_span *span) {
+    RK_TRY(check_tensor(t, name, dtype, rank, want, what, span));
+    return rk_check_no_self_overlap(t, name);
+}
+
 typedef struct rk_named_span {
     const char *name;
     rk_span span;
@@ -316,9 +340,11 @@ ropekit_status rk_check_position_ids(rk_rotary_plan *p) {
     }
 }
 
-static void run_rotary(const rk_rotary_plan *p) {
-    if (p->B == 0 || p->S == 0 || p->N == 0) return;
-    rk_cpu_rotary(p);
+/* The last step of the three rotary entry points: read the ids, then rotate on the CPU. */
+static ropekit_status check_ids_and_run(rk_rotary_plan *p) {
+    RK_TRY(rk_check_position_ids(p));
+    if (p->B > 0 && p->S > 0 && p->N > 0) rk_cpu_rotary(p);
+    return ROPEKIT_OK;
 }
 
 ropekit_status rk_plan_rotary_embedding(const ropekit_tensor *x, const ropekit_tensor *cos_cache,
@@ -342,10 +368,9 @@ ropekit_status rk_plan_rotary_embedding(const ropekit_tensor *x, const ropekit_t
         int64_t want[2] = {-1, h};
         RK_TRY(check_tables(cos_cache, sin_cache, "cos_cache", "sin_cache", x->dtype, want, 2,
                             "(rows, rotary_embedding_dim/2) with position_ids", &cs, &ss));
-        RK_TRY(rk_check_view(position_ids, "position_ids", &ps));
-        RK_TRY(check_dtype(position_ids, "position_ids", ROPEKIT_INT64));
         int64_t pw[2] = {p.B, p.S};
-        RK_TRY(check_shape(position_ids, "position_ids", 2, pw, "(batch, sequence)"));
+        RK_TRY(check_tensor(position_ids, "position_ids", ROPEKIT_INT64, 2, pw, "(batch, sequence)",
+                            &ps));
         set_table_2d(&p, cos_cache, sin_cache);
         p.rows = RK_ROWS_PER_TOKEN;
         p.pos = (const int64_t *)position_ids->data;
@@ -379,25 +404,27 @@ ropekit_status ropekit_rotary_embedding(const ropekit_tensor *x, const ropekit_t
     rk_clear_error();
     rk_rotary_plan p;
     RK_TRY(rk_plan_rotary_embedding(x, cos_cache, sin_cache, position_ids, attrs, y, &p));
-    RK_TRY(rk_check_position_ids(&p));
-    run_rotary(&p);
-    return ROPEKIT_OK;
+    return check_ids_and_run(&p);
 }
 
-/* Shared by the two com.microsoft rotary ops: scale, is_packed_batching, inverse. */
-static ropekit_status check_ms_extras(float scale, int64_t is_packed_batching, int64_t inverse,
-                                      rk_rotary_plan *p) {
-    if (is_packed_batching != 0)
+/* Shared by the two com.microsoft rotary ops (MRotaryEmbedding passes its own attributes in
+ * this form): input/y through rotary_common, then scale, is_packed_batching, inverse. */
+static ropekit_status ms_rotary_common(const ropekit_tensor *input, const ropekit_tensor *y,
+                                       const ropekit_ms_rotary_embedding_attrs *ms,
+                                       rk_rotary_plan *p, rk_span *xs, rk_span *ys, int *in_place) {
+    rk_rotary_args a = {"input", ms->interleaved, ms->rotary_embedding_dim, ms->num_heads};
+    RK_TRY(rotary_common(input, y, &a, p, xs, ys, in_place));
+    if (ms->is_packed_batching != 0)
         return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "is_packed_batching = %lld: only 0 is supported",
-                       (long long)is_packed_batching);
-    if (inverse != 0 && inverse != 1)
+                       (long long)ms->is_packed_batching);
+    if (ms->inverse != 0 && ms->inverse != 1)
         return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "inverse = %lld, must be 0 or 1",
-                       (long long)inverse);
-    if (!isfinite(scale))
+                       (long long)ms->inverse);
+    if (!isfinite(ms->scale))
         return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "scale is not finite");
-    p->inverse = (int)inverse;
-    p->scale = scale;
-    p->apply_scale = scale != 1.0f;
+    p->inverse = (int)ms->inverse;
+    p->scale = ms->scale;
+    p->apply_scale = ms->scale != 1.0f;
     return ROPEKIT_OK;
 }
 
@@ -420,6 +447,15 @@ static ropekit_status ms_tables_and_ids(const ropekit_tensor *input,
     return ROPEKIT_OK;
 }
 
+/* The com.microsoft rotary ops' last check: y overlaps none of its inputs but an identical
+ * input (in place). */
+static ropekit_status check_ms_output(rk_span ys, int in_place, rk_span xs, rk_span ps, rk_span cs,
+                                      rk_span ss) {
+    rk_named_span ins[4] = {
+        {"input", xs}, {"position_ids", ps}, {"cos_cache", cs}, {"sin_cache", ss}};
+    return check_output_overlap("y", ys, in_place ? 0 : -1, ins, 4);
+}
+
 ropekit_status rk_plan_ms_rotary_embedding(const ropekit_tensor *input,
                                            const ropekit_tensor *position_ids,
                                            const ropekit_tensor *cos_cache,
@@ -428,13 +464,10 @@ ropekit_status rk_plan_ms_rotary_embedding(const ropekit_tensor *input,
                                            const ropekit_tensor *y,
     rk_rotary_plan *plan) {
     if (!attrs) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "attrs is NULL");
-    rk_rotary_args a = {"input", attrs->interleaved, attrs->rotary_embedding_dim,
-                        attrs->num_heads};
     rk_rotary_plan p;
     rk_span xs, ys, cs, ss, ps;
     int in_place;
-    RK_TRY(rotary_common(input, y, &a, &p, &xs, &ys, &in_place));
-    RK_TRY(check_ms_extras(attrs->scale, attrs->is_packed_batching, attrs->inverse, &p));
+    RK_TRY(ms_rotary_common(input, y, attrs, &p, &xs, &ys, &in_place));
     RK_TRY(ms_tables_and_ids(input, position_ids, cos_cache, sin_cache, &p, &cs, &ss, &ps));
     if (position_ids->rank == 1 && position_ids->shape[0] == 1) {
         p.rows = RK_ROWS_OFFSET; /* the offset is read and checked by rk_check_position_ids */
@@ -445,9 +478,7 @@ ropekit_status rk_plan_ms_rotary_embedding(const ropekit_tensor *input,
         p.rows = RK_ROWS_PER_TOKEN;
         p.pos_bs = position_ids->strides[0], p.pos_ss = position_ids->strides[1];
     }
-    rk_named_span ins[4] = {{"input", xs}, {"position_ids", ps}, {"cos_cache", cs},
-                            {"sin_cache", ss}};
-    RK_TRY(check_output_overlap("y", ys, in_place ? 0 : -1, ins, 4));
+    RK_TRY(check_ms_output(ys, in_place, xs, ps, cs, ss));
     *plan = p;
     return ROPEKIT_OK;
 }
@@ -461,9 +492,7 @@ ropekit_status ropekit_ms_rotary_embedding(const ropekit_tensor *input,
     rk_clear_error();
     rk_rotary_plan p;
     RK_TRY(rk_plan_ms_rotary_embedding(input, position_ids, cos_cache, sin_cache, attrs, y, &p));
-    RK_TRY(rk_check_position_ids(&p));
-    run_rotary(&p);
-    return ROPEKIT_OK;
+    return check_ids_and_run(&p);
 }
 
 ropekit_status rk_plan_mrotary_embedding(const ropekit_tensor *input,
@@ -474,13 +503,13 @@ ropekit_status rk_plan_mrotary_embedding(const ropekit_tensor *input,
                                          const ropekit_tensor *y,
     rk_rotary_plan *plan) {
     if (!attrs) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "attrs is NULL");
-    rk_rotary_args a = {"input", attrs->interleaved, attrs->rotary_embedding_dim,
-                        attrs->num_heads};
+    ropekit_ms_rotary_embedding_attrs ms = {attrs->interleaved,        attrs->rotary_embedding_dim,
+                                            attrs->num_heads,          attrs->scale,
+                                            attrs->is_packed_batching, attrs->inverse};
     rk_rotary_plan p;
     rk_span xs, ys, cs, ss, ps;
     int in_place;
-    RK_TRY(rotary_common(input, y, &a, &p, &xs, &ys, &in_place));
-    RK_TRY(check_ms_extras(attrs->scale, attrs->is_packed_batching, attrs->inverse, &p));
+    RK_TRY(ms_rotary_common(input, y, &ms, &p, &xs, &ys, &in_place));
     int64_t h = p.R / 2;
     if (attrs->mrope_layout != 0 && attrs->mrope_layout != 1)
         return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "mrope_layout = %lld, must be 0 "
@@ -500,9 +529,7 @@ ropekit_status rk_plan_mrotary_embedding(const ropekit_tensor *input,
     p.pos_bs = position_ids->strides[1], p.pos_ss = position_ids->strides[2];
     memcpy(p.mrope_section, sec, sizeof p.mrope_section);
     p.mrope_layout = (int)attrs->mrope_layout;
-    rk_named_span ins[4] = {{"input", xs}, {"position_ids", ps}, {"cos_cache", cs},
-                            {"sin_cache", ss}};
-    RK_TRY(check_output_overlap("y", ys, in_place ? 0 : -1, ins, 4));
+    RK_TRY(check_ms_output(ys, in_place, xs, ps, cs, ss));
     *plan = p;
     return ROPEKIT_OK;
 }
@@ -516,9 +543,7 @@ ropekit_status ropekit_mrotary_embedding(const ropekit_tensor *input,
     rk_clear_error();
     rk_rotary_plan p;
     RK_TRY(rk_plan_mrotary_embedding(input, position_ids, cos_cache, sin_cache, attrs, y, &p));
-    RK_TRY(rk_check_position_ids(&p));
-    run_rotary(&p);
-    return ROPEKIT_OK;
+    return check_ids_and_run(&p);
 }
 
 /* ---- QKNormRotaryEmbedding ----------------------------------------------------------------- */
@@ -547,10 +572,9 @@ static ropekit_status check_m_table(const ropekit_tensor *t, const char *name, i
         if (rope == 0) return ROPEKIT_OK;
         return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "%s is required when rope_head_dim > 0", name);
     }
-    RK_TRY(rk_check_view(t, name, span));
-    RK_TRY(check_dtype(t, name, ROPEKIT_FLOAT32));
-    return check_shape(t, name, rank, want,
-                       rank == 3 ? "(batch, sequence, rope_head_dim)" : "(tokens, rope_head_dim)");
+    return check_tensor(t, name, ROPEKIT_FLOAT32, rank, want,
+                        rank == 3 ? "(batch, sequence, rope_head_dim)" : "(tokens, rope_head_dim)",
+                        span);
 }
 
 ropekit_status rk_plan_qknorm_rotary_embedding(
@@ -572,31 +596,21 @@ ropekit_status rk_plan_qknorm_rotary_embedding(
     if (!isfinite(eps) || eps < 0.0f)
         return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "epsilon must be finite and >= 0");
     rk_span qs, ks, ws, cs, ss, qos, kos;
-    RK_TRY(rk_check_view(query, "query", &qs));
-    RK_TRY(check_float_dtype(query, "query"));
     int64_t q3[3] = {-1, -1, nh * hd};
-    RK_TRY(check_shape(query, "query", 3, q3, "(batch, sequence, num_heads*head_dim)"));
+    RK_TRY(check_float_tensor(query, "query", 3, q3, "(batch, sequence, num_heads*head_dim)", &qs));
     int64_t B = query->shape[0], S = query->shape[1];
     ropekit_dtype T = query->dtype;
-    RK_TRY(rk_check_view(kv, "kv", &ks));
-    RK_TRY(check_dtype(kv, "kv", T));
     int64_t k3[3] = {B, S, hd};
-    RK_TRY(check_shape(kv, "kv", 3, k3, "(batch, sequence, head_dim)"));
-    RK_TRY(rk_check_view(kv_norm_weight, "kv_norm_weight", &ws));
-    RK_TRY(check_dtype(kv_norm_weight, "kv_norm_weight", ROPEKIT_FLOAT32));
-    RK_TRY(check_shape(kv_norm_weight, "kv_norm_weight", 1, &hd, "(head_dim)"));
+    RK_TRY(check_tensor(kv, "kv", T, 3, k3, "(batch, sequence, head_dim)", &ks));
+    RK_TRY(
+        check_tensor(kv_norm_weight, "kv_norm_weight", ROPEKIT_FLOAT32, 1, &hd, "(head_dim)", &ws));
     int64_t c3[3] = {B, S, rd};
     RK_TRY(check_m_table(cos, "cos", 3, c3, rd, &cs));
     RK_TRY(check_m_table(sin, "sin", 3, c3, rd, &ss));
-    RK_TRY(rk_check_view(query_out, "query_out", &qos));
-    RK_TRY(check_dtype(query_out, "query_out", T));
     int64_t qo4[4] = {B, S, nh, hd};
-    RK_TRY(check_shape(query_out, "query_out", 4, qo4, "(batch, sequence, num_heads, head_dim)"));
-    RK_TRY(rk_check_no_self_overlap(query_out, "query_out"));
-    RK_TRY(rk_check_view(kv_out, "kv_out", &kos));
-    RK_TRY(check_dtype(kv_out, "kv_out", T));
-    RK_TRY(check_shape(kv_out, "kv_out", 3, k3, "(batch, sequence, head_dim)"));
-    RK_TRY(rk_check_no_self_overlap(kv_out, "kv_out"));
+    RK_TRY(check_output_tensor(query_out, "query_out", T, 4, qo4,
+                               "(batch, sequence, num_heads, head_dim)", &qos));
+    RK_TRY(check_output_tensor(kv_out, "kv_out", T, 3, k3, "(batch, sequence, head_dim)", &kos));
 
     rk_qknorm_plan p;
     memset(&p, 0, sizeof p);
@@ -657,19 +671,15 @@ ropekit_status rk_plan_inverse_rotary_regroup(const ropekit_tensor *input,
         return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "num_groups = %lld must be > 0 and divide "
                        "num_heads*head_dim = %lld", (long long)G, (long long)F);
     rk_span is, cs, ss, os;
-    RK_TRY(rk_check_view(input, "input", &is));
-    RK_TRY(check_float_dtype(input, "input"));
     int64_t i2[2] = {-1, F};
-    RK_TRY(check_shape(input, "input", 2, i2, "(tokens, num_heads*head_dim)"));
+    RK_TRY(check_float_tensor(input, "input", 2, i2, "(tokens, num_heads*head_dim)", &is));
     int64_t N = input->shape[0];
     int64_t c2[2] = {N, rd};
     RK_TRY(check_m_table(cos, "cos", 2, c2, rd, &cs));
     RK_TRY(check_m_table(sin, "sin", 2, c2, rd, &ss));
-    RK_TRY(rk_check_view(out, "out", &os));
-    RK_TRY(check_dtype(out, "out", input->dtype));
     int64_t o3[3] = {G, N, F / G};
-    RK_TRY(check_shape(out, "out", 3, o3, "(num_groups, tokens, group_dim)"));
-    RK_TRY(rk_check_no_self_overlap(out, "out"));
+    RK_TRY(check_output_tensor(out, "out", input->dtype, 3, o3, "(num_groups, tokens, group_dim)",
+                               &os));
     rk_named_span ins[3] = {{"input", is}, {rd ? "cos" : NULL, cs}, {rd ? "sin" : NULL, ss}};
     RK_TRY(check_output_overlap("out", os, -1, ins, 3));
 

@@ -213,6 +213,23 @@ static void next_index(int64_t *idx, const int64_t *dims, int r) {
     }
 }
 
+/* A new tensor of a's type and rank with shape `dims` whose element at index idx is
+ * a->v[base + sum_k idx[k] * step[k]] (offsets in elements of a): the copies Transpose and Slice
+ * make of a strided view of a. */
+static rk_ten *copy_strided_view(rk_eval *e, const rk_ten *a, const int64_t *dims, int64_t base,
+                                 const int64_t *step) {
+    rk_ten *o = ten_new(e, a->type, a->rank, dims);
+    if (!o) return NULL;
+    int64_t idx[RK_SHAPE_MAX_RANK] = {0};
+    for (int64_t i = 0; i < o->n; ++i, next_index(idx, dims, a->rank)) {
+        int64_t off = base;
+        for (int k = 0; k < a->rank; ++k)
+            off += idx[k] * step[k];
+        o->v[i] = a->v[off];
+    }
+    return o;
+}
+
 /* an index held as a double, saturated (never a wrapping conversion) */
 static int64_t to_i64(double x) {
     return x >= 0x1p63 ? INT64_MAX : x <= -0x1p63 ? INT64_MIN : x == x ? (int64_t)x : 0;
@@ -404,17 +421,11 @@ static rk_ten *op_transpose(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *
         }
         dims[i] = a->dims[perm[i]];
     }
-    rk_ten *o = ten_new(e, a->type, a->rank, dims);
-    if (!o) return NULL;
     strides_of(a, st);
-    int64_t idx[RK_SHAPE_MAX_RANK] = {0};
-    for (int64_t i = 0; i < o->n; ++i, next_index(idx, dims, a->rank)) {
-        int64_t off = 0;
-        for (int k = 0; k < a->rank; ++k)
-            off += idx[k] * st[perm[k]];
-        o->v[i] = a->v[off];
-    }
-    return o;
+    int64_t step[RK_SHAPE_MAX_RANK];
+    for (int k = 0; k < a->rank; ++k)
+        step[k] = st[perm[k]];
+    return copy_strided_view(e, a, dims, 0, step);
 }
 
 static rk_ten *op_slice(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *a, int depth) {
@@ -455,17 +466,11 @@ static rk_ten *op_slice(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *a, i
         }
         lo[ax] = s, step[ax] = stp;
     }
-    rk_ten *o = ten_new(e, a->type, a->rank, dims);
-    if (!o) return NULL;
-    int64_t st[RK_SHAPE_MAX_RANK], idx[RK_SHAPE_MAX_RANK] = {0};
+    int64_t st[RK_SHAPE_MAX_RANK], base = 0;
     strides_of(a, st);
-    for (int64_t i = 0; i < o->n; ++i, next_index(idx, dims, a->rank)) {
-        int64_t off = 0;
-        for (int k = 0; k < a->rank; ++k)
-            off += (lo[k] + idx[k] * step[k]) * st[k];
-        o->v[i] = a->v[off];
-    }
-    return o;
+    for (int k = 0; k < a->rank; ++k)
+        base += lo[k] * st[k], step[k] *= st[k];
+    return copy_strided_view(e, a, dims, base, step);
 }
 
 static rk_ten *op_concat(rk_eval *e, const Onnx__NodeProto *n, int depth) {
@@ -598,6 +603,19 @@ static rk_ten *op_gather(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *a, 
     return o;
 }
 
+/* Offset in a of the slice that the m leading indices q[0..m) (negative from the end) name, as
+ * GatherND and ScatterND read them; 0 when one is out of range. */
+static int nd_offset(const rk_ten *a, const int64_t *st, const double *q, int64_t m, int64_t *off) {
+    *off = 0;
+    for (int64_t k = 0; k < m; ++k) {
+        int64_t v = to_i64(q[k]);
+        if (v < 0) v += a->dims[k];
+        if (v < 0 || v >= a->dims[k]) return 0;
+        *off += v * st[k];
+    }
+    return 1;
+}
+
 /* GatherElements / ScatterElements: the offset in a (strides st) of the element at index idx
  * with coordinate q (negative counts from the end) on axis ax; 0 when out of range. */
 static int element_offset(const rk_ten *a, const int64_t *st, const int64_t *idx, int64_t ax,
@@ -657,16 +675,11 @@ static rk_ten *op_gather_nd(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *
     strides_of(a, st);
     int64_t inner = m < a->rank ? st[m - 1] : 1, rows = ind->n / m;
     for (int64_t j = 0; j < rows; ++j) {
-        int64_t off = 0;
-        for (int64_t k = 0; k < m; ++k) {
-            int64_t q = to_i64(ind->v[j * m + k]);
-            if (q < 0) q += a->dims[k];
-            if (q < 0 || q >= a->dims[k]) {
-                ten_free(o);
-                efail(e, "GatherND index out of range in '%s'", n->output[0]);
-                return NULL;
-            }
-            off += q * st[k];
+        int64_t off;
+        if (!nd_offset(a, st, ind->v + j * m, m, &off)) {
+            ten_free(o);
+            efail(e, "GatherND index out of range in '%s'", n->output[0]);
+            return NULL;
         }
         memcpy(o->v + j * inner, a->v + off, (size_t)inner * sizeof *o->v);
     }
@@ -797,16 +810,11 @@ static rk_ten *op_scatter_nd(rk_eval *e, const Onnx__NodeProto *n, const rk_ten 
         return NULL;
     }
     for (int64_t j = 0; j < rows; ++j) {
-        int64_t off = 0;
-        for (int64_t k = 0; k < m; ++k) {
-            int64_t q = to_i64(ind->v[j * m + k]);
-            if (q < 0) q += a->dims[k];
-            if (q < 0 || q >= a->dims[k]) {
-                ten_free(o);
-                efail(e, "ScatterND index out of range");
-                return NULL;
-            }
-            off += q * st[k];
+        int64_t off;
+        if (!nd_offset(a, st, ind->v + j * m, m, &off)) {
+            ten_free(o);
+            efail(e, "ScatterND index out of range");
+            return NULL;
         }
         memcpy(o->v + off, upd->v + j * inner, (size_t)inner * sizeof *o->v);
     }

@@ -153,24 +153,28 @@ static ropekit_status add_node(rk_graph *ix, const char *op, const char *const *
 static ropekit_status rows_half(rk_graph *ix, const rk_site *s, const char *term, const char *base,
                                 const char *c_h, const char *c_0, const char *c_end,
                                 const char *c_last, const char *c_2, const char *c_shape,
-                                int negate, char **out) {
+                                int second, const char *c_1, char **out) {
     char *cast = NULL, *sl = NULL, *neg = NULL;
     ropekit_status st = ROPEKIT_OK;
     rk_shape ts;
     rk_graph_shape(ix, term, &ts);
+    int negate = s->sin_negated && term == s->sin_term; /* a rotation by -angle: -sin rows */
     const char *cur = term;
     if (ts.elem_type != s->elem_type) { /* unknown or another type: the fused op needs T */
         const char *in[1] = {term};
         st = add_node(ix, "Cast", in, 1, "ropekit_rows_cast", "to", s->elem_type, 0, &cast);
         cur = cast;
     }
-    if (st == ROPEKIT_OK && negate) { /* a rotation by -angle: the fused node reads -sin */
+    if (st == ROPEKIT_OK && negate) {
         const char *in[1] = {cur};
         st = add_node(ix, "Neg", in, 1, "ropekit_rows_neg", NULL, 0, 0, &neg);
         cur = neg;
     }
     if (st == ROPEKIT_OK && s->term_full) {
-        const char *in[5] = {cur, c_0, s->interleaved ? c_end : c_h, c_last, c_2};
+        /* the first half (every other column from 0), or for a sin held with its sign on the
+         * second member of each pair (Concat(-sin, sin)), the second half (from 1) */
+        const char *start = second ? (s->interleaved ? c_1 : c_h) : c_0;
+        const char *in[5] = {cur, start, s->interleaved || second ? c_end : c_h, c_last, c_2};
         st = add_node(ix, "Slice", in, s->interleaved ? 5 : 4, "ropekit_rows_half", NULL, 0, 0, &sl);
         cur = sl;
     }
@@ -188,6 +192,7 @@ static ropekit_status add_int_initializer(rk_graph *ix, const char *base, const 
 static ropekit_status add_rows(rk_graph *ix, const rk_site *s, rk_table *rw) {
     int64_t h = s->rotary_dim / 2, v0 = 0, vend = INT64_MAX, vlast = -1, v2 = 2, shape[2] = {-1, h};
     char *c_h = NULL, *c_0 = NULL, *c_end = NULL, *c_last = NULL, *c_2 = NULL, *c_shape = NULL;
+    char *c_s1 = NULL;
     char *c_zero = NULL, *c_one = NULL, *c_m1 = NULL, *shp = NULL, *lead = NULL, *n1 = NULL,
          *n0 = NULL, *rng = NULL;
     ropekit_status st;
@@ -201,10 +206,14 @@ static ropekit_status add_rows(rk_graph *ix, const rk_site *s, rk_table *rw) {
         (st = add_int_initializer(ix, "ropekit_rows_shape", shape, 2, &c_shape)) ||
         (st = add_int_initializer(ix, "ropekit_rows_m1", &vlast, 1, &c_m1)))
         goto done;
+    int64_t v1 = 1;
+    if (s->sin_second && s->interleaved &&
+        (st = add_int_initializer(ix, "ropekit_rows_start1", &v1, 1, &c_s1)))
+        goto done;
     if ((st = rows_half(ix, s, s->cos_term, "ropekit_cos_rows", c_h, c_0, c_end, c_last, c_2,
-                        c_shape, 0, &rw->cos_name)) ||
+                        c_shape, 0, NULL, &rw->cos_name)) ||
         (st = rows_half(ix, s, s->sin_term, "ropekit_sin_rows", c_h, c_0, c_end, c_last, c_2,
-                        c_shape, s->sin_negated, &rw->sin_name)))
+                        c_shape, s->sin_second, c_s1, &rw->sin_name)))
         goto done;
     {
         /* scalars for Range: 0-d initializers */
@@ -265,6 +274,7 @@ static ropekit_status add_rows(rk_graph *ix, const rk_site *s, rk_table *rw) {
     }
 done:
     free(c_h), free(c_0), free(c_end), free(c_last), free(c_2), free(c_shape), free(c_zero);
+    free(c_s1);
     free(c_one), free(c_m1), free(shp), free(lead), free(n1), free(n0), free(rng);
     return st;
 }
@@ -809,6 +819,7 @@ ropekit_status ropekit_fuse(ropekit_model *model, const ropekit_fuse_options *op
                 const rk_site *f = tables[k].site;
                 if (rows ? f && f->elem_type == s->elem_type && f->term_full == s->term_full &&
                                f->interleaved == s->interleaved && f->rotary_dim == s->rotary_dim &&
+                               f->sin_second == s->sin_second &&
                                f->sin_negated == s->sin_negated &&
                                !strcmp(f->cos_term, s->cos_term) && !strcmp(f->sin_term, s->sin_term)
                          : !f && tables[k].elem_type == s->elem_type &&

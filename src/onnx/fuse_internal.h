@@ -67,6 +67,8 @@ typedef struct rk_site {
      * (S, W) with B' 1 or B; W = R with duplicated halves / pairs (term_full) or R/2 */
     char *cos_term, *sin_term;
     int term_full;
+    int sin_second; /* term_full: sin is read from the second member of each pair (the second
+                     * half, or the odd columns): the graph's sin factor is e.g. Concat(-s, s) */
     int sin_negated; /* the rotation is by -angle (rotate_half written cat(x2, -x1), NanoChat):
                       * the fused node's sin rows are -sin_term */
     int probe_mrope; /* per-call rows of an M-RoPE site: its positions are (3, B, S) */

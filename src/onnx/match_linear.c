@@ -855,11 +855,12 @@ done:
 
 /* Does V hold `want` (L x h) as per-token rows? Fills the layout and whether V is full width. */
 static int rows_match(const lin_ctx *c, const rk_ten *V, const lin_rope *r, const double *want,
-                      int lay_want, rk_layout *layout, int *full) {
+                      int lay_want, int second, rk_layout *layout, int *full) {
     if (!V || V->rank < 2 || V->rank > 4) return 0;
     int64_t W = V->dims[V->rank - 1];
     if (W != r->R && W != r->h) return 0;
     *full = W == r->R && r->R != r->h;
+    if (second && !*full) return 0;
     const int64_t *X = c->xdims;
     for (int lay = 0; lay < 2; ++lay) {
         int heads = lay == 0 ? 1 : 2, tok = lay == 0 ? 2 : 1;
@@ -881,6 +882,7 @@ static int rows_match(const lin_ctx *c, const rk_ten *V, const lin_rope *r, cons
             int64_t s = lay == 0 ? i2 : i1, row = (vd[0] == 1 ? 0 : i0) * X[tok] + s;
             for (int64_t k = 0; k < r->h && ok; ++k) {
                 int64_t col = *full ? (r->interleaved ? 2 * k : k) : k;
+                if (second) col += r->interleaved ? 1 : r->h; /* the pair's second member */
                 double a = V->v[row * W + col], b = want[l * r->h + k];
                 ok =
                     same_val(a, b, V->type != RK_DT_FLOAT && V->type != RK_DT_DOUBLE ? 2e-3 : 1e-6);
@@ -1168,24 +1170,29 @@ retry:
         int want = -1;
         rk_layout lay0;
         int full0;
-        if (rows_match(&c, rk_eval_get(c.e, cchain[0]), &r, r.cosv, -1, &lay0, &full0))
+        if (rows_match(&c, rk_eval_get(c.e, cchain[0]), &r, r.cosv, -1, 0, &lay0, &full0))
             want = lay0 == RK_LAYOUT_BNSH ? 0 : 1;
         for (size_t a = nc; a-- > 0 && !found;) {
             const rk_ten *V = rk_eval_get(c.e, cchain[a]);
-            if (!rows_match(&c, V, &r, r.cosv, want, &lay_c, &full_c)) continue;
+            if (!rows_match(&c, V, &r, r.cosv, want, 0, &lay_c, &full_c)) continue;
             for (int j = 0; j < c.n_coef && !found; ++j) {
                 /* sin comes from another product's factor than cos (they may be equal on the
                  * probes, e.g. both fed from outside the graph) */
                 if (!strcmp(c.coef[j], c.coef[i])) continue;
                 ns = factor_chain(ix, c.coef[j], schain, 12);
-                for (size_t b = ns; b-- > 0 && !found;) {
+                for (size_t q = 0; q < 2 * ns && !found; ++q) {
+                    /* (sin as the first member's coefficient of each pair, else the second's:
+                     * a sin factor Concat(-s, s) holds +s there) */
+                    size_t b = ns - 1 - q % ns;
+                    int second = q >= ns;
                     const rk_ten *U = rk_eval_get(c.e, schain[b]);
                     if (U &&
-                        rows_match(&c, U, &r, r.sinv, lay_c == RK_LAYOUT_BNSH ? 0 : 1, &lay_s,
-                                   &full_s) &&
+                        rows_match(&c, U, &r, r.sinv, lay_c == RK_LAYOUT_BNSH ? 0 : 1, second,
+                                   &lay_s, &full_s) &&
                         full_s == full_c && U->rank == V->rank &&
                         !memcmp(U->dims, V->dims, sizeof U->dims)) {
                         found = 1;
+                        site->sin_second = second;
                         site->sin_negated = negated;
                         site->cos_term = rk_strdup(cchain[a]);
                         site->sin_term = rk_strdup(schain[b]);

@@ -241,9 +241,10 @@ static void verify_one(table_cache *tc, rk_eval *e, rk_site *s, const int64_t *x
         for (int64_t q = 0; q < n_rows; ++q)
             for (int64_t k = 0; k < h; ++k) {
                 int64_t col = s->term_full && s->interleaved ? 2 * k : k;
+                int64_t scol = col + (s->term_full && s->sin_second ? (s->interleaved ? 1 : h) : 0);
                 rk_store(rc, dt, q * h + k, (float)tcos->v[q * W + col]);
                 rk_store(rs, dt, q * h + k,
-                         (float)(s->sin_negated ? -tsin->v[q * W + col] : tsin->v[q * W + col]));
+                         (float)(s->sin_negated ? -tsin->v[q * W + scol] : tsin->v[q * W + scol]));
             }
         for (int64_t b = 0; b < PROBE_B; ++b)
             for (int64_t t = 0; t < PROBE_S; ++t)

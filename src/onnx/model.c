@@ -221,19 +221,15 @@ static ropekit_status rk_validate_tensor(const char *model, const Onnx__TensorPr
                            model, what, name, t->raw_data.len, rk_dtype_name(dt), bytes);
         return ROPEKIT_OK;
     }
-    /* Typed fields: check the counts for the types whose layout is one value per element. */
+    /* Typed fields: one value per element, two for the complex types. */
     size_t have = 0, fields = 0;
     int64_t want = n;
     const char *field = NULL;
     switch (dt) {
     case RK_DT_FLOAT:
-        have = t->n_float_data;
-        field = "float_data";
-        break;
     case RK_DT_COMPLEX64:
         have = t->n_float_data;
         field = "float_data";
-        want = -1;
         break;
     case RK_DT_INT32:
     case RK_DT_INT16:
@@ -256,13 +252,9 @@ static ropekit_status rk_validate_tensor(const char *model, const Onnx__TensorPr
         field = "uint64_data";
         break;
     case RK_DT_DOUBLE:
-        have = t->n_double_data;
-        field = "double_data";
-        break;
     case RK_DT_COMPLEX128:
         have = t->n_double_data;
         field = "double_data";
-        want = -1;
         break;
     case RK_DT_STRING:
         have = t->n_string_data;
@@ -270,7 +262,7 @@ static ropekit_status rk_validate_tensor(const char *model, const Onnx__TensorPr
         break;
     default: return ROPEKIT_OK;
     }
-    if (want < 0 && !rk_mul(n, 2, &want)) /* complex: two values per element */
+    if ((dt == RK_DT_COMPLEX64 || dt == RK_DT_COMPLEX128) && !rk_mul(n, 2, &want))
         return rk_fail(ROPEKIT_ERROR_OVERFLOW, "%s: %s '%s': element count overflows", model, what,
                        name);
     fields = (t->n_float_data > 0) + (t->n_int32_data > 0) + (t->n_int64_data > 0) +

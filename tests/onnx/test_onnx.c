@@ -46,6 +46,16 @@ static void write_file(const char *path, const void *data, size_t n) {
     fclose(f);
 }
 
+/* Both files can be read and hold the same bytes. */
+static int same_file_bytes(const char *p1, const char *p2) {
+    size_t n1, n2;
+    unsigned char *a = read_file(p1, &n1), *b = read_file(p2, &n2);
+    int same = a && b && n1 == n2 && memcmp(a, b, n1) == 0;
+    free(a);
+    free(b);
+    return same;
+}
+
 static char *path2(const char *a, const char *b) {
     size_t n = strlen(a) + strlen(b) + 2;
     char *p = malloc(n);
@@ -283,18 +293,28 @@ static void test_committed_models(void) {
     ropekit_model_free(m);
 }
 
-/* Every readable element type, raw and typed, and Constant value attributes (the fuzz seed). */
-static void test_dtypes(void) {
-    char *p = path2(g_src, "fuzz/corpus/dtypes.onnx");
-    ropekit_model *m = NULL;
-    CHECK(ropekit_model_load(p, &m) == ROPEKIT_OK, "load dtypes: %s", ropekit_last_error());
+/* Loads the committed model at `rel` (under the source tree) and indexes its graph; NULL (the
+ * failure counted, *m freed) when either step fails. */
+static rk_graph *open_committed(const char *rel, ropekit_model **m) {
+    char *p = path2(g_src, rel);
+    *m = NULL;
+    CHECK(ropekit_model_load(p, m) == ROPEKIT_OK, "load %s: %s", rel, ropekit_last_error());
     free(p);
     rk_graph *ix = NULL;
-    CHECK(m && rk_graph_open(m, NULL, &ix) == ROPEKIT_OK, "index dtypes: %s", ropekit_last_error());
+    CHECK(*m && rk_graph_open(*m, NULL, &ix) == ROPEKIT_OK, "index %s: %s", rel,
+          ropekit_last_error());
     if (!ix) {
-        ropekit_model_free(m);
-        return;
+        ropekit_model_free(*m);
+        *m = NULL;
     }
+    return ix;
+}
+
+/* Every readable element type, raw and typed, and Constant value attributes (the fuzz seed). */
+static void test_dtypes(void) {
+    ropekit_model *m;
+    rk_graph *ix = open_committed("fuzz/corpus/dtypes.onnx", &m);
+    if (!ix) return;
     const struct {
         const char *name;
         double v0, v1;
@@ -345,21 +365,16 @@ static void test_dtypes(void) {
 
 /* A value read two subgraph levels down keeps its producer; it counts as read by the top If. */
 static void test_nested_subgraphs(void) {
-    char *p = path2(g_src, "fuzz/corpus/nested_if.onnx");
-    ropekit_model *m = NULL;
-    CHECK(ropekit_model_load(p, &m) == ROPEKIT_OK, "load nested_if: %s", ropekit_last_error());
-    free(p);
-    rk_graph *ix = NULL;
-    CHECK(m && rk_graph_open(m, NULL, &ix) == ROPEKIT_OK, "index: %s", ropekit_last_error());
-    if (ix) {
-        const rk_value *top = rk_graph_value(ix, "top");
-        CHECK(top && top->n_consumers == 1 && top->consumers[0] == 1, "If reads top");
-        const rk_value *x = rk_graph_value(ix, "x");
-        CHECK(x && x->n_consumers == 2, "Relu and the If (else branch) read x");
-        char *u = rk_graph_unique_name(ix, "it");
-        CHECK(u && strcmp(u, "it_1") == 0, "names two levels down are taken");
-        free(u);
-    }
+    ropekit_model *m;
+    rk_graph *ix = open_committed("fuzz/corpus/nested_if.onnx", &m);
+    if (!ix) return;
+    const rk_value *top = rk_graph_value(ix, "top");
+    CHECK(top && top->n_consumers == 1 && top->consumers[0] == 1, "If reads top");
+    const rk_value *x = rk_graph_value(ix, "x");
+    CHECK(x && x->n_consumers == 2, "Relu and the If (else branch) read x");
+    char *u = rk_graph_unique_name(ix, "it");
+    CHECK(u && strcmp(u, "it_1") == 0, "names two levels down are taken");
+    free(u);
     rk_graph_close(ix);
     ropekit_model_free(m);
 }
@@ -478,13 +493,18 @@ static void test_deep_nesting(void) {
 /* ---- D. crafted invalid models ----------------------------------------------------------------
  */
 
-static void expect_load(Onnx__ModelProto *mp, ropekit_status want, const char *needle,
-                        const char *what) {
-    ropekit_model *m = NULL;
-    ropekit_status s = tm_load(mp, NULL, &m);
+/* Counts one check: status s is `want` and the error message contains needle (NULL: any). */
+static void expect_status(ropekit_status s, ropekit_status want, const char *needle,
+                          const char *what) {
     CHECK(s == want && (!needle || strstr(ropekit_last_error(), needle)),
           "%s: got %s '%s', want %s '%s'", what, ropekit_status_str(s), ropekit_last_error(),
           ropekit_status_str(want), needle ? needle : "");
+}
+
+static void expect_load(Onnx__ModelProto *mp, ropekit_status want, const char *needle,
+                        const char *what) {
+    ropekit_model *m = NULL;
+    expect_status(tm_load(mp, NULL, &m), want, needle, what);
     ropekit_model_free(m);
     tm_free(mp);
 }
@@ -496,10 +516,7 @@ static void expect_inspect(Onnx__ModelProto *mp, ropekit_status want, const char
     CHECK(s == ROPEKIT_OK, "%s loads: %s", what, ropekit_last_error());
     if (m) {
         ropekit_model_info *info = NULL;
-        s = ropekit_model_inspect(m, &info);
-        CHECK(s == want && (!needle || strstr(ropekit_last_error(), needle)),
-              "%s: got %s '%s', want %s '%s'", what, ropekit_status_str(s), ropekit_last_error(),
-              ropekit_status_str(want), needle ? needle : "");
+        expect_status(ropekit_model_inspect(m, &info), want, needle, what);
         ropekit_model_info_free(info);
     }
     ropekit_model_free(m);
@@ -539,6 +556,31 @@ static void test_crafted(void) {
         memcpy(t->float_data, f4, 12);
     }
     expect_load(m, ROPEKIT_ERROR_PARSE, "float_data has 3 values", "typed count mismatch");
+
+    /* typed fields: one value per element (d22: 4), two for the complex types */
+    const struct {
+        int32_t dt;
+        size_t n_float, n_double;
+        const char *needle; /* NULL: loads */
+    } typed[] = {{RK_DT_COMPLEX64, 8, 0, NULL},
+                 {RK_DT_COMPLEX64, 4, 0, "float_data has 4 values, expected 8"},
+                 {RK_DT_COMPLEX128, 0, 8, NULL},
+                 {RK_DT_COMPLEX128, 0, 4, "double_data has 4 values, expected 8"},
+                 {RK_DT_DOUBLE, 0, 4, NULL},
+                 {RK_DT_DOUBLE, 0, 8, "double_data has 8 values, expected 4"}};
+    for (size_t i = 0; i < sizeof typed / sizeof typed[0]; ++i) {
+        m = tm_relu();
+        Onnx__TensorProto *t = tm_init(m, "w", typed[i].dt, d22, 2, f4, 0);
+        t->has_raw_data = 0;
+        free(t->raw_data.data);
+        t->raw_data.data = NULL;
+        t->n_float_data = typed[i].n_float;
+        t->float_data = calloc(8, sizeof(float));
+        t->n_double_data = typed[i].n_double;
+        t->double_data = calloc(8, sizeof(double));
+        expect_load(m, typed[i].needle ? ROPEKIT_ERROR_PARSE : ROPEKIT_OK, typed[i].needle,
+                    "typed count of a complex or double tensor");
+    }
 
     m = tm_relu();
     free(m->graph->node[0]->op_type);
@@ -768,11 +810,7 @@ static void test_external(void) {
         /* save: same directory works, atomically, byte-identical */
         char *out = path2(g_tmp, "out.onnx");
         CHECK(ropekit_model_save(m, out) == ROPEKIT_OK, "save: %s", ropekit_last_error());
-        size_t n1, n2;
-        unsigned char *a = read_file(model_path, &n1), *c = read_file(out, &n2);
-        CHECK(a && c && n1 == n2 && memcmp(a, c, n1) == 0, "saved bytes identical");
-        free(a);
-        free(c);
+        CHECK(same_file_bytes(model_path, out), "saved bytes identical");
         struct stat st;
         CHECK(stat(out, &st) == 0 && (st.st_mode & 0777) == (0666 & ~(mode_t)umask(022)),
               "mode 0666 - umask");
@@ -907,11 +945,7 @@ static void test_external_elsewhere(void) {
         /* the input model object was not changed: saving beside the input keeps its references */
         char *same = path2(a, "copy.onnx");
         CHECK(ropekit_model_save(m, same) == ROPEKIT_OK, "save beside: %s", ropekit_last_error());
-        size_t n1, n2;
-        unsigned char *x = read_file(in, &n1), *y = read_file(same, &n2);
-        CHECK(x && y && n1 == n2 && memcmp(x, y, n1) == 0, "beside the input: identical bytes");
-        free(x);
-        free(y);
+        CHECK(same_file_bytes(in, same), "beside the input: identical bytes");
         char *samedata = path2(a, "copy.onnx.data");
         CHECK(access(samedata, F_OK) != 0, "no data file when nothing moves");
         /* external_min_bytes moves 'big' out, beside the input too */

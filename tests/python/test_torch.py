@@ -213,6 +213,30 @@ def test_torch_compile_keeps_the_custom_ops(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_ms_rotary_embedding_under_torch_compile_returns_y_and_writes_out(device):
+    """The registered-op path of ms_rotary_embedding (both the returning op and the _out op),
+    against the numpy binding's bits."""
+    B, S, N, H, P = 2, 5, 3, 8, 16
+    cos, sin = tables(P, H)
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(B, S, N * H, generator=g)
+    pos = torch.randint(0, P, (B, S), generator=g)
+    ref = ropekit.ms_rotary_embedding(x.numpy(), pos.numpy(), cos.numpy(), sin.numpy(), num_heads=N, scale=0.5)
+    cos, sin = cos.to(device), sin.to(device)
+
+    def f(x, pos):
+        y = rt.ms_rotary_embedding(x, pos, cos, sin, num_heads=N, scale=0.5)
+        z = torch.empty_like(x)
+        rt.ms_rotary_embedding(x, pos, cos, sin, num_heads=N, scale=0.5, out=z)
+        return y, z
+
+    torch._dynamo.reset()
+    y, z = torch.compile(f, fullgraph=True)(x.to(device), pos.to(device))
+    assert np.array_equal(to_np(y).view(np.uint8), ref.view(np.uint8))
+    assert np.array_equal(to_np(z).view(np.uint8), ref.view(np.uint8))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_torch_compile_in_place_drop_ins(device):
     """The FlashInfer form mutates graph inputs (views of a packed QKV buffer); the HF form
     returns new tensors. Compiled (fullgraph) and eager must give the same bits."""
