@@ -428,3 +428,44 @@ def test_unoptimized_export_spellings_fuse(tmp_path):
                       "pos": (np.arange(S)[None, :] + base + 5 * np.arange(B)[:, None]).astype(np.int64)}
                 ya, yb = a.run(None, fd)[0], b.run(None, fd)[0]
                 assert np.abs(ya - yb).max() <= 1e-5 * np.abs(ya).max(), (extra, B, S, base)
+
+
+def transposed_cache_graph(H=16, P=64):
+    """A precomputed cos/sin cache (P, H) gathered by position ids through a Transpose pair, as
+    torch.gather exported with optimize=False reads GPT-J's table (GatherND of a transposed
+    table): cos = Transpose(Transpose(cache))[pos]."""
+    inv = 10000.0 ** (-np.arange(0, H, 2) / H)
+    ang = np.arange(P)[:, None] * inv[None, :]
+    emb = np.concatenate([ang, ang], -1)
+    nodes, inits = [], [ints("ax1", [1])]
+    for nm, f in (("cos", np.cos), ("sin", np.sin)):
+        inits.append(numpy_helper.from_array(f(emb).astype(np.float32), nm + "_cache"))
+        nodes += [helper.make_node("Transpose", [nm + "_cache"], [nm + "_t"], perm=[1, 0]),
+                  helper.make_node("Transpose", [nm + "_t"], [nm + "_tt"], perm=[1, 0]),
+                  helper.make_node("Gather", [nm + "_tt", "pos"], [nm], axis=0)]
+    rn, rc = rope_nodes("x", "y", H, H, "cos", "sin")
+    rc = [t for t in rc if t.name != "ax1"]
+    shape = ["batch", 2, "sequence", H]
+    g = helper.make_graph(nodes + rn, "transposed_cache",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape),
+                           helper.make_tensor_value_info("pos", TensorProto.INT64, ["batch", "sequence"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                          initializer=inits + rc)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_cache_gathered_through_a_transpose_fuses(tmp_path):
+    src = tmp_path / "tc.onnx"
+    onnx.save(transposed_cache_graph(), str(src))
+    onnx.checker.check_model(str(src), full_check=True)
+    dst = tmp_path / "o" / "tc.onnx"
+    dst.parent.mkdir()
+    r = fuse(src, dst)
+    assert r["sites_found"] == 1 and r["sites_fused"] == 1, r["sites"]
+    onnx.checker.check_model(str(dst), full_check=True)
+    a, b, rng = session(src), session(dst), np.random.default_rng(5)
+    for B, S in ((1, 1), (2, 9)):
+        fd = {"x": rng.standard_normal((B, 2, S, 16)).astype(np.float32),
+              "pos": rng.integers(0, 64, (B, S)).astype(np.int64)}
+        ya, yb = a.run(None, fd)[0], b.run(None, fd)[0]
+        assert np.abs(ya - yb).max() <= 1e-5 * np.abs(ya).max(), (B, S)
