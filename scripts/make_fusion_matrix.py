@@ -321,7 +321,50 @@ def family(name):
         else:
             cfg = T.PersimmonConfig(**kw, partial_rotary_factor=0.5, **rope_kw(theta=25000.0))
         return "PersimmonForCausalLM", cfg, 2 * L, x
+    if name in ENCODERS:
+        # encoders: bidirectional attention, (input_ids, attention_mask) in, positions from an
+        # arange over the sequence inside the graph (no position_ids input)
+        cfg_cls, model_cls, kw, sites_of = ENCODERS[name]
+        cfg = getattr(T, cfg_cls)(**kw())
+        return model_cls, cfg, sites_of(cfg), {"encoder": True}
     raise KeyError(name)
+
+
+def _enc_common(**over):
+    kw = dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+              num_attention_heads=HEADS, intermediate_size=INTER, max_position_embeddings=512,
+              pad_token_id=0)
+    kw.update(over)
+    return kw
+
+
+# Encoder families with RoPE: name -> (config class, model class, config kwargs, rope sites)
+ENCODERS = {
+    # ModernBERT: fused Wqkv, rotate_half; local (sliding) and global layers with two thetas
+    "modernbert": ("ModernBertConfig", "ModernBertModel",
+                   lambda: _enc_common(max_position_embeddings=8192, bos_token_id=1,
+                                       eos_token_id=2, cls_token_id=1, sep_token_id=2,
+                                       local_attention=4,
+                                       layer_types=["full_attention", "sliding_attention"]),
+                   lambda c: 2 * c.num_hidden_layers),
+    # RoFormer: a sinusoidal table (an embedding weight) sliced by sequence length, interleaved
+    "roformer": ("RoFormerConfig", "RoFormerModel",
+                 lambda: _enc_common(embedding_size=HIDDEN, hidden_dropout_prob=0.0,
+                                     attention_probs_dropout_prob=0.0, use_cache=False),
+                 lambda c: 2 * c.num_hidden_layers),
+    # ESM (rotary): cos/sin from inv_freq over arange(seq), rotate_half
+    "esm": ("EsmConfig", "EsmModel",
+            lambda: _enc_common(position_embedding_type="rotary", hidden_dropout_prob=0.0,
+                                attention_probs_dropout_prob=0.0, mask_token_id=4,
+                                use_cache=False),
+            lambda c: 2 * c.num_hidden_layers),
+    "eurobert": ("EuroBertConfig", "EuroBertModel",
+                 lambda: _enc_common(num_key_value_heads=KV_HEADS, bos_token_id=1, eos_token_id=2,
+                                     mask_token_id=4),
+                 lambda c: 2 * c.num_hidden_layers),
+    "nomic_bert": ("NomicBertConfig", "NomicBertModel", lambda: _enc_common(),
+                   lambda c: 2 * c.num_hidden_layers),
+}
 
 
 def _all_layers(cfg):
@@ -471,12 +514,15 @@ MATRIX = [V(f) for f in DEFAULT_FAMILIES] + [
     V("gptj", optimize=False), V("llama", optimize=False),
     V("llama", shapes="static", batch=1, seq=1), V("llama", shapes="static", past=True, batch=1, seq=1),
     V("qwen3", opset=21), V("gemma3_text", opset=22), V("falcon", "t29", "torchscript"),
-]
+    # encoders (no position_ids: positions from an arange over the sequence in the graph)
+] + [V(f) for f in ENCODERS] + [V("modernbert", shapes="static"), V("esm", shapes="static")]
 
 # A held-out set (not committed as fixtures): families and export settings beyond MATRIX, to
 # check that `ropekit fuse` generalizes. `--holdout --out DIR` exports it into DIR.
 HOLDOUT_FAMILIES = ["falcon", "llama_linear", "codegen", "persimmon"] + list(HELDOUT_SIMPLE)
 HOLDOUT = [V(f) for f in HOLDOUT_FAMILIES] + [
+    V(f, shapes="static") for f in ("roformer", "eurobert", "nomic_bert")] + [
+    V(f, "t29", "torchscript") for f in ENCODERS] + [
     V("llama", dtype="bfloat16"), V("qwen3", dtype="bfloat16"), V("gptj", dtype="bfloat16"),
     V("cohere", dtype="bfloat16"), V("falcon", dtype="bfloat16", past=True),
     V("llama", opset=20), V("qwen3", opset=21), V("gemma3_text", opset=22), V("gptj", opset=22),
@@ -564,6 +610,17 @@ class NoCache(nn.Module):
         return self.inner(input_ids=input_ids, position_ids=position_ids, use_cache=False).logits
 
 
+class Encoder(nn.Module):
+    """Encoder graph: input_ids and attention_mask in, the last hidden state out."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.inner(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
 class WithPast(nn.Module):
     """Decode graph: flat past_key_i / past_value_i in, logits and present_* out."""
 
@@ -598,6 +655,11 @@ def example_inputs(cfg, extra, past, dtype, b, s, p, offset=0, seed=SEED):
     pos = torch.arange(start, start + s, dtype=torch.int64).unsqueeze(0).expand(b, s).contiguous()
     if extra.get("mrope"):
         pos = pos.unsqueeze(0).expand(3, b, s).contiguous()
+    if extra.get("encoder"):  # a padded batch: the last row's final token masked out
+        mask = torch.ones((b, s), dtype=torch.int64)
+        if b > 1 and s > 1:
+            mask[-1, -1] = 0
+        return (ids, mask)
     args = [ids, pos]
     if past:
         tdt = getattr(torch, dtype)
@@ -607,7 +669,9 @@ def example_inputs(cfg, extra, past, dtype, b, s, p, offset=0, seed=SEED):
     return tuple(args)
 
 
-def names_for(cfg, past):
+def names_for(cfg, past, extra=None):
+    if (extra or {}).get("encoder"):
+        return ["input_ids", "attention_mask"], ["last_hidden_state"]
     ins, outs = ["input_ids", "position_ids"], ["logits"]
     if past:
         for i in range(cfg.num_hidden_layers):
@@ -640,12 +704,15 @@ def export_one(v, outdir):
             attn = register_ts_attention()
     cls, cfg, sites, extra, model = build(v["family"], v["dtype"], attn)
     past = v["past"]
-    wrapper = WithPast(model, cfg, cfg.num_hidden_layers) if past else NoCache(model)
+    enc = extra.get("encoder", False)
+    assert not (enc and past), "encoders have no past key/values"
+    wrapper = Encoder(model) if enc else WithPast(model, cfg, cfg.num_hidden_layers) if past \
+        else NoCache(model)
     wrapper.eval()
     b, s, p = (PAST_B, PAST_S, PAST_P) if past else (EXPORT_B, EXPORT_S, 0)
     b, s = v.get("batch") or b, v.get("seq") or s
     args = example_inputs(cfg, extra, past, v["dtype"], b, s, p)
-    ins, outs = names_for(cfg, past)
+    ins, outs = names_for(cfg, past, extra)
     path = os.path.join(outdir, v["name"] + ".onnx")
     for old in (path, path + ".data"):
         if os.path.exists(old):
@@ -656,8 +723,8 @@ def export_one(v, outdir):
             axes = None
             if v["shapes"] == "dynamic":
                 axes = {"input_ids": {0: "batch", 1: "sequence"},
-                        "position_ids": {1: "batch", 2: "sequence"} if mrope else
-                        {0: "batch", 1: "sequence"}, "logits": {0: "batch", 1: "sequence"}}
+                        ins[1]: {1: "batch", 2: "sequence"} if mrope else
+                        {0: "batch", 1: "sequence"}, outs[0]: {0: "batch", 1: "sequence"}}
                 for n in ins[2:]:
                     axes[n] = {0: "batch", 2: "past_sequence"}
                 for n in outs[1:]:
@@ -689,7 +756,8 @@ def export_one(v, outdir):
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     fresh = build(v["family"], v["dtype"], attn)[4]
-    fw = WithPast(fresh, cfg, cfg.num_hidden_layers) if past else NoCache(fresh)
+    fw = Encoder(fresh) if enc else WithPast(fresh, cfg, cfg.num_hidden_layers) if past \
+        else NoCache(fresh)
     checks = []
     tries = [(b, s, p, 0)]
     if v["shapes"] == "dynamic":
@@ -733,6 +801,7 @@ def export_one(v, outdir):
         "expect_fused": extra.get("fused", sites),
         "expect_unfused_reasons": extra.get("reasons", []),
         "mrope": extra.get("mrope", False),
+        **({"encoder": True} if enc else {}),
         "export_check": checks,
     }
     return entry
