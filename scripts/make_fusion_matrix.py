@@ -698,7 +698,9 @@ def export_one(v, outdir):
         # 4.x: GPT-J and StableLM have no SDPA path here; TorchScript cannot trace the vmap SDPA
         # mask (use the vmap-free one); torch 2.9's export fails on the 4.x SDPA masks with
         # dynamic shapes ("... is not tracked with proxy"), so dynamo exports use eager attention
-        if v["family"] in ("gptj", "stablelm") or v["exporter"] == "dynamo":
+        # (4.x's encoders keep their own attention registries: eager there too)
+        if v["family"] in ("gptj", "stablelm") or v["exporter"] == "dynamo" or \
+                v["family"] in ENCODERS:
             attn = "eager"
         else:
             attn = register_ts_attention()

@@ -300,6 +300,9 @@ static double unary(const char *op, double x, int *ok) {
     if (!strcmp(op, "Ceil")) return ceil(x);
     if (!strcmp(op, "Not")) return x == 0;
     if (!strcmp(op, "Sign")) return (x > 0) - (x < 0);
+    if (!strcmp(op, "Erf")) return erf(x);
+    if (!strcmp(op, "Tanh")) return tanh(x);
+    if (!strcmp(op, "Sigmoid")) return 1.0 / (1.0 + exp(-x));
     *ok = 0;
     return 0;
 }
@@ -683,6 +686,181 @@ static rk_ten *op_gather_nd(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *
         }
         memcpy(o->v + j * inner, a->v + off, (size_t)inner * sizeof *o->v);
     }
+    return o;
+}
+
+/* LayerNormalization's Y: X normalized over the axes from `axis` on (mean 0, variance 1 with
+ * epsilon), in double, then times Scale and plus B (broadcast as Mul/Add do), rounded to X's
+ * type. Mean and InvStdDev (outputs 1, 2) are not evaluated. */
+static rk_ten *op_layer_norm(rk_eval *e, const Onnx__NodeProto *n, const rk_ten *x,
+                             const rk_ten *scale, const rk_ten *bias) {
+    int64_t axis = rk_attr_i(n, "axis", -1);
+    const Onnx__AttributeProto *ep = rk_node_attr(n, "epsilon");
+    double eps = ep ? (double)ep->f : 1e-5;
+    if (axis < 0) axis += x->rank;
+    if (axis < 0 || axis >= x->rank || !is_float_type(x->type)) {
+        efail(e, "LayerNormalization over axis %lld of a rank-%d input", (long long)axis, x->rank);
+        return NULL;
+    }
+    int64_t inner = 1;
+    for (int d = (int)axis; d < x->rank; ++d)
+        inner *= x->dims[d];
+    rk_ten *nrm = copy_with_shape(e, x, x->rank, x->dims);
+    if (!nrm) return NULL;
+    nrm->type = RK_DT_DOUBLE; /* kept exact until the final rounding */
+    for (int64_t g = 0; inner && g < x->n / inner; ++g) {
+        double *v = nrm->v + g * inner, mean = 0, var = 0;
+        for (int64_t i = 0; i < inner; ++i)
+            mean += v[i];
+        mean /= (double)inner;
+        for (int64_t i = 0; i < inner; ++i)
+            var += (v[i] - mean) * (v[i] - mean);
+        var /= (double)inner;
+        for (int64_t i = 0; i < inner; ++i)
+            v[i] = (v[i] - mean) / sqrt(var + eps);
+    }
+    const rk_ten *ms[2] = {nrm, scale};
+    rk_ten *y = elementwise(e, "Mul", ms, 2, RK_DT_DOUBLE);
+    ten_free(nrm);
+    if (y && bias) {
+        const rk_ten *as[2] = {y, bias};
+        rk_ten *z = elementwise(e, "Add", as, 2, RK_DT_DOUBLE);
+        ten_free(y);
+        y = z;
+    }
+    if (y && y->rank != x->rank) {
+        efail(e, "LayerNormalization's Scale/B widen its input");
+        ten_free(y);
+        return NULL;
+    }
+    if (y) {
+        y->type = x->type;
+        for (int64_t i = 0; i < y->n; ++i)
+            y->v[i] = round_to(y->type, y->v[i]);
+    }
+    return y;
+}
+
+/* Einsum with an explicit output ("ij,jk->ik", "i,j->ij", "bhsd->bshd"): one or two inputs,
+ * letters only (no ellipsis), every letter of one size wherever it appears; letters absent from
+ * the output are summed over. The loop runs over every letter, charged to the element budget. */
+#define EINSUM_MAX_LETTERS 16
+static rk_ten *op_einsum(rk_eval *e, const Onnx__NodeProto *n, const rk_ten **in, size_t nin) {
+    const Onnx__AttributeProto *at = rk_node_attr(n, "equation");
+    char eq[128];
+    size_t len = at ? at->s.len : 0, k = 0;
+    if (!at || len == 0 || len >= sizeof eq) {
+        efail(e, "Einsum without a usable equation");
+        return NULL;
+    }
+    for (size_t i = 0; i < len; ++i)
+        if (at->s.data[i] != ' ') eq[k++] = (char)at->s.data[i];
+    eq[k] = 0;
+    char *arrow = strstr(eq, "->");
+    if (!arrow || strchr(eq, '.')) {
+        efail(e, "Einsum '%s': only explicit outputs without ellipsis are evaluated", eq);
+        return NULL;
+    }
+    *arrow = 0;
+    const char *terms[3] = {eq, NULL, arrow + 2};
+    char *comma = strchr(eq, ',');
+    if (comma) *comma = 0, terms[1] = comma + 1;
+    if ((comma ? 2u : 1u) != nin || (terms[1] && strchr(terms[1], ','))) {
+        efail(e, "Einsum '%s' does not name its %zu inputs", eq, nin);
+        return NULL;
+    }
+    char letters[EINSUM_MAX_LETTERS];
+    int64_t size[EINSUM_MAX_LETTERS];
+    int nl = 0;
+    /* each input term: its letters, sizes checked against the input's shape */
+    for (size_t t = 0; t < nin; ++t) {
+        const char *term = terms[t];
+        if ((int)strlen(term) != in[t]->rank) {
+            efail(e, "Einsum term '%s' for an input of rank %d", term, in[t]->rank);
+            return NULL;
+        }
+        for (int d = 0; term[d]; ++d) {
+            int c = (unsigned char)term[d], j = 0;
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
+                efail(e, "Einsum term '%s': not a letter", term);
+                return NULL;
+            }
+            while (j < nl && letters[j] != c)
+                ++j;
+            if (j == nl) {
+                if (nl == EINSUM_MAX_LETTERS) {
+                    efail(e, "Einsum with more than %d letters", EINSUM_MAX_LETTERS);
+                    return NULL;
+                }
+                letters[nl] = (char)c, size[nl++] = in[t]->dims[d];
+            } else if (size[j] != in[t]->dims[d]) {
+                efail(e, "Einsum letter '%c' of sizes %lld and %lld", c, (long long)size[j],
+                      (long long)in[t]->dims[d]);
+                return NULL;
+            }
+        }
+    }
+    /* strides of every letter in each input and in the output */
+    int64_t st[3][EINSUM_MAX_LETTERS] = {{0}};
+    int64_t odims[RK_SHAPE_MAX_RANK];
+    int orank = (int)strlen(terms[2]);
+    if (orank > RK_SHAPE_MAX_RANK) {
+        efail(e, "Einsum output of rank %d", orank);
+        return NULL;
+    }
+    for (int d = 0; d < orank; ++d) {
+        int j = 0;
+        while (j < nl && letters[j] != terms[2][d])
+            ++j;
+        if (j == nl || strchr(terms[2] + d + 1, terms[2][d])) {
+            efail(e, "Einsum output '%s': a letter not in the inputs, or repeated", terms[2]);
+            return NULL;
+        }
+        odims[d] = size[j];
+    }
+    for (size_t t = 0; t < 3; ++t) {
+        if (!terms[t]) continue;
+        int r = (int)strlen(terms[t]);
+        int64_t stride = 1;
+        for (int d = r - 1; d >= 0; --d) {
+            int j = 0;
+            while (letters[j] != terms[t][d])
+                ++j;
+            st[t][j] += stride; /* a repeated letter in one input: its diagonal */
+            stride *= t == 2 ? odims[d] : in[t]->dims[d];
+        }
+    }
+    int64_t iters = 1;
+    for (int j = 0; j < nl; ++j) {
+        if (size[j] == 0) iters = 0;
+        if (iters && size[j] > e->max_elems / iters) {
+            efail(e, "an Einsum of more than %lld steps", (long long)e->max_elems);
+            return NULL;
+        }
+        iters *= size[j];
+    }
+    if ((e->budget -= iters) < 0) {
+        efail(e, "the evaluation would exceed its element budget");
+        return NULL;
+    }
+    rk_ten *o = ten_new(e, in[0]->type, orank, odims);
+    if (!o) return NULL;
+    int64_t idx[EINSUM_MAX_LETTERS] = {0}, off[3] = {0, 0, 0};
+    for (int64_t it = 0; it < iters; ++it) {
+        double p = in[0]->v[off[0]];
+        if (nin == 2) p *= in[1]->v[off[1]];
+        o->v[off[2]] += p;
+        for (int j = nl - 1; j >= 0; --j) { /* next index, offsets kept in step */
+            for (int t = 0; t < 3; ++t)
+                off[t] += st[t][j];
+            if (++idx[j] < size[j]) break;
+            for (int t = 0; t < 3; ++t)
+                off[t] -= st[t][j] * size[j];
+            idx[j] = 0;
+        }
+    }
+    for (int64_t i = 0; i < o->n; ++i)
+        o->v[i] = round_to(o->type, o->v[i]);
     return o;
 }
 
@@ -1153,6 +1331,46 @@ static void eval_node(rk_eval *e, const Onnx__NodeProto *n, const char *want, in
             o = op_gather_nd(e, n, a, b);
     } else if (!strcmp(op, "MatMul")) {
         if ((a = in_at(e, n, 0, depth)) && (b = in_at(e, n, 1, depth))) o = op_matmul(e, a, b);
+    } else if (!strcmp(op, "Softmax")) {
+        /* over the last axis only, named explicitly or of a rank-2 input: there opset 13's
+         * single-axis softmax and older opsets' flattened one agree (the default axis differs) */
+        const Onnx__AttributeProto *ax = rk_node_attr(n, "axis");
+        if ((a = in_at(e, n, 0, depth))) {
+            int64_t axis = ax ? ax->i : -1;
+            if (axis < 0) axis += a->rank;
+            if (a->rank < 1 || axis != a->rank - 1 || (!ax && a->rank != 2) ||
+                !is_float_type(a->type)) {
+                efail(e,
+                      "Softmax over axis %lld of a rank-%d input (only the last axis is "
+                      "evaluated)",
+                      (long long)(ax ? ax->i : -1), a->rank);
+            } else if ((o = copy_with_shape(e, a, a->rank, a->dims))) {
+                int64_t w = a->dims[a->rank - 1];
+                for (int64_t g = 0; w && g < o->n / w; ++g) {
+                    double *v = o->v + g * w, mx = -INFINITY, sum = 0;
+                    for (int64_t i = 0; i < w; ++i)
+                        mx = v[i] > mx ? v[i] : mx;
+                    for (int64_t i = 0; i < w; ++i)
+                        sum += (v[i] = isinf(mx) && mx < 0 ? 1.0 : exp(v[i] - mx));
+                    for (int64_t i = 0; i < w; ++i)
+                        v[i] = round_to(o->type, v[i] / sum);
+                }
+            }
+        }
+    } else if (!strcmp(op, "LayerNormalization")) {
+        if (strcmp(want, n->output[0]) != 0) {
+            efail(e, "'%s' is the Mean/InvStdDev output of a LayerNormalization", want);
+        } else if (n->n_input >= 2 && (a = in_at(e, n, 0, depth)) && (b = in_at(e, n, 1, depth)) &&
+                   (n->n_input < 3 || !n->input[2][0] || (c = in_at(e, n, 2, depth)))) {
+            o = op_layer_norm(e, n, a, b, c);
+        }
+    } else if (!strcmp(op, "Einsum")) {
+        const rk_ten *ins[2] = {NULL, NULL};
+        if (n->n_input >= 1 && n->n_input <= 2 && (ins[0] = in_at(e, n, 0, depth)) &&
+            (n->n_input == 1 || (ins[1] = in_at(e, n, 1, depth))))
+            o = op_einsum(e, n, ins, n->n_input);
+        else if (n->n_input < 1 || n->n_input > 2)
+            efail(e, "Einsum of %zu inputs", n->n_input);
     } else if (!strncmp(op, "Reduce", 6) && (!strcmp(op + 6, "Max") || !strcmp(op + 6, "Min") ||
                                              !strcmp(op + 6, "Sum") || !strcmp(op + 6, "Mean"))) {
         if ((a = in_at(e, n, 0, depth))) o = op_reduce(e, n, a, depth);

@@ -185,10 +185,11 @@ int rk_angles_same(const rk_angles *a, const rk_angles *b);
  * once per evaluator; depth, tensor size and total work are bounded. Unbound graph inputs get
  * their declared shape (dims by name) and deterministic contents (floats in [-1, 1], integers 1).
  * Ops: Identity Dropout Cast CastLike Neg Abs Cos Sin Sqrt Reciprocal Exp Log Floor Ceil Not Sign
- * Add Sub Mul Div Pow Max Min Mod Equal Greater Less GreaterOrEqual LessOrEqual And Or Xor Where
- * Shape Size Reshape Flatten Unsqueeze Squeeze Transpose Slice Concat Split Expand Tile Gather
- * GatherElements GatherND MatMul ReduceMax/Min/Sum/Mean Range ConstantOfShape ScatterND
- * ScatterElements Constant (default domain only). */
+ * Erf Tanh Sigmoid Add Sub Mul Div Pow Max Min Mod Equal Greater Less GreaterOrEqual LessOrEqual
+ * And Or Xor Where Shape Size Reshape Flatten Unsqueeze Squeeze Transpose Slice Concat Split
+ * Expand Tile Gather GatherElements GatherND MatMul Einsum (explicit output, no ellipsis)
+ * LayerNormalization (Y only) Softmax (last axis) ReduceMax/Min/Sum/Mean Range ConstantOfShape
+ * ScatterND ScatterElements Constant (default domain only). */
 typedef struct rk_ten {
     int32_t type; /* ONNX element type */
     int32_t rank;

@@ -469,3 +469,63 @@ def test_cache_gathered_through_a_transpose_fuses(tmp_path):
               "pos": rng.integers(0, 64, (B, S)).astype(np.int64)}
         ya, yb = a.run(None, fd)[0], b.run(None, fd)[0]
         assert np.abs(ya - yb).max() <= 1e-5 * np.abs(ya).max(), (B, S)
+
+
+# ---- encoders: positions from an arange over the sequence read off a computed value ---------
+
+def encoder_graph(H=16, NH=2):
+    """ESM-style encoder attention (TorchScript): no position input; the angle is
+    Einsum("i,j->ij", arange(S), inv_freq) with S read by Shape off a value computed by
+    LayerNormalization and Softmax (in the exports: the hidden state after a whole layer), and
+    x = transpose(reshape(that value)) is rotated with rotate_half."""
+    E = H * NH
+    inv = (10000.0 ** (-np.arange(0, H, 2) / H)).astype(np.float32)
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(inv, "inv_freq"),
+             numpy_helper.from_array(rng.standard_normal(E).astype(np.float32), "ln_w"),
+             numpy_helper.from_array(rng.standard_normal(E).astype(np.float32), "ln_b"),
+             ints("shp", [0, 0, NH, H]), ints("i0", 0), ints("i1", 1), ints("ax0", [0]),
+             ints("one", 1)]
+    nodes = [
+        helper.make_node("LayerNormalization", ["h", "ln_w", "ln_b"], ["hn"], axis=-1,
+                         epsilon=1e-5),
+        helper.make_node("Softmax", ["hn"], ["hs"], axis=-1),
+        helper.make_node("Shape", ["hs"], ["hshape"]),
+        helper.make_node("Gather", ["hshape", "i1"], ["slen"], axis=0),
+        helper.make_node("Range", ["i0", "slen", "one"], ["t_i"]),
+        helper.make_node("Cast", ["t_i"], ["t"], to=TensorProto.FLOAT),
+        helper.make_node("Einsum", ["t", "inv_freq"], ["freqs"], equation="i,j->ij"),
+        helper.make_node("Concat", ["freqs", "freqs"], ["emb"], axis=-1),
+        helper.make_node("Cos", ["emb"], ["cos_s"]),
+        helper.make_node("Sin", ["emb"], ["sin_s"]),
+        helper.make_node("Unsqueeze", ["cos_s", "ax0"], ["cos"]),
+        helper.make_node("Unsqueeze", ["sin_s", "ax0"], ["sin"]),
+        helper.make_node("Reshape", ["hs", "shp"], ["hr"]),
+        helper.make_node("Transpose", ["hr"], ["x"], perm=[0, 2, 1, 3]),
+    ]
+    rn, rc = rope_nodes("x", "y", H, H, "cos", "sin")
+    g = helper.make_graph(nodes + rn, "encoder",
+                          [helper.make_tensor_value_info("h", TensorProto.FLOAT,
+                                                         ["batch", "sequence", E])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                         ["batch", NH, "sequence", H])],
+                          initializer=inits + rc)
+    # value_info as the exporters write it (onnx shape inference: S of the angle is unk__0)
+    return onnx.shape_inference.infer_shapes(
+        helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]))
+
+
+def test_encoder_angle_from_einsum_over_a_computed_length_fuses(tmp_path):
+    src = tmp_path / "enc.onnx"
+    onnx.save(encoder_graph(), str(src))
+    onnx.checker.check_model(str(src), full_check=True)
+    dst = tmp_path / "o" / "enc.onnx"
+    dst.parent.mkdir()
+    r = fuse(src, dst)
+    assert r["sites_found"] == 1 and r["sites_fused"] == 1, r["sites"]
+    onnx.checker.check_model(str(dst), full_check=True)
+    a, b, rng = session(src), session(dst), np.random.default_rng(5)
+    for B, S in ((1, 1), (2, 9), (1, 70)):
+        fd = {"h": rng.standard_normal((B, S, 32)).astype(np.float32)}
+        ya, yb = a.run(None, fd)[0], b.run(None, fd)[0]
+        assert np.abs(ya - yb).max() <= 1e-5 * np.abs(ya).max(), (B, S)
