@@ -84,7 +84,10 @@ static int sinusoid_table(const rk_graph *ix, const char *name) {
         for (int64_t r = 1; r + 1 < rows; ++r)
             if (fabs(t[r * W + k]) > fabs(t[at * W + k])) at = r;
         double b0 = t[at * W + k], c = 1.0;
-        if (fabs(b0) > 0.25) c = (t[(at - 1) * W + k] + t[(at + 1) * W + k]) / (2 * b0);
+        /* (float32 tables: the step is fitted down to 0.01, so a short table's slow sines, as a
+         * fixed-shape encoder folds for its few positions, still fit) */
+        if (fabs(b0) > (tol <= 1e-4 ? 0.01 : 0.25))
+            c = (t[(at - 1) * W + k] + t[(at + 1) * W + k]) / (2 * b0);
         ok = fabs(c) <= 1 + tol;
         for (int64_t r = 1; ok && r + 1 < rows; ++r) {
             double a = t[(r - 1) * W + k], b = t[r * W + k], d = t[(r + 1) * W + k];
@@ -1389,7 +1392,8 @@ static int external_factor(const rk_graph *ix, const uint8_t *cl, const char *v,
 }
 
 /* cos/sin that come from outside the graph's arithmetic (graph inputs: a layer exported alone
- * with its position embeddings, a decoder fed cos/sin caches): an Add/Sub of two products none
+ * with its position embeddings, a decoder fed cos/sin caches; or constant sinusoid tables the
+ * exporter folded them to): an Add/Sub of two products none
  * of whose factors derive from a Cos/Sin, tried with each pair of factors (one per product) as
  * the coefficients. Only a pair under which the subgraph reads as a RoPE makes a site. */
 static int site_given_factors(const rk_graph *ix, uint8_t *cl, const Onnx__NodeProto *nd,
@@ -1399,14 +1403,21 @@ static int site_given_factors(const rk_graph *ix, uint8_t *cl, const Onnx__NodeP
                                    rk_producer_op(ix, nd->input[1], "Mul")};
     if (!m[0] || !m[1] || m[0]->n_input != 2 || m[1]->n_input != 2) return 0;
     for (int p = 0; p < 4; ++p) {
-        size_t f0 = vidx(ix, m[0]->input[p & 1]), f1 = vidx(ix, m[1]->input[p >> 1]);
-        if (f0 >= ix->n_values || f1 >= ix->n_values || cl[f0] != CL_DATA || cl[f1] != CL_DATA ||
-            !external_factor(ix, cl, m[0]->input[p & 1], 0) ||
-            !external_factor(ix, cl, m[1]->input[p >> 1], 0))
-            continue;
+        const char *v0 = m[0]->input[p & 1], *v1 = m[1]->input[p >> 1];
+        size_t f0 = vidx(ix, v0), f1 = vidx(ix, v1);
+        if (f0 >= ix->n_values || f1 >= ix->n_values) continue;
+        uint8_t c0 = cl[f0], c1 = cl[f1];
+        /* graph inputs, or constants that are sinusoid tables: cos/sin folded by the exporter
+         * when nothing in them depends on the inputs (a fixed-shape encoder: positions are
+         * arange(S) of the exported S) */
+        int given = c0 == CL_DATA && c1 == CL_DATA && external_factor(ix, cl, v0, 0) &&
+                    external_factor(ix, cl, v1, 0);
+        int folded = c0 == CL_CONST && c1 == CL_CONST && strcmp(v0, v1) != 0 &&
+                     sinusoid_table(ix, table_of(ix, v0)) && sinusoid_table(ix, table_of(ix, v1));
+        if (!given && !folded) continue;
         cl[f0] = cl[f1] = CL_ANGLE;
         int found = site_at(ix, cl, nd, site, chain, nch);
-        cl[f0] = cl[f1] = CL_DATA;
+        cl[f0] = c0, cl[f1] = c1;
         if (found && !site->reason[0]) return 1;
         if (found) rk_site_free(site);
     }
