@@ -529,3 +529,48 @@ def test_encoder_angle_from_einsum_over_a_computed_length_fuses(tmp_path):
         fd = {"h": rng.standard_normal((B, S, 32)).astype(np.float32)}
         ya, yb = a.run(None, fd)[0], b.run(None, fd)[0]
         assert np.abs(ya - yb).max() <= 1e-5 * np.abs(ya).max(), (B, S)
+
+
+def folded_tables_graph(H=16, S=7):
+    """A fixed-shape encoder's RoPE: no position input, cos/sin of arange(S) folded to constant
+    (1, S, H) tables by the exporter (the slow channels' sines stay below 0.25 over 7 rows)."""
+    inv = 10000.0 ** (-np.arange(0, H, 2) / H)
+    ang = np.arange(S)[:, None] * inv[None, :]
+    emb = np.concatenate([ang, ang], -1)[None]
+    rn, rc = rope_nodes("x", "y", H, H, "cos", "sin")
+    shape = [2, 2, S, H]
+    g = helper.make_graph(rn, "folded_tables",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                          initializer=rc + [
+                              numpy_helper.from_array(np.cos(emb).astype(np.float32), "cos"),
+                              numpy_helper.from_array(np.sin(emb).astype(np.float32), "sin")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_cos_sin_folded_to_constant_tables_fuse(tmp_path):
+    src = tmp_path / "ft.onnx"
+    onnx.save(folded_tables_graph(), str(src))
+    onnx.checker.check_model(str(src), full_check=True)
+    dst = tmp_path / "o" / "ft.onnx"
+    dst.parent.mkdir()
+    r = fuse(src, dst)
+    assert r["sites_found"] == 1 and r["sites_fused"] == 1, r["sites"]
+    onnx.checker.check_model(str(dst), full_check=True)
+    fd = {"x": np.random.default_rng(5).standard_normal((2, 2, 7, 16)).astype(np.float32)}
+    ya, yb = session(src).run(None, fd)[0], session(dst).run(None, fd)[0]
+    assert np.abs(ya - yb).max() <= 1e-5 * np.abs(ya).max()
+
+
+def test_a_constant_that_is_no_sinusoid_is_not_a_site(tmp_path):
+    """The same graph with random constant factors: x * A + rotate_half(x) * B is no RoPE."""
+    m = folded_tables_graph()
+    rng = np.random.default_rng(9)
+    for t in m.graph.initializer:
+        if t.name in ("cos", "sin"):
+            t.CopyFrom(numpy_helper.from_array(rng.uniform(-1, 1, (1, 7, 16)).astype(np.float32),
+                                               t.name))
+    src = tmp_path / "nt.onnx"
+    onnx.save(m, str(src))
+    r = fuse(src, tmp_path / "nt_out.onnx")
+    assert r["sites_fused"] == 0, r["sites"]
