@@ -189,26 +189,29 @@ static ropekit_status rows_half(rk_graph *ix, const rk_site *s, const char *term
 static ropekit_status add_int_initializer(rk_graph *ix, const char *base, const int64_t *v,
                                           size_t n, char **name);
 
+/* A 1-element int64 initializer when `want`, else nothing (*name stays NULL): the rows' Slice
+ * and Reshape get only the constants they read, so the fused model has no unused initializers
+ * (onnxruntime warns about each one when it loads the model). */
+static ropekit_status add_int_if(rk_graph *ix, int want, const char *base, int64_t v, char **name) {
+    return want ? add_int_initializer(ix, base, &v, 1, name) : ROPEKIT_OK;
+}
+
 static ropekit_status add_rows(rk_graph *ix, const rk_site *s, rk_table *rw) {
-    int64_t h = s->rotary_dim / 2, v0 = 0, vend = INT64_MAX, vlast = -1, v2 = 2, shape[2] = {-1, h};
+    int64_t h = s->rotary_dim / 2, shape[2] = {-1, h};
     char *c_h = NULL, *c_0 = NULL, *c_end = NULL, *c_last = NULL, *c_2 = NULL, *c_shape = NULL;
     char *c_s1 = NULL;
-    char *c_zero = NULL, *c_one = NULL, *c_m1 = NULL, *shp = NULL, *lead = NULL, *n1 = NULL,
-         *n0 = NULL, *rng = NULL;
+    char *c_zero = NULL, *c_one = NULL, *shp = NULL, *n1 = NULL, *n0 = NULL, *rng = NULL;
     ropekit_status st;
-    int64_t empty_dims[1] = {0};
-    (void)empty_dims;
-    if ((st = add_int_initializer(ix, "ropekit_rows_h", &h, 1, &c_h)) ||
-        (st = add_int_initializer(ix, "ropekit_rows_0", &v0, 1, &c_0)) ||
-        (st = add_int_initializer(ix, "ropekit_rows_end", &vend, 1, &c_end)) ||
-        (st = add_int_initializer(ix, "ropekit_rows_axis", &vlast, 1, &c_last)) ||
-        (st = add_int_initializer(ix, "ropekit_rows_step", &v2, 1, &c_2)) ||
+    /* what rows_half's Slice reads: half-split pairs end (or, for sin held on the second member,
+     * start) at h; adjacent pairs take every other column (step 2) to the end */
+    int full = s->term_full, inter = s->interleaved, second = s->sin_second;
+    if ((st = add_int_if(ix, full && !inter, "ropekit_rows_h", h, &c_h)) ||
+        (st = add_int_if(ix, 1, "ropekit_rows_0", 0, &c_0)) ||
+        (st = add_int_if(ix, full && (inter || second), "ropekit_rows_end", INT64_MAX, &c_end)) ||
+        (st = add_int_if(ix, full, "ropekit_rows_axis", -1, &c_last)) ||
+        (st = add_int_if(ix, full && inter, "ropekit_rows_step", 2, &c_2)) ||
         (st = add_int_initializer(ix, "ropekit_rows_shape", shape, 2, &c_shape)) ||
-        (st = add_int_initializer(ix, "ropekit_rows_m1", &vlast, 1, &c_m1)))
-        goto done;
-    int64_t v1 = 1;
-    if (s->sin_second && s->interleaved &&
-        (st = add_int_initializer(ix, "ropekit_rows_start1", &v1, 1, &c_s1)))
+        (st = add_int_if(ix, full && inter && second, "ropekit_rows_start1", 1, &c_s1)))
         goto done;
     if ((st = rows_half(ix, s, s->cos_term, "ropekit_cos_rows", c_h, c_0, c_end, c_last, c_2,
                         c_shape, 0, NULL, &rw->cos_name)) ||
@@ -238,12 +241,9 @@ static ropekit_status add_rows(rk_graph *ix, const rk_site *s, rk_table *rw) {
         /* n = rows of the table as a scalar; idx = Reshape(Range(0, n, 1), shape(term)[:-1]) */
         const char *a[1] = {rw->cos_name};
         const char *b[2];
-        const char *c[3];
         if ((st = add_node(ix, "Shape", a, 1, "ropekit_rows_shape_of", NULL, 0, 0, &shp))) goto done;
-        c[0] = shp, c[1] = c_0, c[2] = c_one;
         /* Slice(shape, [0], [1]) -> [n]; Reshape([n], []) -> n */
-        const char *sl[3] = {shp, c_0, c_one};
-        (void)c;
+        const char *sl[3] = {shp, c_0, NULL};
         char *one_vec = NULL;
         int64_t onev = 1;
         if ((st = add_int_initializer(ix, "ropekit_rows_1", &onev, 1, &one_vec))) goto done;
@@ -274,8 +274,7 @@ static ropekit_status add_rows(rk_graph *ix, const rk_site *s, rk_table *rw) {
     }
 done:
     free(c_h), free(c_0), free(c_end), free(c_last), free(c_2), free(c_shape), free(c_zero);
-    free(c_s1);
-    free(c_one), free(c_m1), free(shp), free(lead), free(n1), free(n0), free(rng);
+    free(c_s1), free(c_one), free(shp), free(n1), free(n0), free(rng);
     return st;
 }
 

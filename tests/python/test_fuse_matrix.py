@@ -261,6 +261,11 @@ def test_fuse_matrix_model(where, name, entry, tmp_path):
             assert not os.path.isabs(loc) and ".." not in pathlib.PurePath(loc).parts, loc
             assert (dst.parent / loc).exists(), f"external data {loc} missing beside the output"
     onnx.checker.check_model(str(dst), full_check=True)
+    # nothing the rewrite added is left unread (onnxruntime warns about each unused initializer)
+    read = {i for n in fused_model.graph.node for i in n.input}
+    unread = [t.name for t in fused_model.graph.initializer
+              if t.name.startswith("ropekit") and t.name not in read]
+    assert not unread, f"initializers added by ropekit that no node reads: {unread}"
     n_rope = sum(1 for n in fused_model.graph.node if n.op_type in ("RotaryEmbedding", "MRotaryEmbedding"))
     assert n_rope == fused + pre, f"{n_rope} fused nodes in the graph, report says {fused} (+{pre} in the input)"
     dtype = entry.get("settings", {}).get("dtype")
