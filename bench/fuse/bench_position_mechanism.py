@@ -124,6 +124,8 @@ def main():
     ap.add_argument("--full-vocab", type=int, default=32000)
     ap.add_argument("--no-full", action="store_true")
     ap.add_argument("--full-rounds", type=int, default=5)
+    ap.add_argument("--decode-rounds", type=int, default=30,
+                    help="at least this many decode rounds per session (default 30)")
     ap.add_argument("--json")
     a = ap.parse_args()
     work = pathlib.Path(a.work)
@@ -164,7 +166,7 @@ def main():
         m["phases"] = []
         for phase, B, S, P, base in phases:
             fd = feeds(sess[0], B, S, P, base, vocab, np.random.default_rng(7))
-            t, diffs = bench(sess, fd, rounds if phase == "prefill" else max(rounds, 30), min_s)
+            t, diffs = bench(sess, fd, rounds if phase == "prefill" else max(rounds, a.decode_rounds), min_s)
             row = {"phase": phase, "B": B, "S": S, "P": P, "base": base, "original": t[0],
                    "rows": t[1], "table": t[2], "diff_rows": diffs[0], "diff_table": diffs[1]}
             m["phases"].append(row)
