@@ -46,6 +46,10 @@
  *   grid       1-D dispatch, spread over 2-D or 3-D when the workgroup count exceeds
  *              maxComputeWorkgroupsPerDimension.
  *   Pipelines are compiled on first use and cached in the context per variant.
+ *   Bind groups: the context keeps those of its last 8 distinct sets of bindings (buffers and
+ *   ranges), so repeated calls on the same buffers (a decode loop) skip their creation; each
+ *   kept one holds a reference to its buffers, so a buffer released by the caller is freed
+ *   once 8 other binding sets have been used, or by ropekit_webgpu_destroy.
  *   Rounding to float16/bfloat16 is done with integer arithmetic (round to nearest even), never
  *   with the shader compiler's conversions, so every adapter rounds the same way. Values below
  *   FLT_MIN may be flushed to zero by an adapter (WGSL allows it); the CPU keeps them.

@@ -67,6 +67,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--small", action="store_true")
+    ap.add_argument("--only", default="", help="run only the shapes whose name starts with this")
     ap.add_argument("--profile", action="store_true", help="also report ORT profiler events of the node")
     a = ap.parse_args()
     ort.register_execution_provider_library("webgpu", wep.get_library_path())
@@ -104,6 +105,8 @@ def main():
     print("\n| shape | x and tables | operator | ORT WebGPU EP ms per run | inputs | max abs diff vs CPU EP |")
     print("|---|---|---|---:|---|---:|")
     for name, B, S, N, H, R, P, dt in SHAPES:
+        if not name.startswith(a.only):
+            continue
         S2, P2 = max(1, S // d), max(1, P // d) if P > 8192 else P
         rng = np.random.default_rng(1)
         host = {

@@ -333,6 +333,7 @@ ropekit_status ropekit_webgpu_create_from_device(WGPUInstance instance, WGPUDevi
 void ropekit_webgpu_destroy(ropekit_webgpu *ctx) {
     if (!ctx) return;
     if (ctx->device) pump(ctx, 1);
+    rk_wg_bg_cache_clear(ctx);
     for (int i = 0; i < ctx->n_pipes; ++i) wgpuComputePipelineRelease(ctx->pipes[i].pipeline);
     for (int l = 0; l < 3; ++l) {
         if (ctx->layout[l]) wgpuPipelineLayoutRelease(ctx->layout[l]);
@@ -609,13 +610,18 @@ rk_wg_kind rk_wg_kind_of(const ropekit_webgpu *ctx, ropekit_dtype dt) {
 
 /* ---- pipelines ------------------------------------------------------------------------------ */
 
-ropekit_status rk_wg_pipeline(ropekit_webgpu *ctx, rk_wg_layout layout, const char *key,
-                              const char *source, WGPUComputePipeline *out) {
+int rk_wg_pipeline_find(const ropekit_webgpu *ctx, const char *key, WGPUComputePipeline *out) {
     for (int i = 0; i < ctx->n_pipes; ++i)
         if (strcmp(ctx->pipes[i].key, key) == 0) {
             *out = ctx->pipes[i].pipeline;
-            return ROPEKIT_OK;
+            return 1;
         }
+    return 0;
+}
+
+ropekit_status rk_wg_pipeline(ropekit_webgpu *ctx, rk_wg_layout layout, const char *key,
+                              const char *source, WGPUComputePipeline *out) {
+    if (rk_wg_pipeline_find(ctx, key, out)) return ROPEKIT_OK;
     if (ctx->n_pipes == RK_WG_MAX_PIPELINES)
         return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "pipeline cache full (%d variants)", RK_WG_MAX_PIPELINES);
     push_scope(ctx);
@@ -645,6 +651,52 @@ ropekit_status rk_wg_pipeline(ropekit_webgpu *ctx, rk_wg_layout layout, const ch
     return ROPEKIT_OK;
 }
 
+/* ---- bind group cache ---------------------------------------------------------------------- */
+
+static void bg_evict(rk_wg_cached_bg *c) {
+    if (!c->bg) return;
+    wgpuBindGroupRelease(c->bg);
+    for (int i = 0; i < c->n; ++i)
+        if (c->e[i].buffer) wgpuBufferRelease(c->e[i].buffer);
+    memset(c, 0, sizeof *c);
+}
+
+/* Drops the cached bind groups that bind `buffer` (the ids buffer when it is replaced). */
+static void bg_drop_buffer(ropekit_webgpu *ctx, WGPUBuffer buffer) {
+    for (int k = 0; k < RK_WG_BG_CACHE; ++k)
+        for (int i = 0; ctx->bgs[k].bg && i < ctx->bgs[k].n; ++i)
+            if (ctx->bgs[k].e[i].buffer == buffer) {
+                bg_evict(&ctx->bgs[k]);
+                break;
+            }
+}
+
+static int same_entries(const WGPUBindGroupEntry *a, const WGPUBindGroupEntry *b, int n) {
+    for (int i = 0; i < n; ++i)
+        if (a[i].buffer != b[i].buffer || a[i].offset != b[i].offset || a[i].size != b[i].size)
+            return 0;
+    return 1;
+}
+
+/* The entries' handles stay referenced while cached, so a released buffer's handle cannot be
+ * reused by a new buffer and match a stale entry. */
+static void bg_insert(ropekit_webgpu *ctx, int layout, const WGPUBindGroupEntry *e, int n,
+                      WGPUBindGroup bg) {
+    rk_wg_cached_bg *c = &ctx->bgs[ctx->bg_next];
+    ctx->bg_next = (ctx->bg_next + 1) % RK_WG_BG_CACHE;
+    bg_evict(c);
+    c->bg = bg;
+    c->layout = layout;
+    c->n = n;
+    memcpy(c->e, e, (size_t)n * sizeof *e);
+    for (int i = 0; i < n; ++i)
+        if (e[i].buffer) wgpuBufferAddRef(e[i].buffer);
+}
+
+void rk_wg_bg_cache_clear(ropekit_webgpu *ctx) {
+    for (int k = 0; k < RK_WG_BG_CACHE; ++k) bg_evict(&ctx->bgs[k]);
+}
+
 ropekit_status rk_wg_upload_ids(ropekit_webgpu *ctx, const uint32_t *ids, size_t count) {
     uint64_t bytes = (uint64_t)count * 4;
     if (bytes > ctx->max_binding)
@@ -652,7 +704,10 @@ ropekit_status rk_wg_upload_ids(ropekit_webgpu *ctx, const uint32_t *ids, size_t
     if (bytes > ctx->ids_bytes) {
         uint64_t cap = ctx->ids_bytes ? ctx->ids_bytes : 1024;
         while (cap < bytes) cap *= 2;
-        if (ctx->ids) wgpuBufferRelease(ctx->ids); /* the queue keeps it alive while in use */
+        if (ctx->ids) {
+            bg_drop_buffer(ctx, ctx->ids);
+            wgpuBufferRelease(ctx->ids); /* the queue keeps it alive while in use */
+        }
         ctx->ids = new_buffer(ctx, cap, WGPUBufferUsage_Storage | WGPUBufferUsage_CopyDst);
         ctx->ids_bytes = ctx->ids ? cap : 0;
         if (!ctx->ids) return rk_fail(ROPEKIT_ERROR_DEVICE, "could not allocate the ids buffer");
@@ -710,8 +765,16 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
             e[i].size = 16;
         }
     }
-    WGPUBindGroupDescriptor bd = {NULL, sv("ropekit"), ctx->bgl[layout], (size_t)n_bindings, e};
-    WGPUBindGroup bg = wgpuDeviceCreateBindGroup(ctx->device, &bd);
+    WGPUBindGroup bg = NULL;
+    int cached = 0;
+    for (int k = 0; k < RK_WG_BG_CACHE && !bg; ++k)
+        if (ctx->bgs[k].bg && ctx->bgs[k].layout == (int)layout && ctx->bgs[k].n == n_bindings &&
+            same_entries(ctx->bgs[k].e, e, n_bindings))
+            bg = ctx->bgs[k].bg, cached = 1;
+    if (!bg) {
+        WGPUBindGroupDescriptor bd = {NULL, sv("ropekit"), ctx->bgl[layout], (size_t)n_bindings, e};
+        bg = wgpuDeviceCreateBindGroup(ctx->device, &bd);
+    }
     WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
     WGPUPassTimestampWrites tw = {NULL, ctx->ts_set, 2 * ctx->ts_n, 2 * ctx->ts_n + 1};
     WGPUComputePassDescriptor pd = {NULL, sv("ropekit"), NULL};
@@ -729,6 +792,16 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
     wgpuCommandBufferRelease(cmd);
     wgpuComputePassEncoderRelease(pass);
     wgpuCommandEncoderRelease(enc);
-    if (bg) wgpuBindGroupRelease(bg);
-    return pop_scope(ctx, "dispatch");
+    ropekit_status st = pop_scope(ctx, "dispatch");
+    /* only a bind group whose creation and use raised no error is kept */
+    if (bg && !cached) {
+        if (st == ROPEKIT_OK)
+            bg_insert(ctx, (int)layout, e, n_bindings, bg);
+        else
+            wgpuBindGroupRelease(bg);
+    } else if (bg && st != ROPEKIT_OK) {
+        for (int k = 0; k < RK_WG_BG_CACHE; ++k)
+            if (ctx->bgs[k].bg == bg) bg_evict(&ctx->bgs[k]);
+    }
+    return st;
 }

@@ -180,7 +180,7 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
              rk_wg_kind_name(xk), rk_wg_kind_name(yk), rk_wg_kind_name(tk), rk_wg_arith_name(ar),
              vec ? " vec16" : "", tv ? " tv" : "", inplace ? "inplace" : "outofplace", ctx->wg);
     WGPUComputePipeline pipe;
-    {
+    if (!rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
         const rk_wg_rotary_cfg cfg = {rows_mode, xk, yk, tk, ar, vec, inplace, ctx->wg, sw,
                                       (uint32_t)hg, p->dtype, tv};
         rk_buf s = {0};
@@ -334,7 +334,7 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
     snprintf(key, sizeof key, "qknorm x=%s y=%s %s q_%s kv_%s", rk_wg_kind_name(k), rk_wg_kind_name(ok_), rk_wg_arith_name(ar),
              q_inplace ? "inplace" : "outofplace", kv_inplace ? "inplace" : "outofplace");
     WGPUComputePipeline pipe;
-    {
+    if (!rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
         const rk_wg_qknorm_cfg cfg = {k, ok_, ar, q_inplace, kv_inplace};
         rk_buf s = {0};
         rk_wg_qknorm_wgsl(&s, &cfg);
@@ -421,7 +421,7 @@ ropekit_status ropekit_webgpu_inverse_rotary_regroup(ropekit_webgpu *ctx,
              rk_wg_kind_name(ok_), rk_wg_arith_name(ar), ue,
              ctx->wg);
     WGPUComputePipeline pipe;
-    {
+    if (!rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
         const rk_wg_regroup_cfg cfg = {k, ok_, ar, ue, ctx->wg};
         rk_buf s = {0};
         rk_wg_regroup_wgsl(&s, &cfg);

@@ -26,6 +26,9 @@ typedef enum rk_wg_layout { RK_LAYOUT_ROTARY = 0, RK_LAYOUT_QKNORM = 1, RK_LAYOU
 #define RK_WG_MAX_BINDINGS 8
 #define RK_WG_MAX_PIPELINES 256
 #define RK_WG_TS_PASSES 1024
+/* Bind groups of the last distinct bindings, reused by calls on the same buffers and ranges
+ * (decode loops): each entry holds a reference to its buffers until evicted or destroyed. */
+#define RK_WG_BG_CACHE 8
 
 /* Heads per invocation (HG) of the rotary kernels (the C host and the kernel packages): they
  * share the index arithmetic and the cos/sin loads (and conversions), and their loads are in
@@ -46,6 +49,12 @@ typedef struct rk_wg_pipeline {
     char key[192];
     WGPUComputePipeline pipeline;
 } rk_wg_cached_pipeline;
+
+typedef struct rk_wg_cached_bg {
+    WGPUBindGroup bg; /* NULL: empty slot */
+    int layout, n;
+    WGPUBindGroupEntry e[RK_WG_MAX_BINDINGS]; /* buffer, offset, size of each binding */
+} rk_wg_cached_bg;
 
 struct ropekit_webgpu {
     WGPUInstance instance; /* may be NULL for a wrapped device */
@@ -69,6 +78,8 @@ struct ropekit_webgpu {
     size_t ids_host_count;
     rk_wg_cached_pipeline pipes[RK_WG_MAX_PIPELINES];
     int n_pipes;
+    rk_wg_cached_bg bgs[RK_WG_BG_CACHE];
+    int bg_next; /* slot replaced next (round robin) */
     char last_variant[192];
     /* timestamps (options->timestamps): begin/end of each dispatch's pass, RK_WG_TS_PASSES */
     WGPUQuerySet ts_set;
@@ -100,6 +111,9 @@ ropekit_status rk_wg_bind_view(ropekit_webgpu *ctx, const ropekit_webgpu_tensor 
 rk_wg_kind rk_wg_kind_of(const ropekit_webgpu *ctx, ropekit_dtype dt);
 const char *rk_wg_kind_name(rk_wg_kind k);
 
+/* The cached pipeline of `key`: 1 and *out set when the context has built it, else 0 (the
+ * operators assemble the WGSL only then; a key names its WGSL text exactly). */
+int rk_wg_pipeline_find(const ropekit_webgpu *ctx, const char *key, WGPUComputePipeline *out);
 /* Build (or find in the cache) the pipeline of `key` from the WGSL text `source`. */
 ropekit_status rk_wg_pipeline(ropekit_webgpu *ctx, rk_wg_layout layout, const char *key,
                               const char *source, WGPUComputePipeline *out);
@@ -112,6 +126,8 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
                               uint64_t invocations, uint32_t wg, int *grid_dims);
 
 ropekit_status rk_wg_upload_ids(ropekit_webgpu *ctx, const uint32_t *ids, size_t count);
+/* Releases the cached bind groups (and their buffer references). */
+void rk_wg_bg_cache_clear(ropekit_webgpu *ctx);
 
 /* ---- WGSL text (src/webgpu/kernels.c) ---------------------------------------------------- */
 

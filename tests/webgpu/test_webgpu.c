@@ -551,6 +551,64 @@ static void run_timestamps(ropekit_webgpu_backend backend) {
     ropekit_webgpu_destroy(ctx);
 }
 
+/* Repeated calls (the decode loop): the context reuses the bind group of identical bindings.
+ * New data and new ids on the same buffers, and buffers released and replaced by new ones
+ * (both, or only the output: a new handle could take a released one's address and match a
+ * kept bind group of the old buffer), must all give the CPU's results bit for bit. */
+static void run_repeated_calls(ropekit_webgpu_backend backend) {
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = NULL;
+    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
+        CHECK(0, "context: %s", ropekit_webgpu_last_error());
+        return;
+    }
+    enum { S = 3, N = 2, H = 8, P = 16, ITERS = 24 };
+    float x[S * N * H], y[S * N * H], ref[S * N * H], c[P * H / 2], sn[P * H / 2];
+    for (int i = 0; i < P * H / 2; ++i) c[i] = cosf((float)i * 0.37f), sn[i] = sinf((float)i * 0.37f);
+    int64_t pos[S], xs[3] = {1, S, N * H}, tsh[2] = {P, H / 2}, ps[2] = {1, S};
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hr = ropekit_tensor_contiguous(ref, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+    ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
+    WGPUBuffer bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16), bx = NULL, by = NULL;
+    ropekit_webgpu_tensor gc = gview(bc, &hc), gs = gview(bs, &hs);
+    int bad = 0;
+    for (int it = 0; it < 2 * ITERS; ++it) {
+        int fresh = it >= ITERS; /* second half: new buffers for every call */
+        for (int i = 0; i < S * N * H; ++i) x[i] = (float)((i * 7 + it * 13) % 29) / 8.0f - 1.5f;
+        for (int s = 0; s < S; ++s) pos[s] = (it * 5 + s * 3) % P;
+        if (!bx || (fresh && it % 2)) { /* both buffers new */
+            if (bx) wgpuBufferRelease(bx), wgpuBufferRelease(by);
+            bx = upload(ctx, &hx, 16), by = upload(ctx, &hx, 16);
+        } else if (fresh) { /* only the output new: its handle may take the released one's place */
+            wgpuBufferRelease(by);
+            by = upload(ctx, &hx, 16);
+            if (ropekit_webgpu_write(ctx, bx, 0, x, sizeof x) != ROPEKIT_OK) {
+                ++bad;
+                break;
+            }
+        } else if (ropekit_webgpu_write(ctx, bx, 0, x, sizeof x) != ROPEKIT_OK) {
+            ++bad;
+            break;
+        }
+        ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hx);
+        if (!bx || !by || ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy) != ROPEKIT_OK ||
+            ropekit_webgpu_read(ctx, by, 0, y, sizeof y) != ROPEKIT_OK ||
+            ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hr) != ROPEKIT_OK) {
+            ++bad;
+            break;
+        }
+        if (memcmp(y, ref, sizeof y) != 0) ++bad;
+    }
+    CHECK(bad == 0, "repeated calls: %d of %d calls differ from the CPU or failed (%s)", bad,
+          2 * ITERS, ropekit_webgpu_last_error());
+    if (bx) wgpuBufferRelease(bx), wgpuBufferRelease(by);
+    wgpuBufferRelease(bc), wgpuBufferRelease(bs);
+    ropekit_webgpu_destroy(ctx);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines appear as they are printed */
     static const char *names[] = {"rotary_embedding", "ms_rotary_embedding", "mrotary_embedding",
@@ -604,6 +662,7 @@ int main(void) {
     run_errors(backend);
     run_vector_layouts(backend);
     run_timestamps(backend);
+    run_repeated_calls(backend);
     run_double_rounding(backend);
     for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);
     return REPORT();
