@@ -36,6 +36,18 @@ def fuse(src, dst, *extra):
     return r
 
 
+def fuse_one_site(model, src, dst):
+    """Save `model` as src (checked), fuse it into dst (a new folder), require its one RoPE site
+    found and fused and the output to pass onnx.checker's full check; the report."""
+    onnx.save(model, str(src))
+    onnx.checker.check_model(str(src), full_check=True)
+    dst.parent.mkdir()
+    r = fuse(src, dst)
+    assert r["sites_found"] == 1 and r["sites_fused"] == 1, r["sites"]
+    onnx.checker.check_model(str(dst), full_check=True)
+    return r
+
+
 def session(path, level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL):
     so = ort.SessionOptions()
     so.graph_optimization_level = level
@@ -340,15 +352,9 @@ def conjugate_graph(R=16, H=16):
 
 def test_rotation_by_minus_angle_fuses_with_negated_sin_rows(tmp_path):
     for R in (16, 8):  # full and partial
-        src = tmp_path / f"conj{R}.onnx"
-        onnx.save(conjugate_graph(R), str(src))
-        onnx.checker.check_model(str(src), full_check=True)
-        dst = tmp_path / f"out{R}" / "c.onnx"
-        dst.parent.mkdir()
-        r = fuse(src, dst)
-        assert r["sites_found"] == 1 and r["sites_fused"] == 1, r["sites"]
+        src, dst = tmp_path / f"conj{R}.onnx", tmp_path / f"out{R}" / "c.onnx"
+        fuse_one_site(conjugate_graph(R), src, dst)
         fused = onnx.load(str(dst))
-        onnx.checker.check_model(fused, full_check=True)
         assert [n.op_type for n in fused.graph.node].count("RotaryEmbedding") == 1
         a = session(src)
         rng = np.random.default_rng(3)
@@ -455,14 +461,8 @@ def transposed_cache_graph(H=16, P=64):
 
 
 def test_cache_gathered_through_a_transpose_fuses(tmp_path):
-    src = tmp_path / "tc.onnx"
-    onnx.save(transposed_cache_graph(), str(src))
-    onnx.checker.check_model(str(src), full_check=True)
-    dst = tmp_path / "o" / "tc.onnx"
-    dst.parent.mkdir()
-    r = fuse(src, dst)
-    assert r["sites_found"] == 1 and r["sites_fused"] == 1, r["sites"]
-    onnx.checker.check_model(str(dst), full_check=True)
+    src, dst = tmp_path / "tc.onnx", tmp_path / "o" / "tc.onnx"
+    fuse_one_site(transposed_cache_graph(), src, dst)
     a, b, rng = session(src), session(dst), np.random.default_rng(5)
     for B, S in ((1, 1), (2, 9)):
         fd = {"x": rng.standard_normal((B, 2, S, 16)).astype(np.float32),
@@ -516,14 +516,8 @@ def encoder_graph(H=16, NH=2):
 
 
 def test_encoder_angle_from_einsum_over_a_computed_length_fuses(tmp_path):
-    src = tmp_path / "enc.onnx"
-    onnx.save(encoder_graph(), str(src))
-    onnx.checker.check_model(str(src), full_check=True)
-    dst = tmp_path / "o" / "enc.onnx"
-    dst.parent.mkdir()
-    r = fuse(src, dst)
-    assert r["sites_found"] == 1 and r["sites_fused"] == 1, r["sites"]
-    onnx.checker.check_model(str(dst), full_check=True)
+    src, dst = tmp_path / "enc.onnx", tmp_path / "o" / "enc.onnx"
+    fuse_one_site(encoder_graph(), src, dst)
     a, b, rng = session(src), session(dst), np.random.default_rng(5)
     for B, S in ((1, 1), (2, 9), (1, 70)):
         fd = {"h": rng.standard_normal((B, S, 32)).astype(np.float32)}
@@ -549,14 +543,8 @@ def folded_tables_graph(H=16, S=7):
 
 
 def test_cos_sin_folded_to_constant_tables_fuse(tmp_path):
-    src = tmp_path / "ft.onnx"
-    onnx.save(folded_tables_graph(), str(src))
-    onnx.checker.check_model(str(src), full_check=True)
-    dst = tmp_path / "o" / "ft.onnx"
-    dst.parent.mkdir()
-    r = fuse(src, dst)
-    assert r["sites_found"] == 1 and r["sites_fused"] == 1, r["sites"]
-    onnx.checker.check_model(str(dst), full_check=True)
+    src, dst = tmp_path / "ft.onnx", tmp_path / "o" / "ft.onnx"
+    fuse_one_site(folded_tables_graph(), src, dst)
     fd = {"x": np.random.default_rng(5).standard_normal((2, 2, 7, 16)).astype(np.float32)}
     ya, yb = session(src).run(None, fd)[0], session(dst).run(None, fd)[0]
     assert np.abs(ya - yb).max() <= 1e-5 * np.abs(ya).max()
