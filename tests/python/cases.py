@@ -2,9 +2,23 @@
 the QKNormRotaryEmbedding / InverseRotaryRegroup geometries and inputs. Used by the pytest suites
 and by scripts/make_shared_cases.py (tests/cases/*.bin, the vectors every backend is tested on)."""
 
+import warnings
+
 import numpy as np
 
 import oracle as O
+
+
+def onnx_backend_rotary_cases():
+    """The onnx package's own backend test cases of RotaryEmbedding (the .pb data is not in the
+    wheel, so its case generators are run), the single-node ones: the *_expanded cases are the
+    same data through the function body."""
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = collect_testcases("RotaryEmbedding")
+    return [c for c in cases if len(c.model.graph.node) == 1 and c.model.graph.node[0].op_type == "RotaryEmbedding"]
 
 
 def _common(rng, dt):

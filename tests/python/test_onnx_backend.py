@@ -1,27 +1,17 @@
 """Every ONNX backend test case of RotaryEmbedding (collected from the installed onnx package:
 the .pb data is not in the wheel, so the case generators are run) through ropekit."""
 
-import warnings
 
 import numpy as np
 import onnx
 import pytest
 
+import cases
 import oracle
 import ropekit
 
 
-def _collect():
-    from onnx.backend.test.case.node import collect_testcases
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cases = collect_testcases("RotaryEmbedding")
-    # the *_expanded cases are the same data through the function body: keep the single-node ones
-    return [c for c in cases if len(c.model.graph.node) == 1 and c.model.graph.node[0].op_type == "RotaryEmbedding"]
-
-
-CASES = _collect()
+CASES = cases.onnx_backend_rotary_cases()
 EXPECTED_NAMES = {
     "test_rotary_embedding", "test_rotary_embedding_3d_input", "test_rotary_embedding_interleaved",
     "test_rotary_embedding_with_rotary_dim", "test_rotary_embedding_with_interleaved_rotary_dim",

@@ -13,11 +13,11 @@
 """
 
 import itertools
-import warnings
 
 import numpy as np
 import onnx
 import onnxruntime as ort
+import cases
 import oracle
 import pytest
 import ropekit
@@ -50,16 +50,7 @@ def _bits(a):
 # ---- 1. the onnx package's backend cases ---------------------------------------------------------
 
 
-def _backend_cases():
-    from onnx.backend.test.case.node import collect_testcases
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cases = collect_testcases("RotaryEmbedding")
-    return [c for c in cases if len(c.model.graph.node) == 1 and c.model.graph.node[0].op_type == "RotaryEmbedding"]
-
-
-CASES = _backend_cases()
+CASES = cases.onnx_backend_rotary_cases()
 
 
 def test_backend_cases_collected():
