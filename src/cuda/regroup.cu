@@ -24,6 +24,19 @@ struct RgArgs {
 
 #define RK_RG_BATCH 4 /* chunks per thread, all loaded before the first store */
 
+/* Where the chunk starting at feature f0 of a token goes: group g, offset gc in the group's
+ * output row, and its channel c0 within the head (32-bit fast division when F < 2^31). */
+__device__ __forceinline__ void chunk_place(const RgArgs &a, long long f0, long long &g,
+                                            long long &gc, int &c0) {
+    if (a.small) {
+        const unsigned g32 = fdiv((unsigned)f0, a.d_gd);
+        g = g32, gc = (unsigned)f0 - g32 * (unsigned)a.gd;
+        c0 = (int)((unsigned)f0 - fdiv((unsigned)f0, a.d_hd) * (unsigned)a.hd);
+    } else {
+        g = f0 / a.gd, gc = f0 - g * a.gd, c0 = (int)(f0 % a.hd);
+    }
+}
+
 /* regroup_kernel's loop for contiguous 16-bit rows (V = 8): a chunk stays one uint4 (4
  * registers) from load to store, and pair (i, i+1), i even, is word i/2 (lo_of / hi_of, one
  * paired rounding by pack2). The element-array form (8 registers per chunk) spilled in the
@@ -45,16 +58,9 @@ __device__ __forceinline__ void regroup_words(const RgArgs &a, const typename El
         for (int k = 0; k < RK_RG_BATCH; ++k) {
             const long long j = j0 + k * step;
             if (j >= a.chunks) break;
-            const long long f0 = j * V;
             long long g, gc;
             int c0;
-            if (a.small) {
-                const unsigned g32 = fdiv((unsigned)f0, a.d_gd);
-                g = g32, gc = (unsigned)f0 - g32 * (unsigned)a.gd;
-                c0 = (int)((unsigned)f0 - fdiv((unsigned)f0, a.d_hd) * (unsigned)a.hd);
-            } else {
-                g = f0 / a.gd, gc = f0 - g * a.gd, c0 = (int)(f0 % a.hd);
-            }
+            chunk_place(a, j * V, g, gc, c0);
             if (c0 + V > a.nope) { /* pairs (i, i+1), i even: nope and c0 are even */
                 const float *ct = cs + (c0 - a.nope) * a.cos_s[1], *stb = sn + (c0 - a.nope) * a.sin_s[1];
 #pragma unroll
@@ -108,13 +114,7 @@ __global__ void __launch_bounds__(256, 4) regroup_kernel(const RgArgs a) {
                 const long long f0 = j * V;
                 long long g, gc;
                 int c0;
-                if (a.small) {
-                    const unsigned g32 = fdiv((unsigned)f0, a.d_gd);
-                    g = g32, gc = (unsigned)f0 - g32 * (unsigned)a.gd;
-                    c0 = (int)((unsigned)f0 - fdiv((unsigned)f0, a.d_hd) * (unsigned)a.hd);
-                } else {
-                    g = f0 / a.gd, gc = f0 - g * a.gd, c0 = (int)(f0 % a.hd);
-                }
+                chunk_place(a, f0, g, gc, c0);
                 if (c0 + V > a.nope) {
                     if constexpr (V > 1) { /* pairs (i, i+1), i even: nope and c0 are even */
                         const float *ct = cs + (c0 - a.nope) * a.cos_s[1], *stb = sn + (c0 - a.nope) * a.sin_s[1];
