@@ -92,6 +92,16 @@ __device__ __forceinline__ bool token_row(const RotArgs &a, long long b, long lo
     return r >= 0 && r < a.table_rows;
 }
 
+/* Count token (b, s)'s id of stream `st` in the device error state when it selects no row. */
+__device__ __forceinline__ void record_if_bad(const RotArgs &a, long long b, long long s, int st) {
+    long long row, value;
+    if (token_row(a, b, s, st, &row, &value)) return;
+    int kind = a.rows == RK_ROWS_MROPE ? ERR_IDS_MROPE : a.rows == RK_ROWS_OFFSET ? ERR_OFFSET : ERR_IDS_2D;
+    unsigned long long key = (unsigned long long)((a.rows == RK_ROWS_MROPE ? st : 0) * a.B + b) *
+                                 (unsigned long long)a.S + (unsigned long long)s;
+    record_bad(a.err, key, kind, st, b, s, value, a.table_rows, a.S);
+}
+
 /* cos/sin of column k for token (b, s) as the rotation uses them; false: copy the pair. */
 template <int TDT>
 __device__ __forceinline__ bool fetch_cs(const RotArgs &a, long long b, long long s, int k,
@@ -162,13 +172,7 @@ __global__ void __launch_bounds__(256) rotary_kernel(const RotArgs a) {
         for (int i = tid; i < ntok * 3; i += nt) {
             int tl = i / 3, st = i - tl * 3;
             if (!((a.stream_mask >> st) & 1)) continue;
-            long long row, value, b = tb[tl], s = ts[tl];
-            if (token_row(a, b, s, st, &row, &value)) continue;
-            int kind = a.rows == RK_ROWS_MROPE ? ERR_IDS_MROPE
-                     : a.rows == RK_ROWS_OFFSET ? ERR_OFFSET : ERR_IDS_2D;
-            unsigned long long key = (unsigned long long)((a.rows == RK_ROWS_MROPE ? st : 0) * a.B + b) *
-                                         (unsigned long long)a.S + (unsigned long long)s;
-            record_bad(a.err, key, kind, st, b, s, value, a.table_rows, a.S);
+            record_if_bad(a, tb[tl], ts[tl], st);
         }
     }
     if constexpr (SMEM) {
@@ -408,13 +412,7 @@ __global__ void __launch_bounds__(256, flat_min_blocks<G>()) rotary_flat_kernel(
     if (a.err && grp == 0 && u == 0 && a.rows != RK_ROWS_TABLE_3D) {
         for (int st = 0; st < 3; ++st) {
             if (!((a.stream_mask >> st) & 1)) continue;
-            long long row, value;
-            if (token_row(a, b, s, st, &row, &value)) continue;
-            int kind = a.rows == RK_ROWS_MROPE ? ERR_IDS_MROPE
-                     : a.rows == RK_ROWS_OFFSET ? ERR_OFFSET : ERR_IDS_2D;
-            unsigned long long key = (unsigned long long)((a.rows == RK_ROWS_MROPE ? st : 0) * a.B + b) *
-                                         (unsigned long long)a.S + (unsigned long long)s;
-            record_bad(a.err, key, kind, st, b, s, value, a.table_rows, a.S);
+            record_if_bad(a, b, s, st);
         }
     }
     /* the chunk's columns */
@@ -591,14 +589,8 @@ __global__ void __launch_bounds__(1024) rotary_tile_kernel(const RotArgs a) {
         for (unsigned i = tid; i < (unsigned)(ntok * 3); i += nt) {
             const int t = (int)(i / 3), st = (int)i - t * 3;
             if (!((a.stream_mask >> st) & 1)) continue;
-            const long long tt = tok0 + t, bb = tt / a.S, ss = tt - bb * a.S;
-            long long row, value;
-            if (token_row(a, bb, ss, st, &row, &value)) continue;
-            int kind = a.rows == RK_ROWS_MROPE ? ERR_IDS_MROPE
-                     : a.rows == RK_ROWS_OFFSET ? ERR_OFFSET : ERR_IDS_2D;
-            unsigned long long key = (unsigned long long)((a.rows == RK_ROWS_MROPE ? st : 0) * a.B + bb) *
-                                         (unsigned long long)a.S + (unsigned long long)ss;
-            record_bad(a.err, key, kind, st, bb, ss, value, a.table_rows, a.S);
+            const long long tt = tok0 + t, bb = tt / a.S;
+            record_if_bad(a, bb, tt - bb * a.S, st);
         }
     }
     __syncthreads();
