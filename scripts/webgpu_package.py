@@ -18,7 +18,8 @@ import shutil
 import sys
 
 DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8}
-WHEN_KEYS = {"rows", "dtype", "table_dtype", "kernel", "shader-f16", "paired", "pairs", "limits"}
+WHEN_KEYS = {"rows", "dtype", "table_dtype", "kernel", "table_loads", "shader-f16", "paired", "pairs",
+             "limits"}
 LIMITS = {"maxComputeInvocationsPerWorkgroup", "maxStorageBufferBindingSize",
           "maxStorageBuffersPerShaderStage"}
 TOP_KEYS = {"package": str, "op": str, "domain": str, "since_version": int, "c_entry_point": str,

@@ -81,32 +81,37 @@ static int rotary_variants(const char *dir, FILE *vj, const uint32_t *rows, int 
                 /* exact32: the element kernel only. With the integer arithmetic inlined eight times
                  * per vector, the vector kernel took SwiftShader 164 s to compile (the element
                  * kernel 1-2 s); its variants then match any layout (no "kernel" condition). */
+                /* vec16 variants come with the tables read as 16-byte vectors (tv: the runner's
+                 * fact table_loads = "vec16", the C host's conditions in ops.c) and without */
                 for (int vec = ar == RK_ARITH_NARROW; vec >= 0; --vec)
-                    for (int paired = 1; paired >= (vec || !packed(xk) ? 1 : 0); --paired) {
-                        const rk_wg_kind yk = paired ? xk : atomic_of(xk);
-                        const uint32_t sw = packed(yk) ? 2 : 1, hg = vec ? RK_WG_ROTARY_HG_VEC : RK_WG_ROTARY_HG;
-                        rk_wg_rotary_cfg cfg = {rows[r], xk, yk, tk, ar, vec, 0, PKG_WG, sw, hg, dt, 0};
-                        rk_buf s = {0};
-                        rk_wg_rotary_wgsl(&s, &cfg);
-                        char name[128], when[512], disp[256];
-                        snprintf(name, sizeof name, "%s-%s-%s-t%s-%s%s", rk_wg_rows_name(rows[r]), kshort(xk),
-                                 kshort(yk), kshort(tk), rk_wg_arith_name(ar), vec ? "-vec16" : "");
-                        snprintf(when, sizeof when,
-                                 "\"rows\": \"%s\", \"dtype\": \"%s\", \"table_dtype\": \"%s\""
-                                 "%s%s%s, \"limits\": {\"maxComputeInvocationsPerWorkgroup\": %u}",
-                                 rk_wg_rows_name(rows[r]), dtype_name(dt), dtype_name(tdt),
-                                 ar != RK_ARITH_NARROW ? "" : vec ? ", \"kernel\": \"vec16\"" : ", \"kernel\": \"element\"",
-                                 uses_f16 ? (f16 ? ", \"shader-f16\": true" : ", \"shader-f16\": false") : "",
-                                 !vec && packed(xk) ? (paired ? ", \"paired\": true" : ", \"paired\": false") : "",
-                                 PKG_WG);
-                        snprintf(disp, sizeof disp,
-                                 "\"workgroup_size\": %u, \"SW\": %u, \"HG\": %u, \"VE\": %u, \"params_u32\": 36, "
-                                 "\"arithmetic\": \"%s\"",
-                                 PKG_WG, sw, hg, vec ? 16u / (unsigned)ropekit_dtype_size(dt) : 0u, rk_wg_arith_name(ar));
-                        int rc = emit(dir, vj, &first, name, &s, when, disp);
-                        free(s.p);
-                        if (rc) return -1;
-                    }
+                    for (int tv = vec; tv >= 0; --tv)
+                        for (int paired = 1; paired >= (vec || !packed(xk) ? 1 : 0); --paired) {
+                            const rk_wg_kind yk = paired ? xk : atomic_of(xk);
+                            const uint32_t sw = packed(yk) ? 2 : 1, hg = vec ? RK_WG_ROTARY_HG_VEC : RK_WG_ROTARY_HG;
+                            rk_wg_rotary_cfg cfg = {rows[r], xk, yk, tk, ar, vec, 0, PKG_WG, sw, hg, dt, tv};
+                            rk_buf s = {0};
+                            rk_wg_rotary_wgsl(&s, &cfg);
+                            char name[128], when[512], disp[256];
+                            snprintf(name, sizeof name, "%s-%s-%s-t%s-%s%s%s", rk_wg_rows_name(rows[r]), kshort(xk),
+                                     kshort(yk), kshort(tk), rk_wg_arith_name(ar), vec ? "-vec16" : "", tv ? "-tv" : "");
+                            snprintf(when, sizeof when,
+                                     "\"rows\": \"%s\", \"dtype\": \"%s\", \"table_dtype\": \"%s\""
+                                     "%s%s%s%s, \"limits\": {\"maxComputeInvocationsPerWorkgroup\": %u}",
+                                     rk_wg_rows_name(rows[r]), dtype_name(dt), dtype_name(tdt),
+                                     ar != RK_ARITH_NARROW ? "" : vec ? ", \"kernel\": \"vec16\"" : ", \"kernel\": \"element\"",
+                                     !vec ? "" : tv ? ", \"table_loads\": \"vec16\"" : ", \"table_loads\": \"element\"",
+                                     uses_f16 ? (f16 ? ", \"shader-f16\": true" : ", \"shader-f16\": false") : "",
+                                     !vec && packed(xk) ? (paired ? ", \"paired\": true" : ", \"paired\": false") : "",
+                                     PKG_WG);
+                            snprintf(disp, sizeof disp,
+                                     "\"workgroup_size\": %u, \"SW\": %u, \"HG\": %u, \"VE\": %u, \"VT\": %u, "
+                                     "\"params_u32\": 36, \"arithmetic\": \"%s\"",
+                                     PKG_WG, sw, hg, vec ? 16u / (unsigned)ropekit_dtype_size(dt) : 0u,
+                                     tv ? 16u / (unsigned)ropekit_dtype_size(tdt) : 0u, rk_wg_arith_name(ar));
+                            int rc = emit(dir, vj, &first, name, &s, when, disp);
+                            free(s.p);
+                            if (rc) return -1;
+                        }
             }
         }
     return 0;
