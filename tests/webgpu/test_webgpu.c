@@ -597,6 +597,74 @@ static void run_vector_narrowing(ropekit_webgpu_backend backend) {
               ropekit_dtype_name(dts[d]), inf_n[d], sub_n[d]);
 }
 
+/* MRoPE through the vector kernel: its tables are read as 16-byte vectors (" tv ") when every
+ * vector's columns share one id stream (sectioned layout, section boundaries multiples of the
+ * elements per vector), with scalar loads otherwise; float32, float16 and bfloat16 x with tables
+ * of x's type and float32, bit for bit with the CPU. */
+static void run_mrope_vector_tables(ropekit_webgpu_backend backend) {
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = NULL;
+    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
+        CHECK(0, "context: %s", ropekit_webgpu_last_error());
+        return;
+    }
+    enum { B = 2, S = 3, N = 2, H = 80, R = 64, P = 7 };
+    static const int64_t secs[3][3] = {{8, 16, 8}, {16, 8, 8}, {4, 12, 16}}; /* aligned to 8, 8, 4 */
+    static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    uint32_t seed = 99u;
+    int64_t xs[3] = {B, S, N * H}, ts[2] = {P, R / 2}, ps[3] = {3, B, S}, pos[3 * B * S];
+    for (int i = 0; i < 3 * B * S; ++i) pos[i] = (i * 3 + 1) % P;
+    for (int d = 0; d < 3; ++d)
+        for (int t32 = 0; t32 <= (dts[d] != ROPEKIT_FLOAT32); ++t32)
+            for (int k = 0; k < 3; ++k) {
+                const ropekit_dtype dt = dts[d], tdt = t32 ? ROPEKIT_FLOAT32 : dt;
+                const size_t n = (size_t)B * S * N * H, es = ropekit_dtype_size(dt), ts_ = ropekit_dtype_size(tdt);
+                const size_t nt = (size_t)P * R / 2;
+                unsigned char *x = malloc(n * es), *yr = malloc(n * es), *yg = malloc(n * es);
+                unsigned char *cs = malloc(nt * ts_), *sn = malloc(nt * ts_);
+                for (size_t i = 0; i < n + 2 * nt; ++i) { /* values exact in every type: 8 bits */
+                    seed = seed * 1664525u + 1013904223u;
+                    const float v = (float)((int)(seed >> 24) - 128) / (i < n ? 16.0f : 128.0f);
+                    unsigned char *dst = i < n ? x + i * es : i < n + nt ? cs + (i - n) * ts_ : sn + (i - n - nt) * ts_;
+                    const ropekit_dtype t = i < n ? dt : tdt;
+                    uint32_t u;
+                    memcpy(&u, &v, 4);
+                    if (t == ROPEKIT_FLOAT32) memcpy(dst, &v, 4);
+                    else if (t == ROPEKIT_BFLOAT16) *(uint16_t *)dst = (uint16_t)(u >> 16);
+                    else { /* float16 of an 8-bit value in [-8, 8): exact */
+                        const uint32_t e = (u >> 23) & 255u;
+                        *(uint16_t *)dst = v == 0.0f ? 0 : (uint16_t)(((u >> 16) & 0x8000u) | ((e - 112u) << 10) | ((u >> 13) & 0x3ffu));
+                    }
+                }
+                ropekit_tensor hx = ropekit_tensor_contiguous(x, dt, 3, xs);
+                ropekit_tensor hy = ropekit_tensor_contiguous(yr, dt, 3, xs);
+                ropekit_tensor hc = ropekit_tensor_contiguous(cs, tdt, 2, ts);
+                ropekit_tensor hs = ropekit_tensor_contiguous(sn, tdt, 2, ts);
+                ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 3, ps);
+                ropekit_mrotary_embedding_attrs at = ROPEKIT_MROTARY_EMBEDDING_ATTRS_INIT;
+                memcpy(at.mrope_section, secs[k], sizeof at.mrope_section);
+                at.rotary_embedding_dim = R, at.num_heads = N;
+                CHECK(ropekit_mrotary_embedding(&hx, &ids, &hc, &hs, &at, &hy) == ROPEKIT_OK, "cpu: %s",
+                      ropekit_last_error());
+                WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
+                WGPUBuffer by = upload(ctx, &hy, 16);
+                ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc),
+                                      gs = gview(bs, &hs);
+                ropekit_status st = ropekit_webgpu_mrotary_embedding(ctx, &gx, &ids, &gc, &gs, &at, &gy);
+                const char *var = ropekit_webgpu_last_variant(ctx);
+                const int aligned = k == 0 || k == 1 || (k == 2 && dt == ROPEKIT_FLOAT32); /* 4 | 4, 12 */
+                CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && (strstr(var, " tv ") != NULL) == aligned,
+                      "mrope %s tables %s sections %d: %s (variant '%s')", ropekit_dtype_name(dt),
+                      ropekit_dtype_name(tdt), k, ropekit_webgpu_last_error(), var);
+                if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, n * es) == ROPEKIT_OK)
+                    CHECK(memcmp(yr, yg, n * es) == 0, "mrope %s tables %s sections %d: differs from the CPU",
+                          ropekit_dtype_name(dt), ropekit_dtype_name(tdt), k);
+                wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(by);
+                free(x), free(yr), free(yg), free(cs), free(sn);
+            }
+    ropekit_webgpu_destroy(ctx);
+}
+
 /* Timestamps (options.timestamps): without them kernel_time is refused; with them (where the
  * adapter has timestamp-query) it counts each operator call's pass once, with a positive time,
  * and restarts from zero after reading. */
@@ -761,6 +829,7 @@ int main(void) {
     run_errors(backend);
     run_vector_layouts(backend);
     run_vector_narrowing(backend);
+    run_mrope_vector_tables(backend);
     run_timestamps(backend);
     run_repeated_calls(backend);
     run_double_rounding(backend);
