@@ -411,9 +411,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-cpu")) g_no_cpu = 1; /* skip the CPU backend (its column reads 0) */
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i]; /* rotary, qknorm or regroup */
+        else if (!strcmp(argv[i], "--wg") && i + 1 < argc) opt.workgroup_size = atoi(argv[++i]); /* power of 2 */
         else {
             fprintf(stderr, "usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] [--no-cpu] "
-                            "[--only rotary|qknorm|regroup]\n");
+                            "[--only rotary|qknorm|regroup] [--wg N]\n");
             return 2;
         }
     }
