@@ -44,6 +44,11 @@ typedef enum rk_wg_layout { RK_LAYOUT_ROTARY = 0, RK_LAYOUT_QKNORM = 1, RK_LAYOU
 #ifndef RK_WG_ROTARY_HG_VEC_WIDE64
 #define RK_WG_ROTARY_HG_VEC_WIDE64 2
 #endif
+/* Below this many one-head invocations the vector kernel keeps 1 head per invocation (decode,
+ * B=64 x 32 heads x 128: 32768 invocations, 0.0060 ms with 1 head vs 0.0066 with 2 on the H200). */
+#ifndef RK_WG_ROTARY_SMALL_GRID
+#define RK_WG_ROTARY_SMALL_GRID (1 << 20)
+#endif
 
 typedef struct rk_wg_pipeline {
     char key[192];

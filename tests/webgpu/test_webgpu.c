@@ -498,6 +498,173 @@ static void run_vector_layouts(ropekit_webgpu_backend backend) {
     ropekit_webgpu_destroy(ctx);
 }
 
+/* The vector kernel's 16-bit narrowing (f16_words4 / bf16_words4 in common.wgsl): a short path
+ * when all eight values of a written vector are in the common range, the scalar rounding
+ * otherwise. Vectors of moderate values (the short path) and of random finite bit patterns
+ * (overflow to inf, subnormal and zero results: the scalar path), half-split and interleaved,
+ * partial rotation (copied channels), tables of x's type and float32 (also read as 16-byte
+ * vectors), with and without shader-f16 and shader-f64; bit for bit with the CPU. */
+static void run_vector_narrowing(ropekit_webgpu_backend backend) {
+    enum { B = 1, S = 4, N = 3, H = 64, R = 48, P = 8 };
+    const ropekit_webgpu_options opts[3] = {{backend, 0, 0, 0, 0, 0}, {backend, 1, 0, 0, 0, 0},
+                                            {backend, 0, 1, 0, 0, 0}};
+    static const ropekit_dtype dts[2] = {ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    uint32_t seed = 777u;
+    size_t inf_n[2] = {0, 0}, sub_n[2] = {0, 0};
+    int64_t xs[3] = {B, S, N * H}, ts[2] = {P, R / 2}, ps[2] = {B, S}, pos[B * S] = {5, 0, 7, 2};
+    for (int o = 0; o < 3; ++o) {
+        ropekit_webgpu *ctx = NULL;
+        if (ropekit_webgpu_create(&opts[o], &ctx) != ROPEKIT_OK) {
+            CHECK(0, "context: %s", ropekit_webgpu_last_error());
+            return;
+        }
+        for (int d = 0; d < 2; ++d)
+            for (int t32 = 0; t32 <= 1; ++t32)
+                for (int il = 0; il <= 1; ++il) {
+                    const ropekit_dtype dt = dts[d], tdt = t32 ? ROPEKIT_FLOAT32 : dt;
+                    const size_t n = (size_t)B * S * N * H, nt = (size_t)P * R / 2;
+                    uint16_t x[B * S * N * H], yr[B * S * N * H], yg[B * S * N * H];
+                    float cf[P * R / 2], sf[P * R / 2];
+                    uint16_t ch[P * R / 2], sh[P * R / 2];
+                    for (size_t i = 0; i < n; ++i) {
+                        /* whole vectors of 8 elements: moderate (2^-4 .. 2^4), random finite bits, tiny
+                         * (smallest normal exponents) or huge (largest finite exponents) */
+                        const unsigned cls = (unsigned)(i / 8) % 4;
+                        uint16_t v;
+                        do {
+                            seed = seed * 1664525u + 1013904223u;
+                            v = (uint16_t)(seed >> 16);
+                            const unsigned e = cls == 0 ? 11u + (seed & 7u) : cls == 2 ? 1u + (seed & 3u) : 27u + (seed & 3u);
+                            if (cls != 1)
+                                v = dt == ROPEKIT_FLOAT16 ? (uint16_t)((v & 0x83ffu) | (e << 10))
+                                                          : (uint16_t)((v & 0x807fu) | ((cls == 3 ? e + 224u : cls == 0 ? e + 112u : e) << 7));
+                        } while (dt == ROPEKIT_FLOAT16 ? (v & 0x7c00u) == 0x7c00u : (v & 0x7f80u) == 0x7f80u);
+                        x[i] = v;
+                    }
+                    for (size_t i = 0; i < nt; ++i) { /* 16-bit table values, |v| < 2 */
+                        uint16_t b[2];
+                        for (int k = 0; k < 2; ++k) {
+                            seed = seed * 1664525u + 1013904223u;
+                            const uint32_t e = i % 5 == 0 ? 1u + (seed & 3u) : 12u + (seed & 3u); /* some tiny */
+                            b[k] = dt == ROPEKIT_FLOAT16 ? (uint16_t)(((seed >> 16) & 0x83ffu) | (e << 10))
+                                                         : (uint16_t)(((seed >> 16) & 0x807fu) | ((e + 112u) << 7));
+                        }
+                        ch[i] = b[0], sh[i] = b[1];
+                        float f[2]; /* the same values in float32 (exact) */
+                        for (int k = 0; k < 2; ++k) {
+                            const uint32_t u = dt == ROPEKIT_BFLOAT16 ? (uint32_t)b[k] << 16
+                                : ((uint32_t)(b[k] & 0x8000u) << 16) | ((((b[k] >> 10) & 31u) + 112u) << 23) |
+                                      ((uint32_t)(b[k] & 0x3ffu) << 13);
+                            memcpy(&f[k], &u, 4);
+                        }
+                        cf[i] = f[0], sf[i] = f[1];
+                    }
+                    void *cd = t32 ? (void *)cf : (void *)ch, *sd = t32 ? (void *)sf : (void *)sh;
+                    ropekit_tensor hx = ropekit_tensor_contiguous(x, dt, 3, xs);
+                    ropekit_tensor hy = ropekit_tensor_contiguous(yr, dt, 3, xs);
+                    ropekit_tensor hc = ropekit_tensor_contiguous(cd, tdt, 2, ts);
+                    ropekit_tensor hs = ropekit_tensor_contiguous(sd, tdt, 2, ts);
+                    ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+                    ropekit_rotary_embedding_attrs at = {il, R, N, 0};
+                    CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
+                          ropekit_last_error());
+                    WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
+                    WGPUBuffer by = upload(ctx, &hy, 16);
+                    ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc),
+                                          gs = gview(bs, &hs);
+                    ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy);
+                    const char *var = ropekit_webgpu_last_variant(ctx);
+                    CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && (il || strstr(var, " tv ")),
+                          "narrowing %s tables %s il=%d opt %d: %s (variant '%s')", ropekit_dtype_name(dt),
+                          ropekit_dtype_name(tdt), il, o, ropekit_webgpu_last_error(), var);
+                    if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, n * 2) == ROPEKIT_OK) {
+                        size_t bad = 0, inf = 0, sub = 0;
+                        for (size_t i = 0; i < n; ++i) {
+                            bad += yr[i] != yg[i];
+                            const unsigned e = dt == ROPEKIT_FLOAT16 ? (yr[i] >> 10) & 31u : (yr[i] >> 7) & 255u;
+                            inf += e == (dt == ROPEKIT_FLOAT16 ? 31u : 255u), sub += e == 0;
+                        }
+                        CHECK(bad == 0, "narrowing %s tables %s il=%d opt %d: %zu elements differ from the CPU",
+                              ropekit_dtype_name(dt), ropekit_dtype_name(tdt), il, o, bad);
+                        inf_n[d] += inf, sub_n[d] += sub;
+                    }
+                    wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(by);
+                }
+        ropekit_webgpu_destroy(ctx);
+    }
+    for (int d = 0; d < 2; ++d) /* the data reached the scalar path: overflow and zero/subnormal results */
+        CHECK(inf_n[d] > 0 && sub_n[d] > 0, "narrowing %s: %zu inf, %zu zero/subnormal results",
+              ropekit_dtype_name(dts[d]), inf_n[d], sub_n[d]);
+}
+
+/* MRoPE through the vector kernel: its tables are read as 16-byte vectors (" tv ") when every
+ * vector's columns share one id stream (sectioned layout, section boundaries multiples of the
+ * elements per vector), with scalar loads otherwise; float32, float16 and bfloat16 x with tables
+ * of x's type and float32, bit for bit with the CPU. */
+static void run_mrope_vector_tables(ropekit_webgpu_backend backend) {
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = NULL;
+    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
+        CHECK(0, "context: %s", ropekit_webgpu_last_error());
+        return;
+    }
+    enum { B = 2, S = 3, N = 2, H = 80, R = 64, P = 7 };
+    static const int64_t secs[3][3] = {{8, 16, 8}, {16, 8, 8}, {4, 12, 16}}; /* aligned to 8, 8, 4 */
+    static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    uint32_t seed = 99u;
+    int64_t xs[3] = {B, S, N * H}, ts[2] = {P, R / 2}, ps[3] = {3, B, S}, pos[3 * B * S];
+    for (int i = 0; i < 3 * B * S; ++i) pos[i] = (i * 3 + 1) % P;
+    for (int d = 0; d < 3; ++d)
+        for (int t32 = 0; t32 <= (dts[d] != ROPEKIT_FLOAT32); ++t32)
+            for (int k = 0; k < 3; ++k) {
+                const ropekit_dtype dt = dts[d], tdt = t32 ? ROPEKIT_FLOAT32 : dt;
+                const size_t n = (size_t)B * S * N * H, es = ropekit_dtype_size(dt), ts_ = ropekit_dtype_size(tdt);
+                const size_t nt = (size_t)P * R / 2;
+                unsigned char *x = malloc(n * es), *yr = malloc(n * es), *yg = malloc(n * es);
+                unsigned char *cs = malloc(nt * ts_), *sn = malloc(nt * ts_);
+                for (size_t i = 0; i < n + 2 * nt; ++i) { /* values exact in every type: 8 bits */
+                    seed = seed * 1664525u + 1013904223u;
+                    const float v = (float)((int)(seed >> 24) - 128) / (i < n ? 16.0f : 128.0f);
+                    unsigned char *dst = i < n ? x + i * es : i < n + nt ? cs + (i - n) * ts_ : sn + (i - n - nt) * ts_;
+                    const ropekit_dtype t = i < n ? dt : tdt;
+                    uint32_t u;
+                    memcpy(&u, &v, 4);
+                    if (t == ROPEKIT_FLOAT32) memcpy(dst, &v, 4);
+                    else if (t == ROPEKIT_BFLOAT16) *(uint16_t *)dst = (uint16_t)(u >> 16);
+                    else { /* float16 of an 8-bit value in [-8, 8): exact */
+                        const uint32_t e = (u >> 23) & 255u;
+                        *(uint16_t *)dst = v == 0.0f ? 0 : (uint16_t)(((u >> 16) & 0x8000u) | ((e - 112u) << 10) | ((u >> 13) & 0x3ffu));
+                    }
+                }
+                ropekit_tensor hx = ropekit_tensor_contiguous(x, dt, 3, xs);
+                ropekit_tensor hy = ropekit_tensor_contiguous(yr, dt, 3, xs);
+                ropekit_tensor hc = ropekit_tensor_contiguous(cs, tdt, 2, ts);
+                ropekit_tensor hs = ropekit_tensor_contiguous(sn, tdt, 2, ts);
+                ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 3, ps);
+                ropekit_mrotary_embedding_attrs at = ROPEKIT_MROTARY_EMBEDDING_ATTRS_INIT;
+                memcpy(at.mrope_section, secs[k], sizeof at.mrope_section);
+                at.rotary_embedding_dim = R, at.num_heads = N;
+                CHECK(ropekit_mrotary_embedding(&hx, &ids, &hc, &hs, &at, &hy) == ROPEKIT_OK, "cpu: %s",
+                      ropekit_last_error());
+                WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
+                WGPUBuffer by = upload(ctx, &hy, 16);
+                ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc),
+                                      gs = gview(bs, &hs);
+                ropekit_status st = ropekit_webgpu_mrotary_embedding(ctx, &gx, &ids, &gc, &gs, &at, &gy);
+                const char *var = ropekit_webgpu_last_variant(ctx);
+                const int aligned = k == 0 || k == 1 || (k == 2 && dt == ROPEKIT_FLOAT32); /* 4 | 4, 12 */
+                CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && (strstr(var, " tv ") != NULL) == aligned,
+                      "mrope %s tables %s sections %d: %s (variant '%s')", ropekit_dtype_name(dt),
+                      ropekit_dtype_name(tdt), k, ropekit_webgpu_last_error(), var);
+                if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, n * es) == ROPEKIT_OK)
+                    CHECK(memcmp(yr, yg, n * es) == 0, "mrope %s tables %s sections %d: differs from the CPU",
+                          ropekit_dtype_name(dt), ropekit_dtype_name(tdt), k);
+                wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(by);
+                free(x), free(yr), free(yg), free(cs), free(sn);
+            }
+    ropekit_webgpu_destroy(ctx);
+}
+
 /* Timestamps (options.timestamps): without them kernel_time is refused; with them (where the
  * adapter has timestamp-query) it counts each operator call's pass once, with a positive time,
  * and restarts from zero after reading. */
@@ -661,6 +828,8 @@ int main(void) {
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; ++i) run_config(&cfgs[i], i, files, 5);
     run_errors(backend);
     run_vector_layouts(backend);
+    run_vector_narrowing(backend);
+    run_mrope_vector_tables(backend);
     run_timestamps(backend);
     run_repeated_calls(backend);
     run_double_rounding(backend);
