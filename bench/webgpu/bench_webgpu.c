@@ -12,7 +12,8 @@
  * ids, weights) read once per token; GB/s = bytes / time. The shapes are the bench cases of
  * src/webgpu/ops/<op>/bench.json (the CPU and CUDA benchmarks' shapes), scaled down with --small
  * for software adapters.
- * Usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] [--no-cpu] */
+ * Usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] [--no-cpu]
+ *                     [--only rotary|qknorm|regroup] */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,10 @@ static void fill(void *p, ropekit_dtype dt, size_t n) {
 }
 
 static ropekit_webgpu *g_ctx;
+static const char *g_only; /* --only: the rows of one operator family */
+
+/* Is family f benched (--only)? */
+static int wanted(const char *f) { return !g_only || !strcmp(g_only, f); }
 
 /* A plain copy kernel: one vec4<u32> per invocation, grid-stride over 65535 workgroups at most. */
 static const char copy_wgsl[] =
@@ -305,6 +310,7 @@ static void rot_cpu(void *p) {
 }
 static void bench_rotary(const char *name, int64_t B, int64_t S, int64_t N, int64_t H, int64_t R,
                          int64_t P, ropekit_dtype x, ropekit_dtype t, int mrope) {
+    if (!wanted("rotary")) return;
     const size_t xe = ropekit_dtype_size(x), te = ropekit_dtype_size(t);
     const size_t nx = (size_t)(B * S * N * H), nt = (size_t)(P * R / 2), ntok = (size_t)(B * S);
     const size_t nid = ntok * (mrope ? 3 : 1);
@@ -362,6 +368,7 @@ static void ds_cpu(void *p) {
     }
 }
 static void bench_ds(const char *name, int64_t T, ropekit_dtype x, int regroup) {
+    if (!wanted(regroup ? "regroup" : "qknorm")) return;
     ds a;
     memset(&a, 0, sizeof a);
     a.regroup = regroup;
@@ -409,6 +416,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--small")) small = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-cpu")) g_no_cpu = 1; /* skip the CPU backend (its column reads 0) */
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
     }
     if (ropekit_webgpu_create(&opt, &g_ctx) != ROPEKIT_OK) {
         fprintf(stderr, "no adapter: %s\n", ropekit_webgpu_last_error());
