@@ -151,11 +151,92 @@ fn bits_f32(u: u32) -> f32 { return bitcast<f32>(u); }
 
 fn is_finite32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u; }
 
+// A finite float32 as m * 2^(e - 150) with m normalized to [2^23, 2^24) (subnormals too); m = 0
+// for zeros.
+struct Sig { m: u32, e: i32 }
+fn sig32(u: u32) -> Sig {
+    let be = (u >> 23u) & 0xffu;
+    let m = (u & 0x7fffffu) | select(0u, 0x800000u, be != 0u);
+    let z = countLeadingZeros(m) - 8u; // 0 for normals; 24 for zeros (m stays 0)
+    return Sig(m << z, i32(max(be, 1u)) - i32(z));
+}
+
+// dot2 in one fixed frame, without data-dependent branches on the common path: the two exact
+// products P1, P2 (48 bits, leading bit at 46 or 47) are aligned on the one with the larger
+// exponent, shifted to bit 62 (A); the other (B) is shifted left exactly when the exponents are
+// within 15, else right with every bit shifted out ORed into bit 0 (then A >= 2^61 and B < 2^47,
+// so the result keeps its leading bit at 60 or above and the jammed bit stays far below both
+// rounding points). R = A +- B (64 bits, negated if the signs differ and B > A), normalized to
+// bit 63, rounded to 53 bits (the double sum), then to 24 bits (the float32), both to nearest
+// even: the CPU's two roundings. Results below the float32 normal range go through pack_f32.
+fn dot2_exact(ua: u32, ub: u32, uc: u32, ud: u32) -> f32 {
+    let a = sig32(ua);
+    let b = sig32(ub);
+    let c = sig32(uc);
+    let d = sig32(ud);
+    let p = mul24(a.m, b.m);
+    let q = mul24(c.m, d.m);
+    // zero products get an exponent below any other, so they are the one shifted out
+    let ep = select(-100000, a.e + b.e, p.x != 0u);
+    let eq = select(-100000, c.e + d.e, q.x != 0u);
+    let sp = (ua ^ ub) >> 31u;
+    let sq = (uc ^ ud) >> 31u;
+    let sw = eq > ep;
+    let P1 = select(p, q, sw);
+    let P2 = select(q, p, sw);
+    let E1 = select(ep, eq, sw);
+    let s1 = select(sp, sq, sw);
+    let s2 = select(sq, sp, sw);
+    let dd = u32(min(E1 - select(eq, ep, sw), 63));
+    let A = vec2<u32>((P1.x << 15u) | (P1.y >> 17u), P1.y << 15u);
+    var B: vec2<u32>;
+    if (dd <= 15u) { // exact: B = P2 << (15 - dd)
+        let t = 15u - dd;
+        B = vec2<u32>((P2.x << t) | ((P2.y >> 1u) >> (31u - t)), P2.y << t);
+    } else { // B = P2 >> n with sticky, 1 <= n <= 48
+        let n = min(dd - 15u, 48u);
+        if (n < 32u) {
+            let lost = (P2.y << (32u - n)) != 0u;
+            B = vec2<u32>(P2.x >> n, (P2.y >> n) | (P2.x << (32u - n)) | select(0u, 1u, lost));
+        } else {
+            let k = n - 32u; // 0 .. 16
+            let lost = P2.y != 0u || (P2.x & ((1u << k) - 1u)) != 0u;
+            B = vec2<u32>(0u, (P2.x >> k) | select(0u, 1u, lost));
+        }
+    }
+    var R: vec2<u32>;
+    var s = s1;
+    if (s1 == s2) {
+        R = u64_add(A, B);
+    } else {
+        R = vec2<u32>(A.x - B.x - select(0u, 1u, A.y < B.y), A.y - B.y);
+        if ((R.x >> 31u) != 0u) { // B > A (exponents within 1): negate
+            R = vec2<u32>(~R.x + select(0u, 1u, R.y == 0u), 0u - R.y);
+            s = s2;
+        }
+    }
+    if ((R.x | R.y) == 0u) { return bitcast<f32>((s1 & s2) << 31u); } // +0 unless both -0
+    let z = u64_clz(R);
+    let N = u64_shl(R, z);
+    let top = E1 - 252 - i32(z); // binary exponent of N's leading bit
+    // round to 53 bits: keep bits 63..11 (nearest, ties to even)
+    let rem = N.y & 0x7ffu;
+    let up = select(0u, 1u, rem + ((N.y >> 11u) & 1u) > 0x400u);
+    let lo = ((N.y >> 11u) | (N.x << 21u)) + up;
+    let hi = (N.x >> 11u) + select(0u, 1u, lo < up); // [2^52, 2^53] as (hi, lo)
+    if (top < -126) { return pack_f32(vec2<u32>(hi, lo), top - 52, s); }
+    // round that to 24 bits (nearest, ties to even); a carry moves into the exponent field
+    let kept = (hi << 3u) | (lo >> 29u);
+    let up2 = select(0u, 1u, (lo & 0x1fffffffu) + (kept & 1u) > 0x10000000u);
+    if (top > 127) { return bitcast<f32>((s << 31u) | 0x7f800000u); }
+    return bitcast<f32>((s << 31u) | ((u32(top + 126) << 23u) + kept + up2));
+}
+
 fn dot2(a: f32, b: f32, c: f32, d: f32) -> f32 {
     if (!(is_finite32(a) && is_finite32(b) && is_finite32(c) && is_finite32(d))) {
         return a * b + c * d; // infinities and NaNs: the same non-finite result as the CPU's
     }
-    return dx_to_f32(dx_add(dx_prod(a, b), dx_prod(c, d)));
+    return dot2_exact(bitcast<u32>(a), bitcast<u32>(b), bitcast<u32>(c), bitcast<u32>(d));
 }
 
 // ---- QKNorm's sum-of-squares accumulator: a double, as the CPU's sixteen lanes ----
