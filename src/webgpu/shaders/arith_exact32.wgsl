@@ -161,14 +161,15 @@ fn sig32(u: u32) -> Sig {
     return Sig(m << z, i32(max(be, 1u)) - i32(z));
 }
 
-// dot2 in one fixed frame, without data-dependent branches on the common path: the two exact
-// products P1, P2 (48 bits, leading bit at 46 or 47) are aligned on the one with the larger
-// exponent, shifted to bit 62 (A); the other (B) is shifted left exactly when the exponents are
-// within 15, else right with every bit shifted out ORed into bit 0 (then A >= 2^61 and B < 2^47,
-// so the result keeps its leading bit at 60 or above and the jammed bit stays far below both
-// rounding points). R = A +- B (64 bits, negated if the signs differ and B > A), normalized to
-// bit 63, rounded to 53 bits (the double sum), then to 24 bits (the float32), both to nearest
-// even: the CPU's two roundings. Results below the float32 normal range go through pack_f32.
+// dot2 in one fixed frame, written without data-dependent branches (software adapters such as
+// SwiftShader run both sides of every branch, taken or not): the two exact products P1, P2
+// (48 bits, leading bit at 46 or 47) are ordered by exponent and both shifted to bit 62; the
+// smaller one then right by the exponent difference with every bit shifted out ORed into bit 0
+// (exact for differences up to 15; beyond, A >= 2^61 and B < 2^47, so the result keeps its
+// leading bit at 60 or above and the jammed bit stays far below both rounding points).
+// R = A +- B (64 bits, negated if the signs differ and B > A), normalized to bit 63, rounded to
+// 53 bits (the double sum), then to 24 bits (the float32: fewer below the normal range), both to
+// nearest even: the CPU's two roundings.
 fn dot2_exact(ua: u32, ub: u32, uc: u32, ud: u32) -> f32 {
     let a = sig32(ua);
     let b = sig32(ub);
@@ -187,49 +188,56 @@ fn dot2_exact(ua: u32, ub: u32, uc: u32, ud: u32) -> f32 {
     let E1 = select(ep, eq, sw);
     let s1 = select(sp, sq, sw);
     let s2 = select(sq, sp, sw);
-    let dd = u32(min(E1 - select(eq, ep, sw), 63));
+    let dd = u32(min(E1 - select(eq, ep, sw), 63)); // 0 .. 63
     let A = vec2<u32>((P1.x << 15u) | (P1.y >> 17u), P1.y << 15u);
-    var B: vec2<u32>;
-    if (dd <= 15u) { // exact: B = P2 << (15 - dd)
-        let t = 15u - dd;
-        B = vec2<u32>((P2.x << t) | ((P2.y >> 1u) >> (31u - t)), P2.y << t);
-    } else { // B = P2 >> n with sticky, 1 <= n <= 48
-        let n = min(dd - 15u, 48u);
-        if (n < 32u) {
-            let lost = (P2.y << (32u - n)) != 0u;
-            B = vec2<u32>(P2.x >> n, (P2.y >> n) | (P2.x << (32u - n)) | select(0u, 1u, lost));
-        } else {
-            let k = n - 32u; // 0 .. 16
-            let lost = P2.y != 0u || (P2.x & ((1u << k) - 1u)) != 0u;
-            B = vec2<u32>(0u, (P2.x >> k) | select(0u, 1u, lost));
-        }
-    }
-    var R: vec2<u32>;
-    var s = s1;
-    if (s1 == s2) {
-        R = u64_add(A, B);
-    } else {
-        R = vec2<u32>(A.x - B.x - select(0u, 1u, A.y < B.y), A.y - B.y);
-        if ((R.x >> 31u) != 0u) { // B > A (exponents within 1): negate
-            R = vec2<u32>(~R.x + select(0u, 1u, R.y == 0u), 0u - R.y);
-            s = s2;
-        }
-    }
-    if ((R.x | R.y) == 0u) { return bitcast<f32>((s1 & s2) << 31u); } // +0 unless both -0
-    let z = u64_clz(R);
-    let N = u64_shl(R, z);
+    let C = vec2<u32>((P2.x << 15u) | (P2.y >> 17u), P2.y << 15u);
+    // B = C >> dd with sticky; the shifts by 32 - k written as (x << 1) << (31 - k) (k may be 0)
+    let k = dd & 31u;
+    let hi_part = (C.x << 1u) << (31u - k); // C.x's bits below k, moved to the top
+    let lo_lost = ((C.y << 1u) << (31u - k)) != 0u;
+    let small = dd < 32u;
+    let B_hi = select(0u, C.x >> k, small);
+    let B_lo = select(C.x >> k, (C.y >> k) | hi_part, small);
+    let lost = select(C.y != 0u || hi_part != 0u, lo_lost, small);
+    let B = vec2<u32>(B_hi, B_lo | select(0u, 1u, lost));
+    let sub = s1 != s2;
+    let Bs = select(B, ~B, sub); // A - B = A + ~B + 1
+    let c0 = select(0u, 1u, sub);
+    let lo0 = A.y + Bs.y;
+    let lo1 = lo0 + c0;
+    var R = vec2<u32>(A.x + Bs.x + select(0u, 1u, lo0 < A.y) + select(0u, 1u, lo1 < c0), lo1);
+    let neg = sub && (R.x >> 31u) != 0u; // B > A (exponents within 1): negate
+    let m = select(0u, 0xffffffffu, neg);
+    let nlo = (R.y ^ m) - m;
+    R = vec2<u32>((R.x ^ m) + select(0u, 1u, neg && nlo == 0u), nlo);
+    let s = select(s1, s2, neg);
+    let z = select(32u + countLeadingZeros(R.y), countLeadingZeros(R.x), R.x != 0u); // 64: R = 0
+    let zk = z & 31u; // N = R << z (z < 32: two words; z >= 32: the low word moves up)
+    let zb = z >= 32u;
+    let zh = select(R.x, R.y, zb);
+    let zl = select(R.y, 0u, zb);
+    let N = vec2<u32>((zh << zk) | ((zl >> 1u) >> (31u - zk)), zl << zk);
     let top = E1 - 252 - i32(z); // binary exponent of N's leading bit
     // round to 53 bits: keep bits 63..11 (nearest, ties to even)
-    let rem = N.y & 0x7ffu;
-    let up = select(0u, 1u, rem + ((N.y >> 11u) & 1u) > 0x400u);
+    let up = select(0u, 1u, (N.y & 0x7ffu) + ((N.y >> 11u) & 1u) > 0x400u);
     let lo = ((N.y >> 11u) | (N.x << 21u)) + up;
-    let hi = (N.x >> 11u) + select(0u, 1u, lo < up); // [2^52, 2^53] as (hi, lo)
-    if (top < -126) { return pack_f32(vec2<u32>(hi, lo), top - 52, s); }
-    // round that to 24 bits (nearest, ties to even); a carry moves into the exponent field
-    let kept = (hi << 3u) | (lo >> 29u);
-    let up2 = select(0u, 1u, (lo & 0x1fffffffu) + (kept & 1u) > 0x10000000u);
-    if (top > 127) { return bitcast<f32>((s << 31u) | 0x7f800000u); }
-    return bitcast<f32>((s << 31u) | ((u32(top + 126) << 23u) + kept + up2));
+    let hi = (N.x >> 11u) + select(0u, 1u, lo < up); // r53 in [2^52, 2^53] as (hi, lo)
+    // round r53 to float32: drop sh bits (29 for normal results, more below 2^-126, 55: all)
+    // t = r53 >> (sh - 1): the kept bits and the first dropped one; sticky: any bit below it
+    let j = u32(clamp(-98 - top, 28, 54));
+    let jk = j & 31u;
+    let jb = j >= 32u;
+    let t = select((lo >> jk) | ((hi << 1u) << (31u - jk)), hi >> jk, jb);
+    let mask = (1u << jk) - 1u;
+    let sticky = select((lo & mask) != 0u, lo != 0u || (hi & mask) != 0u, jb);
+    let kept = t >> 1u;
+    let up2 = select(0u, 1u, (t & 1u) == 1u && (sticky || (kept & 1u) == 1u));
+    // kept includes the leading bit (2^23) for normal results: the field holds top + 126;
+    // a carry moves into the exponent field (up to infinity); below 2^-126 the field is 0
+    let field = select(u32(top + 126), 0u, top < -126);
+    let mag = select((field << 23u) + kept + up2, 0x7f800000u, top > 127);
+    let zero = (R.x | R.y) == 0u;
+    return bitcast<f32>(select((s << 31u) | mag, (s1 & s2) << 31u, zero)); // exact 0: +0 unless both -0
 }
 
 fn dot2(a: f32, b: f32, c: f32, d: f32) -> f32 {
