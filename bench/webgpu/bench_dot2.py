@@ -36,14 +36,47 @@ KERNEL = """
                                 bitcast<f32>(v.w)));
 }
 """
+# QKNorm's accumulator: two lanes of 8 squares each, combined (acc_add), as a float32
+ACC_KERNEL = """
+@group(0) @binding(0) var<storage, read> inp: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read_write> outp: array<u32>;
+@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>,
+                                     @builtin(num_workgroups) nw: vec3<u32>) {
+    let i = g.x + g.y * nw.x * 64u;
+    if (i >= arrayLength(&outp)) { return; }
+    var l0 = acc_zero();
+    var l1 = acc_zero();
+    for (var k = 0u; k < 2u; k++) {
+        let v0 = inp[4u * i + k];
+        let v1 = inp[4u * i + 2u + k];
+        for (var j = 0u; j < 4u; j++) {
+            l0 = acc_add_sq(l0, bitcast<f32>(v0[j]));
+            l1 = acc_add_sq(l1, bitcast<f32>(v1[j]));
+        }
+    }
+    outp[i] = bitcast<u32>(acc_f32(acc_add(l0, l1)));
+}
+"""
 FLOAT = "fn dot2(a: f32, b: f32, c: f32, d: f32) -> f32 { return a * b + c * d; }\n"
 
 
-def source(arith):
+def source(arith, kernel=KERNEL):
     common = open(os.path.join(SHADERS, "common.wgsl")).read().replace("WG +", "64u +")
     if arith == "float":
-        return common + FLOAT + KERNEL
-    return common + open(os.path.join(SHADERS, arith)).read() + KERNEL
+        return common + FLOAT + kernel
+    return common + open(os.path.join(SHADERS, arith)).read() + kernel
+
+
+def acc_reference(v16):
+    d = v16.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        s0 = np.zeros(len(d))
+        s1 = np.zeros(len(d))
+        for j in range(8):  # lane 0: elements 0-7, lane 1: 8-15, each sum rounded to double
+            s0 = s0 + d[:, j] * d[:, j]
+            s1 = s1 + d[:, 8 + j] * d[:, 8 + j]
+        r = (s0 + s1).astype(np.float32)
+    return r.view(np.uint32)
 
 
 def cases(rng, n):
@@ -96,12 +129,12 @@ def reference(v):
     return r.view(np.uint32)
 
 
-def run(dev, src, v, reps):
+def run(dev, src, v, reps, out_n=None):
     mod = dev.create_shader_module(code=src)
     t0 = time.perf_counter()
     pipe = dev.create_compute_pipeline(layout="auto", compute={"module": mod, "entry_point": "main"})
     compile_s = time.perf_counter() - t0
-    n = len(v)
+    n = len(v) if out_n is None else out_n
     bi = dev.create_buffer_with_data(data=v.view(np.uint32).tobytes(), usage=wgpu.BufferUsage.STORAGE)
     bo = dev.create_buffer(size=max(16, n * 4), usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
     bg = dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
@@ -133,6 +166,8 @@ def main():
     ap.add_argument("--bench-n", type=int, default=1 << 20)
     ap.add_argument("--check-only", action="store_true")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--acc", action="store_true",
+                    help="also check QKNorm's sum-of-squares accumulator (exact32 only)")
     a = ap.parse_args()
     adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
     dev = adapter.request_device_sync()
@@ -155,6 +190,26 @@ def main():
             bv = np.ascontiguousarray(np.resize(v, (a.bench_n, 4)))
             _, t, _ = run(dev, src, bv, 7)
             print(f"{arith}: {a.bench_n} dot2 in {t * 1e3:.2f} ms ({t / a.bench_n * 1e9:.2f} ns each)")
+    if a.acc:  # 16 values per case: the dot2 cases' values, scaled rows, and non-finite ones
+        w = v.reshape(-1)[: len(v) // 4 * 16].reshape(-1, 16).copy()
+        w[::7, 3] = np.float32(np.inf)
+        w[::11, 5] = np.float32(np.nan)
+        w[1::13] = (w[1::13] * np.float32(2.0**-60)).astype(np.float32)
+        ref = acc_reference(w)
+        arith = "arith_exact32.wgsl"
+        out, _, cs = run(dev, source(arith, ACC_KERNEL), np.ascontiguousarray(w.reshape(-1, 4)), 1, len(w))
+        nan = ((ref & 0x7FFFFFFF) > 0x7F800000) & ((out & 0x7FFFFFFF) > 0x7F800000)
+        wrong = np.nonzero((out != ref) & ~nan)[0]
+        bad += len(wrong)
+        print(f"acc ({arith}): {len(w)} sums of 16 squares, {len(w) - len(wrong)} passed, "
+              f"{len(wrong)} failed (pipeline {cs:.2f} s)")
+        for i in wrong[:5]:
+            print("  ", i, "got", hex(out[i]), "want", hex(ref[i]))
+        if not a.check_only:
+            nb = a.bench_n // 16
+            bw = np.ascontiguousarray(np.resize(w, (nb, 16)).reshape(-1, 4))
+            _, t, _ = run(dev, source(arith, ACC_KERNEL), bw, 7, nb)
+            print(f"acc: {nb} sums of 16 squares in {t * 1e3:.2f} ms ({t / nb / 16 * 1e9:.2f} ns per square)")
     return 1 if bad else 0
 
 
