@@ -118,22 +118,14 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     if (rows_mode == 0 || rows_mode == 3) {
         RK_TRY(check_u32("table rows", p->table_rows));
         size_t streams = rows_mode == 3 ? 3 : 1, n = streams * (size_t)(p->B * p->S);
-        if (n > ctx->ids_host_count) { /* grows, never shrinks: decode calls reuse it */
-            uint32_t *grown = realloc(ctx->ids_host, n * sizeof *grown);
-            if (!grown) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
-            ctx->ids_host = grown, ctx->ids_host_count = n;
-        }
-        uint32_t *ids = ctx->ids_host;
+        uint32_t *ids = NULL; /* goes with the parameters: one queue write */
+        RK_TRY(rk_wg_ids_host(ctx, n, &ids));
         size_t i = 0;
         for (size_t st = 0; st < streams; ++st)
             for (int64_t b = 0; b < p->B; ++b)
                 for (int64_t s = 0; s < p->S; ++s)
                     ids[i++] = (uint32_t)p->pos[(int64_t)st * p->pos_as + b * p->pos_bs + s * p->pos_ss];
-        RK_TRY(rk_wg_upload_ids(ctx, ids, n)); /* the queue copies the data now */
-        bind[5].buffer = ctx->ids;
-        bind[5].offset = 0;
-        bind[5].size = (uint64_t)n * 4 < 16 ? 16 : ((uint64_t)n * 4 + 3) & ~(uint64_t)3;
-        if (bind[5].size > ctx->ids_bytes) bind[5].size = ctx->ids_bytes;
+        RK_TRY(rk_wg_stage_ids(ctx, n, &bind[5]));
     }
     uint32_t prm[36];
     memset(prm, 0, sizeof prm);

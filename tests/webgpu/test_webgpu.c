@@ -61,6 +61,7 @@ static uint64_t ulp_diff(const void *a, const void *b, ropekit_dtype dt, size_t 
 typedef struct config {
     const char *name;
     ropekit_webgpu_options opt;
+    int batch; /* ropekit_webgpu_set_batch */
 } config;
 
 static ropekit_webgpu_backend backend_from_env(void) {
@@ -180,7 +181,7 @@ static int rotary_op(rk_case_op op) { return op <= RK_OP_MROTARY_EMBEDDING; }
 /* Feature sets already run: a configuration whose context has the same effective features and
  * grid cap as an earlier one selects exactly the same variants (on OpenGL ES, without shader-f16
  * and shader-f64, default, packed16 and nof64 coincide) and is not run again. */
-static int seen_sets[8][3], n_seen;
+static int seen_sets[8][4], n_seen;
 
 static size_t g_sample = 1; /* ROPEKIT_WEBGPU_SAMPLE */
 
@@ -189,7 +190,10 @@ static void run_config(const config *cfg, size_t cfg_index, const rk_case_file *
     ropekit_status st = ropekit_webgpu_create(&cfg->opt, &ctx);
     CHECK(st == ROPEKIT_OK, "[%s] context: %s", cfg->name, ropekit_webgpu_last_error());
     if (st != ROPEKIT_OK) return;
-    const int set[3] = {ropekit_webgpu_has_f16(ctx), ropekit_webgpu_has_f64(ctx), (int)cfg->opt.max_workgroups_per_dim};
+    st = ropekit_webgpu_set_batch(ctx, cfg->batch);
+    CHECK(st == ROPEKIT_OK, "[%s] set_batch: %s", cfg->name, ropekit_webgpu_last_error());
+    const int set[4] = {ropekit_webgpu_has_f16(ctx), ropekit_webgpu_has_f64(ctx),
+                        (int)cfg->opt.max_workgroups_per_dim, cfg->batch};
     for (int i = 0; i < n_seen && g_sample == 1; ++i) /* sampled runs: each config its own cases */
         if (memcmp(seen_sets[i], set, sizeof set) == 0) {
             printf("[%s] same features as an earlier configuration (shader-f16 %d, shader-f64 %d): "
@@ -935,6 +939,73 @@ static void run_repeated_calls(ropekit_webgpu_backend backend) {
     ropekit_webgpu_destroy(ctx);
 }
 
+/* Batching (ropekit_webgpu_set_batch): a chain of 11 calls, each with its own position ids or
+ * offset (RotaryEmbedding with ids, MS RotaryEmbedding with a scalar offset: a call without
+ * ids), out of place between two buffers and in place, recorded 4 at a time (submitted at the
+ * 4th and 8th call and by the read): each call must use its own parameters and ids, in order,
+ * bit for bit as the same chain on the CPU. A refused call (id out of range) is answered at
+ * once and records nothing; bad batch sizes are refused. */
+static void run_batched_calls(ropekit_webgpu_backend backend) {
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = NULL;
+    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
+        CHECK(0, "context: %s", ropekit_webgpu_last_error());
+        return;
+    }
+    CHECK(ropekit_webgpu_set_batch(ctx, -1) == ROPEKIT_ERROR_INVALID_ATTRIBUTE &&
+              ropekit_webgpu_set_batch(ctx, 257) == ROPEKIT_ERROR_INVALID_ATTRIBUTE &&
+              strstr(ropekit_webgpu_last_error(), "257") != NULL,
+          "bad batch sizes: '%s'", ropekit_webgpu_last_error());
+    CHECK(ropekit_webgpu_set_batch(NULL, 4) == ROPEKIT_ERROR_NULL_POINTER, "NULL ctx");
+    CHECK(ropekit_webgpu_flush(ctx) == ROPEKIT_OK, "flush with nothing recorded");
+    CHECK(ropekit_webgpu_set_batch(ctx, 4) == ROPEKIT_OK, "set_batch 4: %s", ropekit_webgpu_last_error());
+    enum { B = 2, S = 3, N = 2, H = 16, P = 40, CALLS = 11 };
+    float x[B * S * N * H], ref[2][B * S * N * H], y[B * S * N * H], c[P * H / 2], sn[P * H / 2];
+    for (int i = 0; i < P * H / 2; ++i) c[i] = cosf((float)i * 0.29f), sn[i] = sinf((float)i * 0.29f);
+    for (int i = 0; i < B * S * N * H; ++i) x[i] = (float)((i * 11) % 37) / 8.0f - 2.0f;
+    int64_t pos[CALLS][B * S], off[CALLS], xs[3] = {B, S, N * H}, tsh[2] = {P, H / 2}, ps[2] = {B, S},
+            os[1] = {1};
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hr[2] = {ropekit_tensor_contiguous(ref[0], ROPEKIT_FLOAT32, 3, xs),
+                            ropekit_tensor_contiguous(ref[1], ROPEKIT_FLOAT32, 3, xs)};
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
+    WGPUBuffer bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16), bb[2] = {upload(ctx, &hx, 16), upload(ctx, &hx, 16)};
+    ropekit_webgpu_tensor gc = gview(bc, &hc), gs = gview(bs, &hs), gb[2] = {gview(bb[0], &hx), gview(bb[1], &hx)};
+    memcpy(ref[0], x, sizeof x);
+    int cur = 0, bad = 0;
+    ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
+    ropekit_ms_rotary_embedding_attrs ms = ROPEKIT_MS_ROTARY_EMBEDDING_ATTRS_INIT;
+    ms.num_heads = N;
+    for (int k = 0; k < CALLS; ++k) {
+        for (int i = 0; i < B * S; ++i) pos[k][i] = (k * 7 + i * 5) % P;
+        off[k] = k * 3 % (P - S);
+        ropekit_tensor ids = ropekit_tensor_contiguous(pos[k], ROPEKIT_INT64, 2, ps);
+        ropekit_tensor ofs = ropekit_tensor_contiguous(&off[k], ROPEKIT_INT64, 1, os);
+        const int in_place = k % 3 == 2, nxt = in_place ? cur : 1 - cur, use_ms = k % 4 == 1;
+        ropekit_status st = use_ms ? ropekit_ms_rotary_embedding(&hr[cur], &ofs, &hc, &hs, &ms, &hr[nxt])
+                                   : ropekit_rotary_embedding(&hr[cur], &hc, &hs, &ids, &at, &hr[nxt]);
+        ropekit_status gst = use_ms ? ropekit_webgpu_ms_rotary_embedding(ctx, &gb[cur], &ofs, &gc, &gs, &ms, &gb[nxt])
+                                    : ropekit_webgpu_rotary_embedding(ctx, &gb[cur], &gc, &gs, &ids, &at, &gb[nxt]);
+        if (st != ROPEKIT_OK || gst != ROPEKIT_OK) ++bad;
+        if (k == 5) { /* refused at once, nothing recorded */
+            int64_t badpos[B * S] = {0, 1, P, 2, 3, 4};
+            ropekit_tensor bids = ropekit_tensor_contiguous(badpos, ROPEKIT_INT64, 2, ps);
+            CHECK(ropekit_webgpu_rotary_embedding(ctx, &gb[nxt], &gc, &gs, &bids, &at, &gb[1 - nxt]) ==
+                      ROPEKIT_ERROR_POSITION_OUT_OF_RANGE,
+                  "batched call with an id out of range: %s", ropekit_webgpu_last_error());
+        }
+        cur = nxt;
+    }
+    CHECK(bad == 0, "batched chain: %d of %d calls failed (%s)", bad, CALLS, ropekit_webgpu_last_error());
+    ropekit_status st = ropekit_webgpu_read(ctx, bb[cur], 0, y, sizeof y);
+    CHECK(st == ROPEKIT_OK && memcmp(y, ref[cur], sizeof y) == 0,
+          "batched chain of %d calls: result differs from the CPU (%s)", CALLS, ropekit_webgpu_last_error());
+    CHECK(ropekit_webgpu_set_batch(ctx, 0) == ROPEKIT_OK, "set_batch 0");
+    wgpuBufferRelease(bb[0]), wgpuBufferRelease(bb[1]), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
+    ropekit_webgpu_destroy(ctx);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines appear as they are printed */
     static const char *names[] = {"rotary_embedding", "ms_rotary_embedding", "mrotary_embedding",
@@ -979,10 +1050,11 @@ int main(void) {
     }
     ropekit_webgpu_destroy(ctx);
     config cfgs[] = {
-        {"default", {backend, 0, 0, 0, 0, 0}},
-        {"packed16", {backend, 1, 0, 0, 0, 0}},
-        {"nof64", {backend, 0, 1, 0, 0, 0}},
-        {"smallgrid", {backend, 0, 0, 64, 6, 0}}, /* up to 216 workgroups: 2-D above 6, 3-D above 36 */
+        {"default", {backend, 0, 0, 0, 0, 0}, 0},
+        {"packed16", {backend, 1, 0, 0, 0, 0}, 0},
+        {"nof64", {backend, 0, 1, 0, 0, 0}, 0},
+        {"smallgrid", {backend, 0, 0, 64, 6, 0}, 0}, /* up to 216 workgroups: 2-D above 6, 3-D above 36 */
+        {"batched", {backend, 0, 0, 0, 0, 0}, 4}, /* every call recorded, submitted by the read */
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; ++i) run_config(&cfgs[i], i, files, 5);
     run_errors(backend);
@@ -993,6 +1065,7 @@ int main(void) {
     run_qknorm_layouts(backend, 1);
     run_timestamps(backend);
     run_repeated_calls(backend);
+    run_batched_calls(backend);
     run_double_rounding(backend);
     for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);
     return REPORT();
