@@ -150,7 +150,7 @@ RK_INLINE void gather(const rk_rotary_plan *p, ropekit_dtype tdt, const unsigned
 
 #define RK_MAXSTREAM 4096 /* MRoPE: widest h with a precomputed column -> stream map */
 
-/* n bytes, bit for bit (vector registers only move the bits); dst and src do not overlap. */
+/* n bytes, bit for bit (vector registers only move the bits). */
 RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
     int64_t i = 0;
     if (nt) /* dst aligned to 4*VL bytes */
@@ -158,12 +158,7 @@ RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
             f_st_nt((float *)(dst + i), f_ld((const float *)(src + i)));
     for (; i + 4 * VL <= n; i += 4 * VL)
         f_st((float *)(dst + i), f_ld((const float *)(src + i)));
-    if (i == n) return;
-    if (!nt && n >= 4 * VL) /* the last vector again, overlapping bytes already copied (dst and src
-                             * are apart): no call for the tail of every partial-rotary head */
-        f_st((float *)(dst + n - 4 * VL), f_ld((const float *)(src + n - 4 * VL)));
-    else
-        memcpy(dst + i, src + i, (size_t)(n - i));
+    if (i < n) memcpy(dst + i, src + i, (size_t)(n - i));
 }
 
 /* One pair, exactly as ref.c's rotate_pair. */
