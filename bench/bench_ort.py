@@ -361,6 +361,17 @@ def main() -> int:
                      f"{min(big):.1f}x .. {max(big):.1f}x.")
         if dsp:
             L.append(f"- vs ORT, decode: {min(dsp):.1f}x .. {max(dsp):.1f}x (ORT's per-run session overhead).")
+    by_t = {(r["shape"], r["dtype"], r["threads"]): r["seconds"] for r in rows}
+    scal = [(k, by_t[k] / by_t[(k[0], k[1], 2)]) for k in by_t if k[2] == 1 and (k[0], k[1], 2) in by_t]
+    big_s = [v for k, v in scal if not k[0].startswith("decode")]
+    small_s = [(k, v) for k, v in scal if k[0].startswith("decode B=1")]
+    if big_s:
+        lo = min((v, k) for k, v in scal if not k[0].startswith("decode"))
+        L.append(f"- 2 threads >= 1.6x 1 thread, large shapes: {sum(v >= 1.6 for v in big_s)}/{len(big_s)} rows "
+                 f"({min(big_s):.2f}x .. {max(big_s):.2f}x; lowest: {lo[1][0]} {lo[1][1]}).")
+    if small_s:
+        L.append("- small calls (decode B=1, not split): 1-thread / 2-thread time "
+                 + ", ".join(f"{k[1]} {v:.2f}" for k, v in small_s) + ".")
     dec = rows_of(lambda r: r["shape"] == "decode B=1 32x128" and r["dtype"] == "f32")
     if dec:
         per_call = ", ".join(f"{fmt_time(r['seconds'])} ({r['threads']} thr)" for r in dec)
