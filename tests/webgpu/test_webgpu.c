@@ -1059,7 +1059,22 @@ int main(void) {
         {"smallgrid", {backend, 0, 0, 64, 6, 0}, 0}, /* up to 216 workgroups: 2-D above 6, 3-D above 36 */
         {"batched", {backend, 0, 0, 0, 0, 0}, 4}, /* calls recorded, submitted by the read */
     };
-    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; ++i) run_config(&cfgs[i], i, files, 5);
+    /* ROPEKIT_WEBGPU_CONFIGS=name,name: only those configurations (device rounds with little
+     * time); the tests after them always run */
+    const char *only = getenv("ROPEKIT_WEBGPU_CONFIGS");
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; ++i) {
+        if (only && *only) {
+            char want[64];
+            snprintf(want, sizeof want, ",%s,", cfgs[i].name);
+            char list[256];
+            snprintf(list, sizeof list, ",%s,", only);
+            if (!strstr(list, want)) {
+                printf("[%s] not in ROPEKIT_WEBGPU_CONFIGS: not run\n", cfgs[i].name);
+                continue;
+            }
+        }
+        run_config(&cfgs[i], i, files, 5);
+    }
     run_errors(backend);
     run_vector_layouts(backend);
     run_vector_narrowing(backend);
