@@ -13,6 +13,8 @@
  * ROPEKIT_WEBGPU_SAMPLE=K (default 1: everything) runs a deterministic sample for slow builds
  * (scripts/test.sh uses it under ASan): configuration i (in the order above) runs shared case k of
  * each file when (k + i) % K == 0, so with K = 4 every case still runs once, in one configuration.
+ * ROPEKIT_WEBGPU_CONFIGS=NAME[,NAME...] runs only those configurations (then the other checks),
+ * for short runs on a GPU machine.
  * Progress: a line per configuration and case file, as it goes (stdout is line-buffered). */
 #include <float.h>
 #include <math.h>
@@ -825,7 +827,16 @@ int main(void) {
         {"nof64", {backend, 0, 1, 0, 0, 0}},
         {"smallgrid", {backend, 0, 0, 64, 6, 0}}, /* up to 216 workgroups: 2-D above 6, 3-D above 36 */
     };
-    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; ++i) run_config(&cfgs[i], i, files, 5);
+    const char *only = getenv("ROPEKIT_WEBGPU_CONFIGS"); /* e.g. "default,packed16": only those */
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; ++i) {
+        const char *hit = only && *only ? strstr(only, cfgs[i].name) : NULL;
+        const size_t nl = strlen(cfgs[i].name);
+        if (only && *only && !(hit && (hit == only || hit[-1] == ',') && (hit[nl] == ',' || hit[nl] == 0))) {
+            printf("[%s] not run (ROPEKIT_WEBGPU_CONFIGS=%s)\n", cfgs[i].name, only);
+            continue;
+        }
+        run_config(&cfgs[i], i, files, 5);
+    }
     run_errors(backend);
     run_vector_layouts(backend);
     run_vector_narrowing(backend);
