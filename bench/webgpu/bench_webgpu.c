@@ -12,7 +12,8 @@
  * ids, weights) read once per token; GB/s = bytes / time. The shapes are the bench cases of
  * src/webgpu/ops/<op>/bench.json (the CPU and CUDA benchmarks' shapes), scaled down with --small
  * for software adapters.
- * Usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] [--no-cpu] */
+ * Usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] [--no-cpu]
+ *                     [--only rotary|qknorm|regroup] */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,7 @@ static void fill(void *p, ropekit_dtype dt, size_t n) {
 }
 
 static ropekit_webgpu *g_ctx;
+
 
 /* A plain copy kernel: one vec4<u32> per invocation, grid-stride over 65535 workgroups at most. */
 static const char copy_wgsl[] =

@@ -150,7 +150,7 @@ RK_INLINE void gather(const rk_rotary_plan *p, ropekit_dtype tdt, const unsigned
 
 #define RK_MAXSTREAM 4096 /* MRoPE: widest h with a precomputed column -> stream map */
 
-/* n bytes, bit for bit (vector registers only move the bits). */
+/* n bytes, bit for bit (vector registers only move the bits); dst and src do not overlap. */
 RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
     int64_t i = 0;
     if (nt) /* dst aligned to 4*VL bytes */
@@ -158,7 +158,12 @@ RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
             f_st_nt((float *)(dst + i), f_ld((const float *)(src + i)));
     for (; i + 4 * VL <= n; i += 4 * VL)
         f_st((float *)(dst + i), f_ld((const float *)(src + i)));
-    if (i < n) memcpy(dst + i, src + i, (size_t)(n - i));
+    if (i == n) return;
+    if (!nt && n >= 4 * VL) /* the last vector again, overlapping bytes already copied (dst and src
+                             * are apart): no call for the tail of every partial-rotary head */
+        f_st((float *)(dst + n - 4 * VL), f_ld((const float *)(src + n - 4 * VL)));
+    else
+        memcpy(dst + i, src + i, (size_t)(n - i));
 }
 
 /* One pair, exactly as ref.c's rotate_pair. */
@@ -237,6 +242,9 @@ RK_INLINE int64_t lay_tables(int il, int eo, int wide, int64_t n, const float *c
                 RK_PUT(t1, i + e, c[i + 2 * e]), RK_PUT(t1, i + VL + e, c[i + 2 * e + 1]);
                 RK_PUT(t2, i + e, sn[i + 2 * e]), RK_PUT(t2, i + VL + e, sn[i + 2 * e + 1]);
             }
+    if (wide && !eo) /* widened VL/2 at a time (a decode token's whole table setup) */
+        for (; i + VL / 2 <= n; i += VL / 2)
+            d_st(t1d + i, d_ldf(c + i)), d_st(t2d + i, d_ldf(sn + i));
     for (; i < n; ++i)
         RK_PUT(t1, i, c[i]), RK_PUT(t2, i, sn[i]);
     return n;

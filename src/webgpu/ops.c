@@ -118,22 +118,14 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     if (rows_mode == 0 || rows_mode == 3) {
         RK_TRY(check_u32("table rows", p->table_rows));
         size_t streams = rows_mode == 3 ? 3 : 1, n = streams * (size_t)(p->B * p->S);
-        if (n > ctx->ids_host_count) { /* grows, never shrinks: decode calls reuse it */
-            uint32_t *grown = realloc(ctx->ids_host, n * sizeof *grown);
-            if (!grown) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
-            ctx->ids_host = grown, ctx->ids_host_count = n;
-        }
-        uint32_t *ids = ctx->ids_host;
+        uint32_t *ids = NULL; /* goes with the parameters: one queue write */
+        RK_TRY(rk_wg_ids_host(ctx, n, &ids));
         size_t i = 0;
         for (size_t st = 0; st < streams; ++st)
             for (int64_t b = 0; b < p->B; ++b)
                 for (int64_t s = 0; s < p->S; ++s)
                     ids[i++] = (uint32_t)p->pos[(int64_t)st * p->pos_as + b * p->pos_bs + s * p->pos_ss];
-        RK_TRY(rk_wg_upload_ids(ctx, ids, n)); /* the queue copies the data now */
-        bind[5].buffer = ctx->ids;
-        bind[5].offset = 0;
-        bind[5].size = (uint64_t)n * 4 < 16 ? 16 : ((uint64_t)n * 4 + 3) & ~(uint64_t)3;
-        if (bind[5].size > ctx->ids_bytes) bind[5].size = ctx->ids_bytes;
+        RK_TRY(rk_wg_stage_ids(ctx, n, &bind[5]));
     }
     uint32_t prm[36];
     memset(prm, 0, sizeof prm);
@@ -272,6 +264,13 @@ ropekit_status ropekit_webgpu_mrotary_embedding(ropekit_webgpu *ctx,
 
 /* ---- QKNormRotaryEmbedding ------------------------------------------------------------------- */
 
+#ifndef RK_WG_QKNORM_VPT /* row kernel: the most 16-byte vectors per invocation (0: never) */
+#define RK_WG_QKNORM_VPT 4
+#endif
+#ifndef RK_WG_QKNORM_QR /* row kernel: rows per workgroup (64 invocations each) */
+#define RK_WG_QKNORM_QR 2
+#endif
+
 ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
     ropekit_webgpu *ctx, const ropekit_webgpu_tensor *query, const ropekit_webgpu_tensor *kv,
     const ropekit_webgpu_tensor *kv_norm_weight, const ropekit_webgpu_tensor *cos,
@@ -345,13 +344,36 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
     }
     memcpy(&prm[40], &p.epsilon, 4);
 
+    /* The row kernel (qknorm_row.wgsl): every row read and written as 16-byte vectors (unit
+     * channel stride, head_dim and every row start a multiple of the elements per vector), 64
+     * invocations per row holding up to RK_WG_QKNORM_VPT vectors each; else the general kernel
+     * (qknorm.wgsl: 16 invocations per row, one element per access). */
+    const int64_t ve = 16 / (int64_t)ropekit_dtype_size(p.dtype);
+    const int row_kernel =
+        RK_WG_QKNORM_VPT > 0 && p.head_dim % ve == 0 && p.head_dim <= 64 * RK_WG_QKNORM_VPT * ve &&
+        in_runs_of(ve, p.qs, 3, p.qs[3], q0) && in_runs_of(ve, p.qos, 3, p.qos[3], qo0) &&
+        in_runs_of(ve, p.kvs, 2, p.kvs[2], kv0) && in_runs_of(ve, p.kvos, 2, p.kvos[2], kvo0);
+    const uint32_t vpt = row_kernel ? (uint32_t)((p.head_dim / ve + 63) / 64) : 0;
+    /* rows per workgroup: RK_WG_QKNORM_QR, fewer where the workgroup would exceed the adapter's
+     * invocations or WebGPU's guaranteed 16 KiB of workgroup memory (per row: the staged row as
+     * float, a float per vector, 16 double accumulators of at most 16 bytes, the factor) */
+    uint32_t qr = RK_WG_QKNORM_QR;
+    while (qr > 1 && (ctx->wg < 64 * qr ||
+                      qr * (64 * vpt * (uint32_t)ve * 4 + 64 * vpt * 4 + 16 * 16 + 4) > 16384))
+        qr /= 2;
     char key[160];
     const rk_wg_arith ar = ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_EXACT32;
-    snprintf(key, sizeof key, "qknorm x=%s y=%s %s q_%s kv_%s", rk_wg_kind_name(k), rk_wg_kind_name(ok_), rk_wg_arith_name(ar),
-             q_inplace ? "inplace" : "outofplace", kv_inplace ? "inplace" : "outofplace");
+    if (row_kernel)
+        snprintf(key, sizeof key, "qknorm row %s vpt%u qr%u %s q_%s kv_%s",
+                 ropekit_dtype_name(p.dtype), vpt, qr, rk_wg_arith_name(ar),
+                 q_inplace ? "inplace" : "outofplace", kv_inplace ? "inplace" : "outofplace");
+    else
+        snprintf(key, sizeof key, "qknorm x=%s y=%s %s q_%s kv_%s", rk_wg_kind_name(k),
+                 rk_wg_kind_name(ok_), rk_wg_arith_name(ar), q_inplace ? "inplace" : "outofplace",
+                 kv_inplace ? "inplace" : "outofplace");
     WGPUComputePipeline pipe;
     if (!rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
-        const rk_wg_qknorm_cfg cfg = {k, ok_, ar, q_inplace, kv_inplace};
+        const rk_wg_qknorm_cfg cfg = {k, ok_, ar, q_inplace, kv_inplace, vpt, qr, p.dtype};
         rk_buf s = {0};
         rk_wg_qknorm_wgsl(&s, &cfg);
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
@@ -360,9 +382,13 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
         RK_TRY(st);
     }
     int dims;
-    /* 4 rows per 64-invocation workgroup */
-    RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_QKNORM, pipe, prm, sizeof prm, bind, 8,
-                          (uint64_t)rows * 16, 64, &dims));
+    /* general: 4 rows per 64-invocation workgroup; row kernel: qr rows of 64 invocations */
+    if (row_kernel)
+        RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_QKNORM, pipe, prm, sizeof prm, bind, 8,
+                              (uint64_t)rows * 64, 64 * qr, &dims));
+    else
+        RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_QKNORM, pipe, prm, sizeof prm, bind, 8,
+                              (uint64_t)rows * 16, 64, &dims));
     snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s grid%dd", key, dims);
     return ROPEKIT_OK;
 }
