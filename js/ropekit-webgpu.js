@@ -520,7 +520,7 @@ export class Runner {
       const units = unitsRot + (H - R) / perUnit;
       const ng = Math.ceil(N / hg);
       const total = B * S * ng * units;
-      if (total > 0xffffffff - 512) fail("UNSUPPORTED", `${total} invocations exceed the 32-bit index of the WebGPU kernels`);
+      if (total > 0xffffffff) fail("UNSUPPORTED", `${total} invocations exceed the 32-bit index of the WebGPU kernels`);
       const two = p.tshape.length === 2;
       const prm = new Uint32Array(36);
       prm.set([0, 0, 0, 0, ...xs, ...xs, B, S, N, R, unitsRot, units, total,
@@ -553,10 +553,7 @@ export class Runner {
         temps.push(copy);
         bufs[0] = copy;
       }
-      // the vector kernel runs the rotation and copy ranges in whole workgroups (rotary_vec.wgsl)
-      const wg = v.dispatch.workgroup_size, nrot = prm[35];
-      const inv = vec ? (Math.ceil(nrot / wg) + Math.ceil((total - nrot) / wg)) * wg : total;
-      return await this.dispatch(pkg, v, prm, bufs, inv, outs, readBack);
+      return await this.dispatch(pkg, v, prm, bufs, total, outs, readBack);
     } finally {
       for (const b of temps) b.destroy();
     }

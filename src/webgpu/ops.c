@@ -107,7 +107,7 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     if (vec && hg > 1 && p->B * p->S * p->N * units < RK_WG_ROTARY_SMALL_GRID) hg = 1;
     const int64_t ng = (p->N + hg - 1) / hg; /* head groups */
     int64_t total = p->B * p->S * ng; /* fits: validated sizes */
-    if (total > (int64_t)(UINT32_MAX - 512) / units) /* + two partial blocks (vector kernel) */
+    if (total > (int64_t)UINT32_MAX / units)
         return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%lld invocations exceed the 32-bit index of the "
                        "WebGPU kernels", (long long)total * units);
     total *= units;
@@ -196,11 +196,9 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
         free(s.p);
         RK_TRY(st);
     }
-    /* the vector kernel: the rotation and copy ranges in whole blocks of wg (rotary_vec.wgsl) */
-    const uint64_t nrot = prm[35], blocks = (nrot + wg - 1) / wg + ((uint64_t)total - nrot + wg - 1) / wg;
     int dims;
-    RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_ROTARY, pipe, prm, sizeof prm, bind, 6,
-                          vec ? blocks * wg : (uint64_t)total, wg, &dims));
+    RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_ROTARY, pipe, prm, sizeof prm, bind, 6, (uint64_t)total,
+                          wg, &dims));
     snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s grid%dd", key, dims);
     return ROPEKIT_OK;
 }

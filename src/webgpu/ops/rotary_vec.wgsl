@@ -10,13 +10,11 @@
 // word by word, without loops over elements or arrays of them: the first version (loops filling
 // arrays of eight floats) ran slower than the element kernel on NVIDIA's Vulkan driver.
 //
-// The invocations come in two ranges: the rotations (units_rot per token and head group) and
-// the copies of [R, H) (units - units_rot), so that a SIMD group does one or the other: with
+// The invocations come in two ranges: first the rotations (units_rot per token and head group),
+// then the copies of [R, H) (units - units_rot), so that a SIMD group does one or the other: with
 // both in one range (units per head group, rotations first) a group of Phi-2's heads (R = 32 of
 // 80) ran the rotation path for 2 of every 8 lanes and the copy path for the other 6, one after
-// the other. The ranges are dealt out in workgroup-sized blocks, the rotation blocks spread among
-// the copy blocks, so that the arithmetic of the one overlaps the memory traffic of the other
-// (the host dispatches (ceil(nrot / WG) + ceil(copies / WG)) * WG invocations).
+// the other.
 
 // The columns of one 32-bit word of a vector: EW elements (1 float32 or 2 16-bit values), cos
 // and sin of its columns k and k + 1 (the second unused for float32).
@@ -50,27 +48,13 @@ fn rot_pair16(w: u32, cs: vec2<f32>) -> vec2<f32> {
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-    // blocks of WG invocations: the rotation blocks spread evenly among the copy blocks (one
-    // rotation block, then ncb / nrb copy blocks, ...; the remaining copy blocks last)
-    let gl = linear_index(wid, nwg, lid);
-    let blk = gl / WG;
-    let nrot = P.nrot; // rotation invocations: B S NG units_rot; the copies: total - nrot
-    let ncopy = P.total - nrot;
-    let nrb = (nrot + WG - 1u) / WG;
-    let per = 1u + ((ncopy + WG - 1u) / WG) / nrb;
-    var is_rot = false;
-    var bi = blk - nrb; // the block's index in its range
-    if (blk < nrb * per) {
-        let q = blk / per;
-        is_rot = blk == q * per;
-        bi = select(blk - q - 1u, q, is_rot);
-    }
-    let g = bi * WG + (gl - blk * WG);
+    let g = linear_index(wid, nwg, lid);
+    if (g >= P.total) { return; }
     let xn = P.xs.z / VE; // head strides in vectors (the host checked every offset and stride)
     let yn = P.ys.z / VE;
-    if (!is_rot) { // channels [R, H) are copied bit for bit (out of place only)
-        if (g >= ncopy) { return; }
-        let w = unit_in(g, P.units - P.units_rot, (P.divs >> 24u) & 0xffu);
+    let nrot = P.nrot; // invocations of the rotation range: B S NG units_rot
+    if (g >= nrot) { // channels [R, H) are copied bit for bit (out of place only)
+        let w = unit_in(g - nrot, P.units - P.units_rot, (P.divs >> 24u) & 0xffu);
         let q = P.R / VE + w.u;
         let xo = w.xo / VE;
         let yo = w.yo / VE;
@@ -83,7 +67,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         return;
     }
-    if (g >= nrot) { return; }
     let w = unit_in(g, P.units_rot, P.divs & 0xffu);
     let xo = w.xo / VE;
     let yo = w.yo / VE;
