@@ -51,3 +51,40 @@ fn is_nan32(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f80000
 fn linear_index(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
     return ((wid.z * nwg.y + wid.y) * nwg.x + wid.x) * WG + lid;
 }
+
+// Four words of two 16-bit values each (element lo[i] in the low half of word i, hi[i] in the
+// high half), rounded to nearest even with the same bits as f32_to_f16_bits / f32_to_bf16_bits.
+// The common case takes a short path for all eight values at once (float16: every magnitude a
+// normal float16 after rounding, 2^-14 <= |v| < 65520; bfloat16: no NaN), in vector integer
+// arithmetic without branches per element; otherwise each value goes through the scalar function.
+fn f16_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> {
+    let ul = bitcast<vec4<u32>>(lo);
+    let uh = bitcast<vec4<u32>>(hi);
+    let al = ul & vec4<u32>(0x7fffffffu);
+    let ah = uh & vec4<u32>(0x7fffffffu);
+    if (all((al - vec4<u32>(0x38800000u)) < vec4<u32>(0x0efff000u)) &&
+        all((ah - vec4<u32>(0x38800000u)) < vec4<u32>(0x0efff000u))) {
+        // (a - (112 << 23) + 0xfff + lsb) >> 13: the rebiased exponent and the rounded mantissa
+        let rl = (al + vec4<u32>(0xc8000fffu) + ((al >> vec4<u32>(13u)) & vec4<u32>(1u))) >> vec4<u32>(13u);
+        let rh = (ah + vec4<u32>(0xc8000fffu) + ((ah >> vec4<u32>(13u)) & vec4<u32>(1u))) << vec4<u32>(3u);
+        return (rl | ((ul >> vec4<u32>(16u)) & vec4<u32>(0x8000u))) |
+               ((rh & vec4<u32>(0x7fff0000u)) | (uh & vec4<u32>(0x80000000u)));
+    }
+    var r: vec4<u32>;
+    for (var i = 0u; i < 4u; i++) { r[i] = f32_to_f16_bits(lo[i]) | (f32_to_f16_bits(hi[i]) << 16u); }
+    return r;
+}
+
+fn bf16_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> {
+    let ul = bitcast<vec4<u32>>(lo);
+    let uh = bitcast<vec4<u32>>(hi);
+    if (all((ul & vec4<u32>(0x7fffffffu)) <= vec4<u32>(0x7f800000u)) &&
+        all((uh & vec4<u32>(0x7fffffffu)) <= vec4<u32>(0x7f800000u))) {
+        let rl = (ul + vec4<u32>(0x7fffu) + ((ul >> vec4<u32>(16u)) & vec4<u32>(1u))) >> vec4<u32>(16u);
+        let rh = (uh + vec4<u32>(0x7fffu) + ((uh >> vec4<u32>(16u)) & vec4<u32>(1u))) & vec4<u32>(0xffff0000u);
+        return rl | rh;
+    }
+    var r: vec4<u32>;
+    for (var i = 0u; i < 4u; i++) { r[i] = f32_to_bf16_bits(lo[i]) | (f32_to_bf16_bits(hi[i]) << 16u); }
+    return r;
+}
