@@ -260,14 +260,11 @@ ropekit_status ropekit_webgpu_mrotary_embedding(ropekit_webgpu *ctx,
 
 /* ---- QKNormRotaryEmbedding ------------------------------------------------------------------- */
 
-#ifndef RK_WG_QKNORM_ROW /* 0: never the row kernel (for A/B builds) */
-#define RK_WG_QKNORM_ROW 1
+#ifndef RK_WG_QKNORM_VPT /* row kernel: the most 16-byte vectors per invocation (0: never) */
+#define RK_WG_QKNORM_VPT 4
 #endif
-#ifndef RK_WG_QKNORM_TPR /* row kernel: the fewest invocations per row (16, 32 or 64) */
-#define RK_WG_QKNORM_TPR 16
-#endif
-#ifndef RK_WG_QKNORM_WG /* row kernel: invocations per workgroup */
-#define RK_WG_QKNORM_WG 64
+#ifndef RK_WG_QKNORM_QR /* row kernel: rows per workgroup (64 invocations each) */
+#define RK_WG_QKNORM_QR 2
 #endif
 
 ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
@@ -344,31 +341,27 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
     memcpy(&prm[40], &p.epsilon, 4);
 
     /* The row kernel (qknorm_row.wgsl): every row read and written as 16-byte vectors (unit
-     * channel stride, head_dim and every row start a multiple of the elements per vector), tpr
-     * invocations per row (RK_WG_QKNORM_TPR, more for long rows) holding up to 8 vectors each;
-     * else the general kernel (qknorm.wgsl: 16 invocations per row, one element per access). */
-    const int64_t ve = 16 / (int64_t)ropekit_dtype_size(p.dtype), nv = p.head_dim / ve;
+     * channel stride, head_dim and every row start a multiple of the elements per vector), 64
+     * invocations per row holding up to RK_WG_QKNORM_VPT vectors each; else the general kernel
+     * (qknorm.wgsl: 16 invocations per row, one element per access). */
+    const int64_t ve = 16 / (int64_t)ropekit_dtype_size(p.dtype);
     const int row_kernel =
-        RK_WG_QKNORM_ROW && p.head_dim % ve == 0 && nv <= 64 * 8 &&
+        RK_WG_QKNORM_VPT > 0 && p.head_dim % ve == 0 && p.head_dim <= 64 * RK_WG_QKNORM_VPT * ve &&
         in_runs_of(ve, p.qs, 3, p.qs[3], q0) && in_runs_of(ve, p.qos, 3, p.qos[3], qo0) &&
         in_runs_of(ve, p.kvs, 2, p.kvs[2], kv0) && in_runs_of(ve, p.kvos, 2, p.kvos[2], kvo0);
-    uint32_t tpr = RK_WG_QKNORM_TPR;
-    while (tpr < 64 && nv > 8 * (int64_t)tpr)
-        tpr *= 2;
-    const uint32_t vpt = row_kernel ? (uint32_t)((nv + tpr - 1) / tpr) : 0;
-    /* rows per workgroup: RK_WG_QKNORM_WG / tpr, fewer where the workgroup would exceed the
-     * adapter's invocations or WebGPU's guaranteed 16 KiB of workgroup memory (per row: the
-     * staged row as float, a float per vector, 16 double accumulators of at most 16 bytes, the
-     * factor) */
-    uint32_t qr = RK_WG_QKNORM_WG / tpr > 1 ? RK_WG_QKNORM_WG / tpr : 1;
-    while (qr > 1 && (ctx->wg < tpr * qr ||
-                      qr * (tpr * vpt * (uint32_t)ve * 4 + tpr * vpt * 4 + 16 * 16 + 4) > 16384))
+    const uint32_t vpt = row_kernel ? (uint32_t)((p.head_dim / ve + 63) / 64) : 0;
+    /* rows per workgroup: RK_WG_QKNORM_QR, fewer where the workgroup would exceed the adapter's
+     * invocations or WebGPU's guaranteed 16 KiB of workgroup memory (per row: the staged row as
+     * float, a float per vector, 16 double accumulators of at most 16 bytes, the factor) */
+    uint32_t qr = RK_WG_QKNORM_QR;
+    while (qr > 1 && (ctx->wg < 64 * qr ||
+                      qr * (64 * vpt * (uint32_t)ve * 4 + 64 * vpt * 4 + 16 * 16 + 4) > 16384))
         qr /= 2;
     char key[160];
     const rk_wg_arith ar = ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_EXACT32;
     if (row_kernel)
-        snprintf(key, sizeof key, "qknorm row %s tpr%u vpt%u qr%u %s q_%s kv_%s",
-                 ropekit_dtype_name(p.dtype), tpr, vpt, qr, rk_wg_arith_name(ar),
+        snprintf(key, sizeof key, "qknorm row %s vpt%u qr%u %s q_%s kv_%s",
+                 ropekit_dtype_name(p.dtype), vpt, qr, rk_wg_arith_name(ar),
                  q_inplace ? "inplace" : "outofplace", kv_inplace ? "inplace" : "outofplace");
     else
         snprintf(key, sizeof key, "qknorm x=%s y=%s %s q_%s kv_%s", rk_wg_kind_name(k),
@@ -376,7 +369,7 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
                  kv_inplace ? "inplace" : "outofplace");
     WGPUComputePipeline pipe;
     if (!rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
-        const rk_wg_qknorm_cfg cfg = {k, ok_, ar, q_inplace, kv_inplace, vpt, qr, tpr, p.dtype};
+        const rk_wg_qknorm_cfg cfg = {k, ok_, ar, q_inplace, kv_inplace, vpt, qr, p.dtype};
         rk_buf s = {0};
         rk_wg_qknorm_wgsl(&s, &cfg);
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
@@ -385,10 +378,10 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
         RK_TRY(st);
     }
     int dims;
-    /* general: 4 rows per 64-invocation workgroup; row kernel: qr rows of tpr invocations */
+    /* general: 4 rows per 64-invocation workgroup; row kernel: qr rows of 64 invocations */
     if (row_kernel)
         RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_QKNORM, pipe, prm, sizeof prm, bind, 8,
-                              (uint64_t)rows * tpr, tpr * qr, &dims));
+                              (uint64_t)rows * 64, 64 * qr, &dims));
     else
         RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_QKNORM, pipe, prm, sizeof prm, bind, 8,
                               (uint64_t)rows * 16, 64, &dims));

@@ -126,7 +126,7 @@ static int qknorm_variants(const char *dir, FILE *vj) {
             for (int paired = 1; paired >= (packed(k) ? 0 : 1); --paired) {
                 const rk_wg_kind ok = paired ? k : atomic_of(k);
                 /* vpt 0: the general kernel (qknorm.wgsl), any layout */
-                rk_wg_qknorm_cfg cfg = {k, ok, RK_ARITH_EXACT32, 0, 0, 0, 1, 64, dts[d]};
+                rk_wg_qknorm_cfg cfg = {k, ok, RK_ARITH_EXACT32, 0, 0, 0, 1, dts[d]};
                 rk_buf s = {0};
                 rk_wg_qknorm_wgsl(&s, &cfg);
                 char name[128], when[384], disp[192];

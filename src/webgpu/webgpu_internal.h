@@ -185,8 +185,8 @@ typedef struct rk_wg_qknorm_cfg {
     rk_wg_kind k, ok;          /* input and output storage */
     rk_wg_arith ar;
     int q_inplace, kv_inplace;
-    uint32_t vpt, qr, tpr; /* row kernel (qknorm_row.wgsl): vectors per invocation (0: the
-                              general kernel), rows per workgroup, invocations per row */
+    uint32_t vpt, qr;    /* row kernel (qknorm_row.wgsl): vectors per invocation (0: the
+                            general kernel), rows per workgroup */
     ropekit_dtype dtype; /* row kernel: the element type */
 } rk_wg_qknorm_cfg;
 typedef struct rk_wg_regroup_cfg {

@@ -673,14 +673,13 @@ static void run_mrope_vector_tables(ropekit_webgpu_backend backend) {
 }
 
 /* QKNormRotaryEmbedding on layouts the shared cases do not reach: the row kernel
- * (qknorm_row.wgsl) with 16, 32 and 64 invocations per row and 1 to 8 vectors per invocation
- * (head_dim up to 64 * 8 * VE), a row count that leaves the last workgroup part full, partial
- * vectors (head_dim 40: 16 invocations for 10 or 5 vectors), fp8 on and off, in place and out of
- * place, non-finite and zero inputs; and the general kernel (qknorm.wgsl) for a view the row kernel
- * refuses (query at an odd offset) and a head_dim above its limit. Each dtype, bit for bit against
- * the CPU reference, with the double arithmetic (wide64) and, without shader-f64, in integers
- * (exact32); the variant must be the expected kernel. (A NaN matches any NaN: its sign and payload
- * are not specified.) */
+ * (qknorm_row.wgsl) with 1, 2 and 4 vectors per invocation (head_dim up to 64 * 4 * VE), a row
+ * count that leaves the last workgroup half full, partial vectors (head_dim 40: 64 invocations
+ * for 10 or 5 vectors), fp8 on and off, in place and out of place, non-finite and zero inputs; and
+ * the general kernel (qknorm.wgsl) for a view the row kernel refuses (query at an odd offset)
+ * and a head_dim above its limit. Each dtype, bit for bit against the CPU reference, with the
+ * double arithmetic (wide64) and, without shader-f64, in integers (exact32); the variant must be
+ * the expected kernel. (A NaN matches any NaN: its sign and payload are not specified.) */
 typedef struct qk_layout {
     int64_t B, S, nh, hd, rope;
     int fp8, in_place, q_off, row;
@@ -730,11 +729,10 @@ static void run_qknorm_layouts(ropekit_webgpu_backend backend, int no_f64) {
         return;
     }
     static const qk_layout lays[] = {
-        {2, 3, 3, 512, 64, 1, 0, 0, 1},   {1, 2, 2, 1024, 64, 1, 1, 0, 1},
-        {1, 3, 5, 40, 6, 0, 0, 0, 1},     {2, 1, 2, 40, 6, 0, 1, 0, 1},
-        {1, 2, 3, 128, 64, 1, 0, 1, 0},   {1, 1, 2, 2048, 64, 1, 0, 0, 1},
-        {1, 1, 1, 4096, 64, 1, 1, 0, -1}, {2, 2, 1, 64, 0, 1, 0, 0, 1},
-        {1, 2, 4, 16, 16, 0, 0, 0, 1},
+        {2, 3, 3, 512, 64, 1, 0, 0, 1}, {1, 2, 2, 1024, 64, 1, 1, 0, 1},
+        {1, 3, 5, 40, 6, 0, 0, 0, 1},   {2, 1, 2, 40, 6, 0, 1, 0, 1},
+        {1, 2, 3, 128, 64, 1, 0, 1, 0}, {1, 1, 2, 2048, 64, 1, 0, 0, -1},
+        {2, 2, 1, 64, 0, 1, 0, 0, 1},   {1, 2, 4, 16, 16, 0, 0, 0, 1},
     };
     static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
     uint32_t seed = 777u;
@@ -799,7 +797,7 @@ static void run_qknorm_layouts(ropekit_webgpu_backend backend, int no_f64) {
             CHECK(st == ROPEKIT_OK, "qknorm layout %zu %s in_place=%d: %s", li,
                   ropekit_dtype_name(dt), L->in_place, ropekit_webgpu_last_error());
             /* row: 1 row kernel, 0 general kernel, -1 row kernel for 16-bit only (head_dim
-             * 4096 is above the float32 limit of 2048) */
+             * 2048 is above the float32 limit of 1024) */
             const int want_row = L->row == -1 ? dt != ROPEKIT_FLOAT32 : L->row;
             CHECK((strstr(variant, "qknorm row ") != NULL) == want_row,
                   "qknorm layout %zu %s: variant '%s'", li, ropekit_dtype_name(dt), variant);

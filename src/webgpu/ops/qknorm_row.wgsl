@@ -1,18 +1,15 @@
 // qknorm_row.wgsl — QKNormRotaryEmbedding, the row kernel: the same operations in the same order
 // as qknorm.wgsl (and src/cpu/ref.c), for rows the host can read as 16-byte vectors (unit channel
-// stride, head_dim and every row start a multiple of VE elements, head_dim <= TPR * VPT * VE; so
+// stride, head_dim and every row start a multiple of VE elements, head_dim <= 64 * VPT * VE; so
 // nope = head_dim - rope_head_dim is even and a rotation pair never leaves its vector).
 //
 // Prelude (kernels.c): the arithmetic (Acc, div_rn, sqrt_rn, dot2), VE (elements per vector: 4
-// or 8), TPR (invocations per row: 16, 32 or 64), VPT (vectors per invocation, 1..8), QR (rows
-// per workgroup), elem_to_f32 / f32_to_elem,
+// or 8), VPT (vectors per invocation, 1..4), QR (rows per workgroup), elem_to_f32 / f32_to_elem,
 // rt_q, ld4_q / ld4_kv (array<vec4<u32>>), st4_qo / st4_kvo, ld_w, ld_c, ld_s (float32).
 //
-// One row (a query head or the kv row of a token) = TPR invocations of the workgroup; invocation
-// t owns vectors t, t + TPR, ... of the row (few invocations per row: more rows fit a
-// multiprocessor's registers, and the rows' latencies overlap). Stages:
-//   1. every vector of the row loaded at once (one 16-byte load each, into named variables),
-//      widened to float and
+// One row (a query head or the kv row of a token) = 64 invocations of the workgroup; invocation
+// t owns vectors t, t + 64, ... of the row. Stages:
+//   1. every vector of the row loaded at once (one 16-byte load each), widened to float and
 //      staged in workgroup memory (`xs`);
 //   2. invocation l < 16 of the row sums the squares of channels l, l + 16, ... in its Acc:
 //      the CPU's lane l, in its order;
@@ -42,7 +39,7 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> P: Params;
 
-const RV: u32 = TPR * VPT;      // vectors per row slot
+const RV: u32 = 64u * VPT;      // vectors per row slot
 const RC: u32 = RV * VE;        // channels per row slot
 var<workgroup> xs: array<vec4<f32>, QR * RC / 4u>; // the rows' inputs as float
 var<workgroup> lanes: array<Acc, QR * 16u>;
@@ -191,11 +188,11 @@ fn store_vec(is_kv: bool, e: u32, v: vec4<u32>) {
     if (is_kv) { st4_kvo(e, v); } else { st4_qo(e, v); }
 }
 
-@compute @workgroup_size(TPR * QR)
+@compute @workgroup_size(64 * QR)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-    let slot = lid / TPR;
-    let t = lid % TPR;
+    let slot = lid / 64u;
+    let t = lid % 64u;
     let wg0 = ((wid.z * nwg.y + wid.y) * nwg.x + wid.x) * QR; // the workgroup's first row
     let row = wg0 + slot;
     let valid = row < P.rows;
@@ -218,27 +215,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let nv = P.hd / VE;
     let xb = slot * (RC / 4u); // the slot's first vec4 of xs
 
-    // 1. all loads first (up to eight vectors), then widen into workgroup memory
+    // 1. all loads first (up to four vectors), then widen into workgroup memory
     var r0 = vec4<u32>(0u); var r1 = vec4<u32>(0u); var r2 = vec4<u32>(0u); var r3 = vec4<u32>(0u);
-    var r4 = vec4<u32>(0u); var r5 = vec4<u32>(0u); var r6 = vec4<u32>(0u); var r7 = vec4<u32>(0u);
     if (valid) {
         if (t < nv) { r0 = load_vec(is_kv, ib + t); }
-        if (VPT > 1u && t + TPR < nv) { r1 = load_vec(is_kv, ib + t + TPR); }
-        if (VPT > 2u && t + 2u * TPR < nv) { r2 = load_vec(is_kv, ib + t + 2u * TPR); }
-        if (VPT > 3u && t + 3u * TPR < nv) { r3 = load_vec(is_kv, ib + t + 3u * TPR); }
-        if (VPT > 4u && t + 4u * TPR < nv) { r4 = load_vec(is_kv, ib + t + 4u * TPR); }
-        if (VPT > 5u && t + 5u * TPR < nv) { r5 = load_vec(is_kv, ib + t + 5u * TPR); }
-        if (VPT > 6u && t + 6u * TPR < nv) { r6 = load_vec(is_kv, ib + t + 6u * TPR); }
-        if (VPT > 7u && t + 7u * TPR < nv) { r7 = load_vec(is_kv, ib + t + 7u * TPR); }
+        if (VPT > 1u && t + 64u < nv) { r1 = load_vec(is_kv, ib + t + 64u); }
+        if (VPT > 2u && t + 128u < nv) { r2 = load_vec(is_kv, ib + t + 128u); }
+        if (VPT > 3u && t + 192u < nv) { r3 = load_vec(is_kv, ib + t + 192u); }
     }
     stage_in(xb, t, r0);
-    if (VPT > 1u) { stage_in(xb, t + TPR, r1); }
-    if (VPT > 2u) { stage_in(xb, t + 2u * TPR, r2); }
-    if (VPT > 3u) { stage_in(xb, t + 3u * TPR, r3); }
-    if (VPT > 4u) { stage_in(xb, t + 4u * TPR, r4); }
-    if (VPT > 5u) { stage_in(xb, t + 5u * TPR, r5); }
-    if (VPT > 6u) { stage_in(xb, t + 6u * TPR, r6); }
-    if (VPT > 7u) { stage_in(xb, t + 7u * TPR, r7); }
+    if (VPT > 1u) { stage_in(xb, t + 64u, r1); }
+    if (VPT > 2u) { stage_in(xb, t + 128u, r2); }
+    if (VPT > 3u) { stage_in(xb, t + 192u, r3); }
     workgroupBarrier();
 
     // 2. the CPU's sixteen lanes, each in its order
@@ -276,17 +264,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     // 4. the kv row's fp8 block maxima
     if (w.fp8) {
-        for (var i = 0u; i < VPT; i++) {
-            if (t + i * TPR < nv) { kv_max(w, t + i * TPR); }
-        }
+        if (t < nv) { kv_max(w, t); }
+        if (VPT > 1u && t + 64u < nv) { kv_max(w, t + 64u); }
+        if (VPT > 2u && t + 128u < nv) { kv_max(w, t + 128u); }
+        if (VPT > 3u && t + 192u < nv) { kv_max(w, t + 192u); }
     }
     if (P.fp8 != 0u) { workgroupBarrier(); }
 
     // 5. scale, fp8 round trip (kv), rotation, one store per vector
     if (valid) {
-        for (var i = 0u; i < VPT; i++) {
-            let vi = t + i * TPR;
-            if (vi < nv) { store_vec(is_kv, ob + vi, out_vec(w, vi)); }
-        }
+        if (t < nv) { store_vec(is_kv, ob + t, out_vec(w, t)); }
+        if (VPT > 1u && t + 64u < nv) { store_vec(is_kv, ob + t + 64u, out_vec(w, t + 64u)); }
+        if (VPT > 2u && t + 128u < nv) { store_vec(is_kv, ob + t + 128u, out_vec(w, t + 128u)); }
+        if (VPT > 3u && t + 192u < nv) { store_vec(is_kv, ob + t + 192u, out_vec(w, t + 192u)); }
     }
 }
