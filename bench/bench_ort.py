@@ -13,6 +13,7 @@ InverseRotaryRegroup kernels: those rows have no ORT figure.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import datetime
 import json
 import os
@@ -95,9 +96,22 @@ def rotary_model(B, S, N, H, R, P, dtype, bnsh=False, nopos=False) -> bytes:
     return data
 
 
-def time_ort(B, S, N, H, R, dtype, threads, budget, bnsh=False, nopos=False) -> float:
+def _ropekit_module():
+    """The Python binding over the library under test (ROPEKIT_LIB), or None when it does not load."""
+    sys.path.insert(0, str(ROOT / "python"))
+    os.environ.setdefault("ROPEKIT_LIB", str(ROOT / "build" / "libropekit.so"))
+    try:
+        import ropekit
+        return ropekit
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def time_ort(B, S, N, H, R, dtype, threads, budget, bnsh=False, nopos=False, side=False):
     """Median seconds per run of ORT's CPU RotaryEmbedding (inputs and a preallocated output
-    bound once with IOBinding)."""
+    bound once with IOBinding). side: also ropekit on the same arrays, in batches alternated with
+    ORT's in this process (the C library called directly with views built once: ctypes adds
+    ~1 us per call), returned as (ort, ropekit); ropekit is None where the binding does not load."""
     P = max(S, 4096)
     rng = np.random.default_rng(0)
     x = rng.uniform(-2, 2, (B, N, S, H) if bnsh else (B, S, N * H)).astype(dtype)
@@ -124,14 +138,39 @@ def time_ort(B, S, N, H, R, dtype, threads, budget, bnsh=False, nopos=False) -> 
     one = max(time.perf_counter() - t0, 1e-7)
     k = int(1e-3 / one) + 1 if one < 1e-3 else 1
     batches = min(max(int(budget / (one * k)) + 1, 7), 2001)
-    v = []
+    rk = _ropekit_module() if side else None
+    call = None
+    if rk is not None:
+        yr = np.empty_like(x)
+        keep = (x, cos, sin, pos, yr)  # the views point into these arrays
+        views = [rk._view(x, "X"), rk._view(cos, "cos"), rk._view(sin, "sin"),
+                 None if nopos else rk._view(pos, "pos", "ids"), rk._view(yr, "y", "any")]
+        attrs = rk._rotary_attrs(0, R, 0 if bnsh else N, 0)
+        args = [rk._ref(v) for v in views[:4]] + [ctypes.byref(attrs), rk._ref(views[4])]
+        fn = rk._lib.ropekit_rotary_embedding
+        rk.set_num_threads(threads)
+        if fn(*args) != 0:
+            raise RuntimeError(f"ropekit: {rk._lib.ropekit_last_error().decode()}")
+        call = lambda: fn(*args)  # noqa: E731
+    else:
+        keep = None
+    v, w = [], []
     for _ in range(batches):
         t0 = time.perf_counter()
         for _ in range(k):
             sess.run_with_iobinding(io)
         v.append((time.perf_counter() - t0) / k)
+        if call is not None:
+            t0 = time.perf_counter()
+            for _ in range(k):
+                call()
+            w.append((time.perf_counter() - t0) / k)
     v.sort()
-    return v[len(v) // 2]
+    w.sort()
+    del keep
+    if not side:
+        return v[len(v) // 2]
+    return v[len(v) // 2], (w[len(w) // 2] if w else None)
 
 
 def check_ort_matches_ropekit() -> str:
@@ -180,6 +219,9 @@ def main() -> int:
                     "when the onnx package is here, read when it is not")
     ap.add_argument("--ort-cache", default=None, help="JSON file of ORT times: read when it exists "
                     "(ORT does not depend on ropekit's CPU variant), written otherwise")
+    ap.add_argument("--no-side", action="store_true", help="do not time ropekit beside ORT (in the "
+                    "same process, alternating batches); the speedup then divides ORT's time by the C "
+                    "benchmark's")
     ap.add_argument("--cpu-name", default=None, help="the CPU's name, where lscpu does not give it "
                     "(a VM's generic 'Processor')")
     args = ap.parse_args()
@@ -196,14 +238,23 @@ def main() -> int:
     cache = pathlib.Path(args.ort_cache) if args.ort_cache else None
     cached = ({tuple(k.split("|")[:2]) + (int(k.split("|")[2]),): v
                for k, v in json.loads(cache.read_text()).items()} if cache and cache.exists() else {})
+    side_t = {}  # ropekit timed beside ORT (same process, same arrays, alternating batches)
+    side = not args.no_side and _ropekit_module() is not None
+    if side and c["variant"] != _ropekit_module().cpu_variant():
+        _ropekit_module().set_cpu_variant(c["variant"])
     for r in rows:
         if r["shape"] in ROTARY_SHAPES and r["dtype"] in ("f32", "f16"):
             B, S, N, H, R = ROTARY_SHAPES[r["shape"]]
             dt = np.float32 if r["dtype"] == "f32" else np.float16
             key = (r["shape"], r["dtype"], r["threads"])
-            ort_t[key] = cached[key] if key in cached else time_ort(
-                B, S, N, H, R, dt, r["threads"], args.time, r["shape"] in BNSH, r["shape"] in NOPOS)
-            print(f"ORT {r['shape']} {r['dtype']} t{r['threads']}: {fmt_time(ort_t[(r['shape'], r['dtype'], r['threads'])])}",
+            if side:  # ORT is timed again: the pairs are what the ratio is made of
+                ort_t[key], side_t[key] = time_ort(B, S, N, H, R, dt, r["threads"], args.time,
+                                                   r["shape"] in BNSH, r["shape"] in NOPOS, side=True)
+            else:
+                ort_t[key] = cached[key] if key in cached else time_ort(
+                    B, S, N, H, R, dt, r["threads"], args.time, r["shape"] in BNSH, r["shape"] in NOPOS)
+            print(f"ORT {r['shape']} {r['dtype']} t{r['threads']}: {fmt_time(ort_t[key])}"
+                  + (f", ropekit beside it {fmt_time(side_t[key])}" if side_t.get(key) else ""),
                   file=sys.stderr)
 
     if cache and not cached:
@@ -238,7 +289,7 @@ def main() -> int:
              "The machine is shared with other engineers' builds; every ropekit figure is paired "
              "with a memcpy measured in alternating batches in the same process, so the ratio is "
              "less sensitive to load than the absolute numbers.")
-    if cached:
+    if cached and not side:
         L.append(f"- ORT times: read from `{cache.name}`, written by the run before this one on the "
                  "same machine (ORT's kernel does not depend on ropekit's CPU variant)")
     L.append(f"- ORT sanity check: {check_ort_matches_ropekit()}\n")
@@ -252,14 +303,26 @@ def main() -> int:
              "rank-4 x (B, N, S, H), the layout `ropekit fuse` emits for dynamo exports; 'bnsh in place': y = x), position ids 0..S-1 (decode: random), "
              "tables of dtype T with P = max(S, 4096) rows ('no position ids': 3-D tables (B, S, R/2), one row per token). Decode shapes fit in cache: in-cache "
              "figures, per call (validation included). ORT: one-node ai.onnx.RotaryEmbedding "
-             "(opset 23) with IOBinding, intra_op_num_threads = threads.\n")
-    L.append("| shape | dtype | threads | ropekit time | MB moved | GB/s | memcpy GB/s | vs memcpy | vs memcpy (best) | ORT time | ORT GB/s | ropekit speedup vs ORT |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+             "(opset 23) with IOBinding, intra_op_num_threads = threads. "
+             + ("'ropekit beside ORT': the same call timed in the Python process that times ORT, on "
+                "the same arrays, in batches alternated with ORT's (ropekit's C function called "
+                "directly with views built once; ctypes adds ~1 us per call, which matters only "
+                "for decode rows); 'ropekit speedup vs ORT' divides ORT's time by it, so both sides "
+                "see the same caches and the same load (a large last-level cache can hold a whole "
+                "benchmark's arrays). " if side else "")
+             + "\n")
+    L.append("| shape | dtype | threads | ropekit time | MB moved | GB/s | memcpy GB/s | vs memcpy | vs memcpy (best) | ORT time | ORT GB/s | ropekit beside ORT | ropekit speedup vs ORT |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def vs_ort(key, c_seconds):
+        o = ort_t[key]
+        return o / (side_t.get(key) or c_seconds)
     for r in rows:
         key = (r["shape"], r["dtype"], r["threads"])
         o = ort_t.get(key)
-        ocol = (f"{fmt_time(o)} | {r['bytes'] / o * 1e-9:.2f} | {o / r['seconds']:.2f}x" if o
-                else "n/a | n/a | n/a")
+        b = side_t.get(key)
+        ocol = (f"{fmt_time(o)} | {r['bytes'] / o * 1e-9:.2f} | {fmt_time(b) if b else 'n/a'} | "
+                f"{vs_ort(key, r['seconds']):.2f}x" if o else "n/a | n/a | n/a | n/a")
         L.append(f"| {r['shape']} | {r['dtype']} | {r['threads']} | {fmt_time(r['seconds'])} | "
                  f"{r['bytes'] * 1e-6:.2f} | {r['gbps']:.2f} | {r['memcpy_gbps']:.2f} | "
                  f"{r['ratio_memcpy']:.2f} | {r['best_ratio_memcpy']:.2f} | {ocol} |")
@@ -288,7 +351,7 @@ def main() -> int:
                  f"meet it on medians ({sum(r['best_ratio_memcpy'] >= 0.7 for r in qr)}/{len(qr)} on best "
                  f"batches); median range {lo['ratio_memcpy']:.2f} .. {max(r['ratio_memcpy'] for r in qr):.2f} "
                  f"(lowest: {lo['shape']} {lo['dtype']} {lo['threads']} thr).")
-    sp = [(k, ort_t[k] / next(r["seconds"] for r in rows if (r["shape"], r["dtype"], r["threads"]) == k))
+    sp = [(k, vs_ort(k, next(r["seconds"] for r in rows if (r["shape"], r["dtype"], r["threads"]) == k)))
           for k in ort_t]
     if sp:
         big = [s for k, s in sp if not k[0].startswith("decode")]
@@ -298,6 +361,17 @@ def main() -> int:
                      f"{min(big):.1f}x .. {max(big):.1f}x.")
         if dsp:
             L.append(f"- vs ORT, decode: {min(dsp):.1f}x .. {max(dsp):.1f}x (ORT's per-run session overhead).")
+    by_t = {(r["shape"], r["dtype"], r["threads"]): r["seconds"] for r in rows}
+    scal = [(k, by_t[k] / by_t[(k[0], k[1], 2)]) for k in by_t if k[2] == 1 and (k[0], k[1], 2) in by_t]
+    big_s = [v for k, v in scal if not k[0].startswith("decode")]
+    small_s = [(k, v) for k, v in scal if k[0].startswith("decode B=1")]
+    if big_s:
+        lo = min((v, k) for k, v in scal if not k[0].startswith("decode"))
+        L.append(f"- 2 threads >= 1.6x 1 thread, large shapes: {sum(v >= 1.6 for v in big_s)}/{len(big_s)} rows "
+                 f"({min(big_s):.2f}x .. {max(big_s):.2f}x; lowest: {lo[1][0]} {lo[1][1]}).")
+    if small_s:
+        L.append("- small calls (decode B=1, not split): 1-thread / 2-thread time "
+                 + ", ".join(f"{k[1]} {v:.2f}" for k, v in small_s) + ".")
     dec = rows_of(lambda r: r["shape"] == "decode B=1 32x128" and r["dtype"] == "f32")
     if dec:
         per_call = ", ".join(f"{fmt_time(r['seconds'])} ({r['threads']} thr)" for r in dec)

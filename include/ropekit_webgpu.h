@@ -15,9 +15,11 @@
  *     the host exactly as on the CPU (an out-of-range id is ROPEKIT_ERROR_POSITION_OUT_OF_RANGE
  *     and nothing is dispatched), narrowed to u32 and uploaded with the call. WGSL has no 64-bit
  *     integers; this is the "narrow on the host with a checked conversion" way.
- *   - Calls are asynchronous: they validate, upload the parameters, record one compute pass and
- *     submit it to the device's queue, then return. ropekit_webgpu_wait() blocks until the queue
- *     is idle; ropekit_webgpu_read() waits for everything submitted before it.
+ *   - Calls are asynchronous: they validate, upload the parameters and ids (one queue write),
+ *     record one compute pass and submit it to the device's queue, then return.
+ *     ropekit_webgpu_wait() blocks until the queue is idle; ropekit_webgpu_read() waits for
+ *     everything submitted before it. ropekit_webgpu_set_batch() records several calls per
+ *     submission instead (decode loops: less host time per call; see its rules below).
  *   - Validation is the CPU library's own (same plan builders, same messages). WebGPU limits add
  *     a few rules, each refused with ROPEKIT_ERROR_UNSUPPORTED and a message: every bound range
  *     must fit maxStorageBufferBindingSize, and strides and element counts must fit in 32 bits.
@@ -139,8 +141,26 @@ ROPEKIT_API ropekit_status ropekit_webgpu_write(ropekit_webgpu *ctx, WGPUBuffer 
 /** Wait for all submitted work, then copy bytes of a buffer to host memory. */
 ROPEKIT_API ropekit_status ropekit_webgpu_read(ropekit_webgpu *ctx, WGPUBuffer buffer,
                                                uint64_t offset, void *dst, uint64_t bytes);
-/** Block until all work submitted on the context's queue has finished. */
+/** Block until all work submitted on the context's queue has finished (recorded calls of a
+ *  batching context are submitted first). */
 ROPEKIT_API ropekit_status ropekit_webgpu_wait(ropekit_webgpu *ctx);
+/** Batching. calls = 0 or 1 (the default): every operator call is submitted to the queue
+ *  before it returns. calls = n > 1: operator calls are recorded into one command buffer and
+ *  submitted n at a time (one queue submission and one parameter upload per batch: the host
+ *  cost of a small call such as a decode step drops), or earlier by ropekit_webgpu_flush,
+ *  ropekit_webgpu_wait, ropekit_webgpu_read, ropekit_webgpu_write, ropekit_webgpu_kernel_time,
+ *  ropekit_webgpu_set_batch and ropekit_webgpu_destroy. Results are the same. While batching:
+ *  work of your own on the device's queue that touches the calls' buffers (wgpuQueueWriteBuffer,
+ *  submissions, mapping) needs ropekit_webgpu_flush() first; and a WebGPU error of a recorded
+ *  call (the host validation, which still answers each call, has passed: a destroyed buffer, a
+ *  lost device, out of memory) is returned by the function that submits the batch, as
+ *  ROPEKIT_ERROR_DEVICE / ROPEKIT_ERROR_OUT_OF_MEMORY with "a batch of N recorded calls" in
+ *  the message (WebGPU errors of your own calls on the device in between may be reported
+ *  there too). calls outside [0, 256]: ROPEKIT_ERROR_INVALID_ATTRIBUTE. */
+ROPEKIT_API ropekit_status ropekit_webgpu_set_batch(ropekit_webgpu *ctx, int calls);
+/** Submit the calls a batching context has recorded; returns without waiting (ROPEKIT_OK when
+ *  nothing is recorded). */
+ROPEKIT_API ropekit_status ropekit_webgpu_flush(ropekit_webgpu *ctx);
 
 /** 1 if the context records timestamps (options->timestamps set and the adapter has the
  *  timestamp-query feature). */

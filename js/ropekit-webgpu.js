@@ -503,7 +503,16 @@ export class Runner {
       const h = R / 2, es = SIZE[p.dtype], ve = 16 / es;
       const paired = (p.interleaved === 1 || h % 2 === 0) && (H - R) % 2 === 0 && inRuns(2, xs.slice(0, 3), 0);
       const vecOk = inRuns(ve, xs.slice(0, 3), 0) && (p.interleaved ? R % ve === 0 : h % ve === 0) && (H - R) % ve === 0;
-      const v = this.pick(pkg, { rows: p.rowsMode, dtype: p.dtype, table_dtype: p.tdtype, kernel: vecOk ? "vec16" : "element", paired });
+      // tables read as 16-byte vectors (vec16 variants "-tv"): half-split, no scale, rows of whole
+      // vectors (the runner's tables are contiguous) and, for MRoPE, one row per x vector
+      // (sectioned layout, section boundaries on vector boundaries); as the C host (ops.c)
+      const vt = 16 / SIZE[p.tdtype];
+      const tvOk = vecOk && !p.interleaved && !p.applyScale && h % vt === 0 &&
+        (p.rowsMode !== "mrope" || (Number(p.mlayout) === 0 && p.sec[0] % ve === 0 && (p.sec[0] + p.sec[1]) % ve === 0));
+      const v = this.pick(pkg, {
+        rows: p.rowsMode, dtype: p.dtype, table_dtype: p.tdtype, kernel: vecOk ? "vec16" : "element",
+        table_loads: tvOk ? "vec16" : "element", paired,
+      });
       const vec = v.dispatch.VE > 0; // exact32 variants are element kernels for every layout
       const sw = v.dispatch.SW, hg = v.dispatch.HG;
       const perUnit = vec ? ve : sw;
@@ -520,8 +529,14 @@ export class Runner {
         p.rowsMode === "offset" ? p.offset : 0, p.sec ? p.sec[0] : 0, p.sec ? p.sec[1] : 0, p.mlayout ?? 0]);
       new Float32Array(prm.buffer, 32 * 4, 1)[0] = p.scale;
       prm[33] = ng;
-      // divisors that are powers of two (units, head groups, S): log2 + 1 per byte (0: divide)
-      [units, ng, S].forEach((d, i) => { if ((d & (d - 1)) === 0) prm[34] |= (Math.log2(d) + 1) << (8 * i); });
+      // divisors that are powers of two (units, head groups, S): log2 + 1 per byte (0: divide);
+      // the vector kernel runs the rotations (unitsRot per token and head group), then the
+      // copies of [R, H) (units - unitsRot): byte 0 for unitsRot, byte 3 for the copies, and
+      // the rotation range's size
+      [vec ? unitsRot : units, ng, S, vec ? units - unitsRot : 0].forEach((d, i) => {
+        if (d > 0 && (d & (d - 1)) === 0) prm[34] |= (Math.log2(d) + 1) << (8 * i);
+      });
+      if (vec) prm[35] = B * S * ng * unitsRot;
       let ids = null;
       if (p.rowsMode === "ids2d" || p.rowsMode === "mrope") {
         const u = Uint32Array.from(p.ids);

@@ -18,7 +18,8 @@ import shutil
 import sys
 
 DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8}
-WHEN_KEYS = {"rows", "dtype", "table_dtype", "kernel", "shader-f16", "paired", "pairs", "limits"}
+WHEN_KEYS = {"rows", "dtype", "table_dtype", "kernel", "table_loads", "shader-f16", "paired", "pairs",
+             "limits"}
 LIMITS = {"maxComputeInvocationsPerWorkgroup", "maxStorageBufferBindingSize",
           "maxStorageBuffersPerShaderStage"}
 TOP_KEYS = {"package": str, "op": str, "domain": str, "since_version": int, "c_entry_point": str,
@@ -83,15 +84,21 @@ def readme(m, ncases):
                  f"{b.get('tensor', str(b.get('bytes', '')) + ' bytes: ' + ', '.join(b.get('layout', [])))} |")
     L += ["", "## Dispatch", ""] + [f"- {k}: {v}" for k, v in m["dispatch"].items()]
     L += ["", f"## Variants ({len(m['variants'])})", "",
-          "The runner picks the one variant whose `when` holds for the call and the adapter.", "",
+          "The runner picks the one variant whose `when` holds for the call and the adapter. Facts "
+          "of the call (js/ropekit-webgpu.js): `kernel` is `vec16` when x's heads, halves (or pair "
+          "runs) and copied span are whole 16-byte vectors; `table_loads` is `vec16` when, besides, "
+          "the rotation is half-split without scale and the table rows are whole 16-byte vectors "
+          "(MRoPE: sectioned layout with the section boundaries on x's vector boundaries); `paired` "
+          "when packed 16-bit elements pair into u32 words.", "",
           "| variant | when | dispatch |", "|---|---|---|"]
     for v in m["variants"]:
         when = ", ".join(f"{k}={json.dumps(x)}" for k, x in v["when"].items())
         disp = ", ".join(f"{k}={x}" for k, x in v["dispatch"].items())
         L.append(f"| `{v['wgsl']}` | {when} | {disp} |")
     L += ["", f"## Tests and benchmarks", "",
-          f"`test.json`: {ncases} cases, the shared vectors (tests/cases) with the CPU reference's "
-          "outputs, compared bit for bit. `bench.json`: the benchmark shapes (bench/webgpu).", ""]
+          f"`test.json`: {ncases} cases, the shared vectors (tests/cases; for the rotary packages "
+          "then layout cases for the vec16 variants) with the CPU reference's outputs, compared bit "
+          "for bit. `bench.json`: the benchmark shapes (bench/webgpu).", ""]
     return "\n".join(L)
 
 

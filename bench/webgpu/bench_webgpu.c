@@ -12,7 +12,8 @@
  * ids, weights) read once per token; GB/s = bytes / time. The shapes are the bench cases of
  * src/webgpu/ops/<op>/bench.json (the CPU and CUDA benchmarks' shapes), scaled down with --small
  * for software adapters.
- * Usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] [--no-cpu] */
+ * Usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] [--no-cpu]
+ *                     [--only rotary|qknorm|regroup] */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,7 @@ static void fill(void *p, ropekit_dtype dt, size_t n) {
 }
 
 static ropekit_webgpu *g_ctx;
+
 
 /* A plain copy kernel: one vec4<u32> per invocation, grid-stride over 65535 workgroups at most. */
 static const char copy_wgsl[] =
@@ -402,6 +404,7 @@ static void bench_ds(const char *name, int64_t T, ropekit_dtype x, int regroup) 
 int main(int argc, char **argv) {
     ropekit_webgpu_options opt = {ROPEKIT_WEBGPU_BACKEND_ANY, 0, 0, 0, 0, 1};
     int small = 0;
+    const char *only = NULL;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
             ++i;
@@ -409,7 +412,16 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--small")) small = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-cpu")) g_no_cpu = 1; /* skip the CPU backend (its column reads 0) */
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i]; /* rotary, qknorm or regroup */
+        else if (!strcmp(argv[i], "--wg") && i + 1 < argc) opt.workgroup_size = atoi(argv[++i]); /* power of 2 */
+        else {
+            fprintf(stderr, "usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] [--no-cpu] "
+                            "[--only rotary|qknorm|regroup] [--wg N]\n");
+            return 2;
+        }
     }
+    const int rot_rows = !only || !strcmp(only, "rotary"), qk_rows = !only || !strcmp(only, "qknorm"),
+              rg_rows = !only || !strcmp(only, "regroup");
     if (ropekit_webgpu_create(&opt, &g_ctx) != ROPEKIT_OK) {
         fprintf(stderr, "no adapter: %s\n", ropekit_webgpu_last_error());
         return 1;
@@ -424,17 +436,17 @@ int main(int argc, char **argv) {
     printf("\n| shape | x | tables | variant | kernel ms | GB/s | shader copy kernel ms | vs shader copy | "
            "wall ms | buffer copy wall ms | shader copy wall ms | wall vs faster copy | CPU ms | CPU / kernel |\n");
     printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    bench_rotary("Llama-3-8B prefill S=8192/div, 32 heads x128", 1, 8192 / d, 32, 128, 128, 131072 / d, F32, F32, 0);
-    bench_rotary("same, float16 x and tables", 1, 8192 / d, 32, 128, 128, 131072 / d, F16, F16, 0);
-    bench_rotary("same, bfloat16 x, float32 tables", 1, 8192 / d, 32, 128, 128, 131072 / d, BF, F32, 0);
-    bench_rotary("Phi-2 partial R=32 of 80, S=4096/div, 32 heads", 1, 4096 / d, 32, 80, 32, 8192, F16, F16, 0);
-    bench_rotary("decode B=64, 32 heads x128", 64, 1, 32, 128, 128, 131072 / d, F32, F32, 0);
-    bench_rotary("MRoPE Qwen2.5-VL-7B S=8192/div, 32 heads x128, [16,24,24]", 1, 8192 / d, 32, 128, 128, 131072 / d, F32, F32, 1);
-    bench_rotary("same, bfloat16 x, float32 tables", 1, 8192 / d, 32, 128, 128, 131072 / d, BF, F32, 1);
-    bench_ds("QKNorm DeepSeek-V4 2048/div tokens, 128 heads x512, rope 64, fp8", 2048 / d, F32, 0);
-    bench_ds("same, bfloat16", 2048 / d, BF, 0);
-    bench_ds("InverseRotaryRegroup DeepSeek-V4 2048/div tokens, 8 groups", 2048 / d, F32, 1);
-    bench_ds("same, bfloat16", 2048 / d, BF, 1);
+    if (rot_rows) bench_rotary("Llama-3-8B prefill S=8192/div, 32 heads x128", 1, 8192 / d, 32, 128, 128, 131072 / d, F32, F32, 0);
+    if (rot_rows) bench_rotary("same, float16 x and tables", 1, 8192 / d, 32, 128, 128, 131072 / d, F16, F16, 0);
+    if (rot_rows) bench_rotary("same, bfloat16 x, float32 tables", 1, 8192 / d, 32, 128, 128, 131072 / d, BF, F32, 0);
+    if (rot_rows) bench_rotary("Phi-2 partial R=32 of 80, S=4096/div, 32 heads", 1, 4096 / d, 32, 80, 32, 8192, F16, F16, 0);
+    if (rot_rows) bench_rotary("decode B=64, 32 heads x128", 64, 1, 32, 128, 128, 131072 / d, F32, F32, 0);
+    if (rot_rows) bench_rotary("MRoPE Qwen2.5-VL-7B S=8192/div, 32 heads x128, [16,24,24]", 1, 8192 / d, 32, 128, 128, 131072 / d, F32, F32, 1);
+    if (rot_rows) bench_rotary("same, bfloat16 x, float32 tables", 1, 8192 / d, 32, 128, 128, 131072 / d, BF, F32, 1);
+    if (qk_rows) bench_ds("QKNorm DeepSeek-V4 2048/div tokens, 128 heads x512, rope 64, fp8", 2048 / d, F32, 0);
+    if (qk_rows) bench_ds("same, bfloat16", 2048 / d, BF, 0);
+    if (rg_rows) bench_ds("InverseRotaryRegroup DeepSeek-V4 2048/div tokens, 8 groups", 2048 / d, F32, 1);
+    if (rg_rows) bench_ds("same, bfloat16", 2048 / d, BF, 1);
     ropekit_webgpu_destroy(g_ctx);
     return 0;
 }

@@ -52,6 +52,12 @@ ropekit_status rk_check_view(const ropekit_tensor *t, const char *name, rk_span 
 /* An output must address each element once. */
 ropekit_status rk_check_no_self_overlap(const ropekit_tensor *t, const char *name);
 
+/* ropekit_dtype_size inlined for the per-call paths (validation, dispatch): 0 for an unknown dtype. */
+static inline size_t rk_dtype_size(ropekit_dtype d) {
+    return d == ROPEKIT_FLOAT32 ? 4 : d == ROPEKIT_FLOAT16 || d == ROPEKIT_BFLOAT16 ? 2
+                                   : d == ROPEKIT_INT64 ? 8 : 0;
+}
+
 /* ---- checked int64 arithmetic (return 0 on overflow) ------------------------------------- */
 static inline int rk_mul(int64_t a, int64_t b, int64_t *out) {
     return !__builtin_mul_overflow(a, b, out);

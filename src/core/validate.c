@@ -25,7 +25,7 @@ static void format_shape(const ropekit_tensor *t, char *buf, size_t n) {
  * elements (an empty view may have any data pointer, NULL included). */
 ropekit_status rk_check_view(const ropekit_tensor *t, const char *name, rk_span *span) {
     if (t == NULL) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "%s: tensor pointer is NULL", name);
-    size_t es = ropekit_dtype_size(t->dtype);
+    size_t es = rk_dtype_size(t->dtype);
     if (es == 0) return rk_fail(ROPEKIT_ERROR_DTYPE, "%s: unknown dtype %d", name, (int)t->dtype);
     if (t->rank < 1 || t->rank > ROPEKIT_MAX_RANK)
         return rk_fail(ROPEKIT_ERROR_SHAPE, "%s: rank %d is outside [1, %d]", name, (int)t->rank,

@@ -355,8 +355,12 @@ typedef struct rotary_task {
 static void rotary_range(void *ctx, int64_t t0, int64_t t1) {
     const rotary_task *t = (const rotary_task *)ctx;
     const rk_rotary_plan *p = t->p;
-    const int64_t es = (int64_t)ropekit_dtype_size(p->dtype);
-    const int64_t tes = (int64_t)ropekit_dtype_size(p->table_dtype);
+    if (t0 == 0 && t1 == p->B * p->S) { /* the whole plan (every call not split): no sub-plans */
+        t->kernel(p);
+        return;
+    }
+    const int64_t es = (int64_t)rk_dtype_size(p->dtype);
+    const int64_t tes = (int64_t)rk_dtype_size(p->table_dtype);
     while (t0 < t1) {
         int64_t b = t0 / p->S, s0 = t0 % p->S;
         int64_t s1 = p->S - s0 < t1 - t0 ? p->S : s0 + (t1 - t0);
@@ -380,8 +384,8 @@ static void rotary_range(void *ctx, int64_t t0, int64_t t1) {
 void rk_cpu_rotary(const rk_rotary_plan *p) {
     if (p->B == 0 || p->S == 0 || p->N == 0) return;
     rotary_task t = {p, variant()->rotary};
-    const int64_t row = p->N * p->H * (int64_t)ropekit_dtype_size(p->dtype);
-    int64_t per_token = 2 * row + p->R * (int64_t)ropekit_dtype_size(p->table_dtype);
+    const int64_t row = p->N * p->H * (int64_t)rk_dtype_size(p->dtype);
+    int64_t per_token = 2 * row + p->R * (int64_t)rk_dtype_size(p->table_dtype);
     parallel_run(p->B * p->S, p->B * p->S * per_token, p->B * p->S * row, rotary_range, &t);
 }
 
@@ -393,7 +397,7 @@ typedef struct qknorm_task {
 static void qknorm_range(void *ctx, int64_t t0, int64_t t1) {
     const qknorm_task *t = (const qknorm_task *)ctx;
     const rk_qknorm_plan *p = t->p;
-    const int64_t es = (int64_t)ropekit_dtype_size(p->dtype);
+    const int64_t es = (int64_t)rk_dtype_size(p->dtype);
     while (t0 < t1) {
         int64_t b = t0 / p->S, s0 = t0 % p->S;
         int64_t s1 = p->S - s0 < t1 - t0 ? p->S : s0 + (t1 - t0);
@@ -415,9 +419,9 @@ static void qknorm_range(void *ctx, int64_t t0, int64_t t1) {
 void rk_cpu_qknorm(const rk_qknorm_plan *p) {
     if (p->B == 0 || p->S == 0) return;
     qknorm_task t = {p, variant()->qknorm};
-    const int64_t qrow = p->num_heads * p->head_dim * (int64_t)ropekit_dtype_size(p->dtype);
+    const int64_t qrow = p->num_heads * p->head_dim * (int64_t)rk_dtype_size(p->dtype);
     int64_t per_token =
-        2 * (p->num_heads + 1) * p->head_dim * (int64_t)ropekit_dtype_size(p->dtype);
+        2 * (p->num_heads + 1) * p->head_dim * (int64_t)rk_dtype_size(p->dtype);
     parallel_run(p->B * p->S, p->B * p->S * per_token, p->B * p->S * qrow, qknorm_range, &t);
 }
 
@@ -429,7 +433,7 @@ typedef struct regroup_task {
 static void regroup_range(void *ctx, int64_t n0, int64_t n1) {
     const regroup_task *t = (const regroup_task *)ctx;
     const rk_regroup_plan *p = t->p;
-    const int64_t es = (int64_t)ropekit_dtype_size(p->dtype);
+    const int64_t es = (int64_t)rk_dtype_size(p->dtype);
     rk_regroup_plan q = *p;
     q.N = n1 - n0;
     q.x = p->x + n0 * p->xs[0] * es;
@@ -444,6 +448,6 @@ static void regroup_range(void *ctx, int64_t n0, int64_t n1) {
 void rk_cpu_regroup(const rk_regroup_plan *p) {
     if (p->N == 0) return;
     regroup_task t = {p, variant()->regroup};
-    int64_t per_token = 2 * p->num_heads * p->head_dim * (int64_t)ropekit_dtype_size(p->dtype);
+    int64_t per_token = 2 * p->num_heads * p->head_dim * (int64_t)rk_dtype_size(p->dtype);
     parallel_run(p->N, p->N * per_token, p->N * per_token / 2, regroup_range, &t);
 }

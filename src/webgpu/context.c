@@ -30,9 +30,27 @@ static void pump(ropekit_webgpu *ctx, int wait) {
 }
 
 ropekit_status ropekit_webgpu_wait(ropekit_webgpu *ctx) {
+    rk_clear_error();
     if (!ctx) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "ctx is NULL");
+    ropekit_status st = rk_wg_flush(ctx);
     pump(ctx, 1);
+    return st;
+}
+
+ropekit_status ropekit_webgpu_set_batch(ropekit_webgpu *ctx, int calls) {
+    rk_clear_error();
+    if (!ctx) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "ctx is NULL");
+    if (calls < 0 || calls > 256)
+        return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "batch of %d calls: must be in [0, 256]", calls);
+    RK_TRY(rk_wg_flush(ctx));
+    ctx->batch = calls > 1 ? calls : 0;
     return ROPEKIT_OK;
+}
+
+ropekit_status ropekit_webgpu_flush(ropekit_webgpu *ctx) {
+    rk_clear_error();
+    if (!ctx) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "ctx is NULL");
+    return rk_wg_flush(ctx);
 }
 
 /* ---- device errors: an error scope around each group of calls ----------------------------- */
@@ -138,6 +156,8 @@ static ropekit_status make_layouts(ropekit_webgpu *ctx) {
             e[i].buffer.type = i == 0 ? WGPUBufferBindingType_Uniform
                                       : ((writable[l] >> i) & 1u ? WGPUBufferBindingType_Storage
                                                                  : WGPUBufferBindingType_ReadOnlyStorage);
+            /* the parameters and the ids: in the call's slot of the args buffer */
+            e[i].buffer.hasDynamicOffset = i == 0 || (l == RK_LAYOUT_ROTARY && i == 5);
         }
         WGPUBindGroupLayoutDescriptor d = {NULL, sv("ropekit"), (size_t)counts[l], e};
         ctx->bgl[l] = wgpuDeviceCreateBindGroupLayout(ctx->device, &d);
@@ -148,6 +168,9 @@ static ropekit_status make_layouts(ropekit_webgpu *ctx) {
     }
     return ROPEKIT_OK;
 }
+
+/* the parameter block (uniform) and the position ids (read-only storage) of a call */
+#define RK_WG_ARGS_USAGE (WGPUBufferUsage_Uniform | WGPUBufferUsage_Storage | WGPUBufferUsage_CopyDst)
 
 static WGPUBuffer new_buffer(ropekit_webgpu *ctx, uint64_t bytes, WGPUBufferUsage usage) {
     WGPUBufferDescriptor d = {NULL, sv("ropekit"), usage, (bytes + 3) & ~(uint64_t)3, 0};
@@ -203,9 +226,14 @@ static ropekit_status finish_context(ropekit_webgpu *ctx, const ropekit_webgpu_o
                        "workgroup_size %u must be a power of two >= 64", wg);
     ctx->wg = wg < cap ? wg : cap;
     RK_TRY(make_layouts(ctx));
-    ctx->uniform = new_buffer(ctx, 256, WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst);
+    ctx->ids_off = ctx->storage_align > 256 ? ctx->storage_align : 256;
+    ctx->args_bytes = ctx->ids_off + 1024;
+    ctx->args = new_buffer(ctx, ctx->args_bytes, RK_WG_ARGS_USAGE);
+    ctx->args_host_bytes = (size_t)ctx->args_bytes;
+    ctx->args_host = calloc(1, ctx->args_host_bytes);
     ctx->dummy = new_buffer(ctx, 16, WGPUBufferUsage_Storage | WGPUBufferUsage_CopyDst);
-    if (!ctx->uniform || !ctx->dummy) return rk_fail(ROPEKIT_ERROR_DEVICE, "buffer creation failed");
+    if (!ctx->args_host) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+    if (!ctx->args || !ctx->dummy) return rk_fail(ROPEKIT_ERROR_DEVICE, "buffer creation failed");
     ctx->queue = wgpuDeviceGetQueue(ctx->device);
     if (opt && opt->timestamps && wgpuDeviceHasFeature(ctx->device, WGPUFeatureName_TimestampQuery)) {
         WGPUQuerySetDescriptor qd = {NULL, sv("ropekit timestamps"), WGPUQueryType_Timestamp,
@@ -332,16 +360,19 @@ ropekit_status ropekit_webgpu_create_from_device(WGPUInstance instance, WGPUDevi
 
 void ropekit_webgpu_destroy(ropekit_webgpu *ctx) {
     if (!ctx) return;
-    if (ctx->device) pump(ctx, 1);
+    if (ctx->device) {
+        (void)rk_wg_flush(ctx); /* recorded calls still run; an error here has no one to go to */
+        pump(ctx, 1);
+    }
+    if (ctx->enc) wgpuCommandEncoderRelease(ctx->enc);
     rk_wg_bg_cache_clear(ctx);
     for (int i = 0; i < ctx->n_pipes; ++i) wgpuComputePipelineRelease(ctx->pipes[i].pipeline);
     for (int l = 0; l < 3; ++l) {
         if (ctx->layout[l]) wgpuPipelineLayoutRelease(ctx->layout[l]);
         if (ctx->bgl[l]) wgpuBindGroupLayoutRelease(ctx->bgl[l]);
     }
-    if (ctx->uniform) wgpuBufferRelease(ctx->uniform);
+    if (ctx->args) wgpuBufferRelease(ctx->args);
     if (ctx->dummy) wgpuBufferRelease(ctx->dummy);
-    if (ctx->ids) wgpuBufferRelease(ctx->ids);
     if (ctx->ts_set) wgpuQuerySetRelease(ctx->ts_set);
     if (ctx->ts_resolve) wgpuBufferRelease(ctx->ts_resolve);
     if (ctx->ts_read) wgpuBufferRelease(ctx->ts_read);
@@ -349,7 +380,7 @@ void ropekit_webgpu_destroy(ropekit_webgpu *ctx) {
     if (ctx->device) wgpuDeviceRelease(ctx->device);
     if (ctx->adapter) wgpuAdapterRelease(ctx->adapter);
     if (ctx->instance) wgpuInstanceRelease(ctx->instance);
-    free(ctx->ids_host);
+    free(ctx->args_host);
     free(ctx);
 }
 
@@ -415,6 +446,7 @@ ropekit_status ropekit_webgpu_read(ropekit_webgpu *ctx, WGPUBuffer buffer, uint6
     if (bytes == 0) return ROPEKIT_OK;
     uint64_t lo = 0, hi = 0;
     RK_TRY(word_range(buffer, offset, bytes, "read", &lo, &hi));
+    RK_TRY(rk_wg_flush(ctx));
     push_scope(ctx);
     WGPUBuffer staging = new_buffer(ctx, hi - lo, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst);
     WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
@@ -452,6 +484,7 @@ ropekit_status ropekit_webgpu_kernel_time(ropekit_webgpu *ctx, double *seconds, 
         return rk_fail(ROPEKIT_ERROR_UNSUPPORTED,
                        "the context records no timestamps (options.timestamps, or the adapter "
                        "has no timestamp-query feature)");
+    RK_TRY(rk_wg_flush(ctx));
     const uint32_t n = ctx->ts_n;
     ctx->ts_n = 0;
     if (n == 0) return ROPEKIT_OK;
@@ -491,6 +524,7 @@ ropekit_status ropekit_webgpu_write(ropekit_webgpu *ctx, WGPUBuffer buffer, uint
     if (bytes == 0) return ROPEKIT_OK;
     uint64_t lo = 0, hi = 0;
     RK_TRY(word_range(buffer, offset, bytes, "write", &lo, &hi));
+    RK_TRY(rk_wg_flush(ctx)); /* queue order: recorded calls before this write */
     const void *data = src;
     unsigned char *tmp = NULL;
     if (lo != offset || hi != offset + bytes) { /* partial words: keep the bytes around them */
@@ -697,23 +731,69 @@ void rk_wg_bg_cache_clear(ropekit_webgpu *ctx) {
     for (int k = 0; k < RK_WG_BG_CACHE; ++k) bg_evict(&ctx->bgs[k]);
 }
 
-ropekit_status rk_wg_upload_ids(ropekit_webgpu *ctx, const uint32_t *ids, size_t count) {
-    uint64_t bytes = (uint64_t)count * 4;
-    if (bytes > ctx->max_binding)
-        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%zu position ids exceed the binding size limit", count);
-    if (bytes > ctx->ids_bytes) {
-        uint64_t cap = ctx->ids_bytes ? ctx->ids_bytes : 1024;
+/* A slot of `bytes` in args for the current call: after the recorded calls' slots when
+ * batching (submitting them first if args is full), else at 0; args and its host image grown
+ * as needed (with no recorded call pending). */
+static ropekit_status args_slot(ropekit_webgpu *ctx, uint64_t bytes) {
+    bytes = (bytes + ctx->ids_off - 1) / ctx->ids_off * ctx->ids_off; /* slots stay aligned */
+    if (ctx->n_pending && ctx->args_used + bytes > ctx->args_bytes) RK_TRY(rk_wg_flush(ctx));
+    const uint64_t at = ctx->n_pending ? ctx->args_used : 0;
+    if (at + bytes > ctx->args_bytes) { /* nothing recorded here: at == 0 */
+        uint64_t cap = ctx->args_bytes;
         while (cap < bytes) cap *= 2;
-        if (ctx->ids) {
-            bg_drop_buffer(ctx, ctx->ids);
-            wgpuBufferRelease(ctx->ids); /* the queue keeps it alive while in use */
-        }
-        ctx->ids = new_buffer(ctx, cap, WGPUBufferUsage_Storage | WGPUBufferUsage_CopyDst);
-        ctx->ids_bytes = ctx->ids ? cap : 0;
-        if (!ctx->ids) return rk_fail(ROPEKIT_ERROR_DEVICE, "could not allocate the ids buffer");
+        if (ctx->batch && cap < (uint64_t)ctx->batch * 2 * ctx->ids_off)
+            cap = (uint64_t)ctx->batch * 2 * ctx->ids_off; /* room for a batch of small calls */
+        bg_drop_buffer(ctx, ctx->args);
+        wgpuBufferRelease(ctx->args); /* the queue keeps it alive while in use */
+        ctx->args = new_buffer(ctx, cap, RK_WG_ARGS_USAGE);
+        ctx->args_bytes = ctx->args ? cap : 0;
+        if (!ctx->args) return rk_fail(ROPEKIT_ERROR_DEVICE, "could not allocate the parameter buffer");
     }
-    wgpuQueueWriteBuffer(ctx->queue, ctx->ids, 0, ids, (size_t)bytes);
+    if (at + bytes > ctx->args_host_bytes) { /* grows, never shrinks: decode calls reuse it */
+        if (at + bytes > SIZE_MAX) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+        unsigned char *grown = realloc(ctx->args_host, (size_t)(at + bytes));
+        if (!grown) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+        ctx->args_host = grown, ctx->args_host_bytes = (size_t)(at + bytes);
+    }
+    ctx->slot = at;
+    ctx->slot_bytes = bytes;
     return ROPEKIT_OK;
+}
+
+ropekit_status rk_wg_ids_host(ropekit_webgpu *ctx, size_t count, uint32_t **ids) {
+    uint64_t bytes = (uint64_t)count * 4;
+    if (count > UINT32_MAX || bytes > ctx->max_binding)
+        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%zu position ids exceed the binding size limit", count);
+    RK_TRY(args_slot(ctx, ctx->ids_off + (bytes < 16 ? 16 : bytes)));
+    *ids = (uint32_t *)(void *)(ctx->args_host + ctx->slot + ctx->ids_off);
+    return ROPEKIT_OK;
+}
+
+ropekit_status rk_wg_stage_ids(ropekit_webgpu *ctx, size_t count, rk_wg_binding *bind) {
+    uint64_t bytes = (uint64_t)count * 4;
+    ctx->ids_staged = bytes;
+    bind->buffer = ctx->args;
+    bind->offset = ctx->ids_off; /* + the slot, as a dynamic offset */
+    bind->size = bytes < 16 ? 16 : bytes; /* a binding of at least one vec4 */
+    return ROPEKIT_OK;
+}
+
+ropekit_status rk_wg_flush(ropekit_webgpu *ctx) {
+    if (!ctx->enc) return ROPEKIT_OK;
+    const int n = ctx->n_pending;
+    wgpuQueueWriteBuffer(ctx->queue, ctx->args, 0, ctx->args_host, (size_t)ctx->args_used);
+    WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(ctx->enc, NULL);
+    wgpuQueueSubmit(ctx->queue, 1, &cmd);
+    wgpuCommandBufferRelease(cmd);
+    wgpuCommandEncoderRelease(ctx->enc);
+    ctx->enc = NULL;
+    ctx->n_pending = 0;
+    ctx->args_used = 0;
+    char what[64];
+    snprintf(what, sizeof what, "a batch of %d recorded call%s", n, n == 1 ? "" : "s");
+    ropekit_status st = pop_scope(ctx, what); /* pushed by the batch's first call */
+    if (st != ROPEKIT_OK) rk_wg_bg_cache_clear(ctx); /* a kept bind group may be the cause */
+    return st;
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
@@ -746,13 +826,31 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
         gx = (uint32_t)x, gy = (uint32_t)y, gz = (uint32_t)z;
         *grid_dims = 3;
     }
+    /* the parameters and the staged ids (rk_wg_ids_host took their slot): one queue write */
+    const uint64_t ids_bytes = ctx->ids_staged;
+    ctx->ids_staged = 0;
     if (groups == 0) return ROPEKIT_OK;
-    push_scope(ctx);
-    wgpuQueueWriteBuffer(ctx->queue, ctx->uniform, 0, params, params_bytes);
+    if (params_bytes > ctx->ids_off)
+        return rk_fail(ROPEKIT_ERROR_DEVICE, "parameter block of %zu bytes", params_bytes);
+    if (!ids_bytes) RK_TRY(args_slot(ctx, ctx->ids_off));
+    const uint64_t slot = ctx->slot;
+    memcpy(ctx->args_host + slot, params, params_bytes);
+    if (ctx->batch) {
+        if (!ctx->enc) {
+            push_scope(ctx); /* popped by rk_wg_flush */
+            ctx->enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
+        }
+        ctx->args_used = slot + ctx->slot_bytes;
+    } else {
+        push_scope(ctx);
+        wgpuQueueWriteBuffer(ctx->queue, ctx->args, 0, ctx->args_host,
+                             ids_bytes ? (size_t)(ctx->ids_off + ((ids_bytes + 3) & ~(uint64_t)3))
+                                       : params_bytes);
+    }
     WGPUBindGroupEntry e[RK_WG_MAX_BINDINGS];
     memset(e, 0, sizeof e);
     e[0].binding = 0;
-    e[0].buffer = ctx->uniform;
+    e[0].buffer = ctx->args;
     e[0].size = params_bytes;
     for (int i = 1; i < n_bindings; ++i) {
         e[i].binding = (uint32_t)i;
@@ -775,7 +873,7 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
         WGPUBindGroupDescriptor bd = {NULL, sv("ropekit"), ctx->bgl[layout], (size_t)n_bindings, e};
         bg = wgpuDeviceCreateBindGroup(ctx->device, &bd);
     }
-    WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
+    WGPUCommandEncoder enc = ctx->batch ? ctx->enc : wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
     WGPUPassTimestampWrites tw = {NULL, ctx->ts_set, 2 * ctx->ts_n, 2 * ctx->ts_n + 1};
     WGPUComputePassDescriptor pd = {NULL, sv("ropekit"), NULL};
     if (ctx->ts_set && ctx->ts_n < RK_WG_TS_PASSES) {
@@ -784,13 +882,18 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
     }
     WGPUComputePassEncoder pass = wgpuCommandEncoderBeginComputePass(enc, &pd);
     wgpuComputePassEncoderSetPipeline(pass, pipeline);
-    wgpuComputePassEncoderSetBindGroup(pass, 0, bg, 0, NULL);
+    const uint32_t dyn[2] = {(uint32_t)slot, e[5].buffer == ctx->args ? (uint32_t)slot : 0};
+    wgpuComputePassEncoderSetBindGroup(pass, 0, bg, layout == RK_LAYOUT_ROTARY ? 2 : 1, dyn);
     wgpuComputePassEncoderDispatchWorkgroups(pass, gx, gy, gz);
     wgpuComputePassEncoderEnd(pass);
+    wgpuComputePassEncoderRelease(pass);
+    if (ctx->batch) { /* recorded; errors are collected by rk_wg_flush */
+        if (bg && !cached) bg_insert(ctx, (int)layout, e, n_bindings, bg);
+        return ++ctx->n_pending >= ctx->batch ? rk_wg_flush(ctx) : ROPEKIT_OK;
+    }
     WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
     wgpuQueueSubmit(ctx->queue, 1, &cmd);
     wgpuCommandBufferRelease(cmd);
-    wgpuComputePassEncoderRelease(pass);
     wgpuCommandEncoderRelease(enc);
     ropekit_status st = pop_scope(ctx, "dispatch");
     /* only a bind group whose creation and use raised no error is kept */

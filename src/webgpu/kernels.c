@@ -117,11 +117,14 @@ void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c) {
     if (c->vec) {
         static const char *conv[] = {
             "fn elem_to_f32(b: u32) -> f32 { return bitcast<f32>(b); }\n"
-            "fn f32_to_elem(f: f32) -> u32 { return bitcast<u32>(f); }\n",
+            "fn f32_to_elem(f: f32) -> u32 { return bitcast<u32>(f); }\n"
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bitcast<vec4<u32>>(lo); }\n",
             "fn elem_to_f32(b: u32) -> f32 { return f16_bits_to_f32(b); }\n"
-            "fn f32_to_elem(f: f32) -> u32 { return f32_to_f16_bits(f); }\n",
+            "fn f32_to_elem(f: f32) -> u32 { return f32_to_f16_bits(f); }\n"
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return f16_words4(lo, hi); }\n",
             "fn elem_to_f32(b: u32) -> f32 { return bf16_bits_to_f32(b); }\n"
-            "fn f32_to_elem(f: f32) -> u32 { return f32_to_bf16_bits(f); }\n"};
+            "fn f32_to_elem(f: f32) -> u32 { return f32_to_bf16_bits(f); }\n"
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bf16_words4(lo, hi); }\n"};
         const unsigned ve = 16u / (unsigned)ropekit_dtype_size(c->dtype);
         rk_buf_printf(s, "const VE: u32 = %uu;\nconst EW: u32 = %uu;\n%s", ve, ve / 4,
                       conv[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
@@ -152,7 +155,35 @@ void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c) {
     rk_wgsl_add_file(s, c->vec ? "rotary_vec.wgsl" : "rotary.wgsl");
 }
 
+/* The element conversions of a dtype's stored bits (16-bit: one half-word) to float and back. */
+static const char *elem_conversions(ropekit_dtype dt) {
+    static const char *conv[] = {"fn elem_to_f32(b: u32) -> f32 { return bitcast<f32>(b); }\n"
+                                 "fn f32_to_elem(f: f32) -> u32 { return bitcast<u32>(f); }\n",
+                                 "fn elem_to_f32(b: u32) -> f32 { return f16_bits_to_f32(b); }\n"
+                                 "fn f32_to_elem(f: f32) -> u32 { return f32_to_f16_bits(f); }\n",
+                                 "fn elem_to_f32(b: u32) -> f32 { return bf16_bits_to_f32(b); }\n"
+                                 "fn f32_to_elem(f: f32) -> u32 { return f32_to_bf16_bits(f); }\n"};
+    return conv[dt == ROPEKIT_FLOAT32 ? 0 : dt == ROPEKIT_FLOAT16 ? 1 : 2];
+}
+
 void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c) {
+    if (c->vpt) { /* the row kernel: 16-byte vectors, 64 invocations per row */
+        prelude(s, 0, 64 * c->qr, 1, arith_file(c->ar));
+        rk_wgsl_add_file(s, c->ar == RK_ARITH_WIDE64 ? "round64.wgsl" : "round32.wgsl");
+        const unsigned ve = 16u / (unsigned)ropekit_dtype_size(c->dtype);
+        rk_buf_printf(s, "const VE: u32 = %uu;\nconst VPT: u32 = %uu;\nconst QR: u32 = %uu;\n%s",
+                      ve, c->vpt, c->qr, elem_conversions(c->dtype));
+        rk_buf_puts(s, c->dtype == ROPEKIT_FLOAT32
+                           ? "fn rt_q(v: f32) -> f32 { return v; }\n"
+                           : "fn rt_q(v: f32) -> f32 { return elem_to_f32(f32_to_elem(v)); }\n");
+        in_out(s, 1, "q", RK_WG_V4, 6, "qo", RK_WG_V4, c->q_inplace);
+        in_out(s, 2, "kv", RK_WG_V4, 7, "kvo", RK_WG_V4, c->kv_inplace);
+        rk_wgsl_tensor(s, 3, "w", RK_WG_F32, 1, 0);
+        rk_wgsl_tensor(s, 4, "c", RK_WG_F32, 1, 0);
+        rk_wgsl_tensor(s, 5, "s", RK_WG_F32, 1, 0);
+        rk_wgsl_add_file(s, "qknorm_row.wgsl");
+        return;
+    }
     prelude(s, c->k == RK_WG_F16, 64, c->ok == RK_WG_F16P || c->ok == RK_WG_BF16P ? 2 : 1,
             arith_file(c->ar));
     rk_wgsl_add_file(s, c->ar == RK_ARITH_WIDE64 ? "round64.wgsl" : "round32.wgsl");

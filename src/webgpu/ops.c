@@ -100,8 +100,11 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
                                   : (p->interleaved ? h : h / sw);
     const int64_t units = units_rot + (inplace ? 0 : (p->H - p->R) / per_unit);
     if (units == 0) return ROPEKIT_OK; /* in place with nothing to rotate cannot happen (R > 0) */
-    const int64_t hg = !vec ? RK_WG_ROTARY_HG
-                       : ar == RK_ARITH_WIDE64 ? RK_WG_ROTARY_HG_VEC_WIDE64 : RK_WG_ROTARY_HG_VEC;
+    /* heads per invocation: the wide64 vector kernel shares its float64 conversions of cos and
+     * sin between two heads, except in small grids (decode), which need the invocations */
+    int64_t hg = !vec ? RK_WG_ROTARY_HG
+                 : ar == RK_ARITH_WIDE64 ? RK_WG_ROTARY_HG_VEC_WIDE64 : RK_WG_ROTARY_HG_VEC;
+    if (vec && hg > 1 && p->B * p->S * p->N * units < RK_WG_ROTARY_SMALL_GRID) hg = 1;
     const int64_t ng = (p->N + hg - 1) / hg; /* head groups */
     int64_t total = p->B * p->S * ng; /* fits: validated sizes */
     if (total > (int64_t)UINT32_MAX / units)
@@ -115,22 +118,14 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     if (rows_mode == 0 || rows_mode == 3) {
         RK_TRY(check_u32("table rows", p->table_rows));
         size_t streams = rows_mode == 3 ? 3 : 1, n = streams * (size_t)(p->B * p->S);
-        if (n > ctx->ids_host_count) { /* grows, never shrinks: decode calls reuse it */
-            uint32_t *grown = realloc(ctx->ids_host, n * sizeof *grown);
-            if (!grown) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
-            ctx->ids_host = grown, ctx->ids_host_count = n;
-        }
-        uint32_t *ids = ctx->ids_host;
+        uint32_t *ids = NULL; /* goes with the parameters: one queue write */
+        RK_TRY(rk_wg_ids_host(ctx, n, &ids));
         size_t i = 0;
         for (size_t st = 0; st < streams; ++st)
             for (int64_t b = 0; b < p->B; ++b)
                 for (int64_t s = 0; s < p->S; ++s)
                     ids[i++] = (uint32_t)p->pos[(int64_t)st * p->pos_as + b * p->pos_bs + s * p->pos_ss];
-        RK_TRY(rk_wg_upload_ids(ctx, ids, n)); /* the queue copies the data now */
-        bind[5].buffer = ctx->ids;
-        bind[5].offset = 0;
-        bind[5].size = (uint64_t)n * 4 < 16 ? 16 : ((uint64_t)n * 4 + 3) & ~(uint64_t)3;
-        if (bind[5].size > ctx->ids_bytes) bind[5].size = ctx->ids_bytes;
+        RK_TRY(rk_wg_stage_ids(ctx, n, &bind[5]));
     }
     uint32_t prm[36];
     memset(prm, 0, sizeof prm);
@@ -156,10 +151,13 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     }
     memcpy(&prm[32], &p->scale, 4);
     prm[33] = (uint32_t)ng;
-    /* shifts for the kernel's divisors that are powers of two (log2 + 1; 0: divide) */
-    const int64_t divisors[3] = {units, ng, p->S};
-    for (int i = 0; i < 3; ++i)
-        if ((divisors[i] & (divisors[i] - 1)) == 0) {
+    /* shifts for the kernel's divisors that are powers of two (log2 + 1; 0: divide). The vector
+     * kernel runs the rotations (units_rot per token and head group) and the copies of [R, H)
+     * (units - units_rot) as two ranges of invocations, rotations first (rotary_vec.wgsl). */
+    const int64_t divisors[4] = {vec ? units_rot : units, ng, p->S, vec ? units - units_rot : 0};
+    if (vec) prm[35] = (uint32_t)(p->B * p->S * ng * units_rot); /* <= total */
+    for (int i = 0; i < 4; ++i)
+        if (divisors[i] > 0 && (divisors[i] & (divisors[i] - 1)) == 0) {
             uint32_t k = 0;
             while (((int64_t)1 << k) < divisors[i]) ++k;
             prm[34] |= (k + 1) << (8 * i);
@@ -169,19 +167,27 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
      * with unit column stride and every row start on a 16-byte boundary (vt columns) are read
      * as 16-byte vectors (rotary_vec_tv.wgsl). */
     const int64_t vt = 16 / (int64_t)ropekit_dtype_size(p->table_dtype);
-    int tv = vec && !p->interleaved && rows_mode != 3 && !p->apply_scale && p->cos_cs == 1 &&
-             p->sin_cs == 1 && c0 % (uint64_t)vt == 0 && s0 % (uint64_t)vt == 0;
+    int tv = vec && !p->interleaved && !p->apply_scale && p->cos_cs == 1 && p->sin_cs == 1 &&
+             c0 % (uint64_t)vt == 0 && s0 % (uint64_t)vt == 0;
+    /* MRoPE: one row per vector when its VE columns share a stream (contiguous sections whose
+     * boundaries are multiples of VE) */
+    if (tv && rows_mode == 3)
+        tv = p->mrope_layout == 0 && p->mrope_section[0] % ve == 0 &&
+             (p->mrope_section[0] + p->mrope_section[1]) % ve == 0;
     if (tv && rows_mode == 2)
         tv = p->cos_bs % vt == 0 && p->cos_ss % vt == 0 && p->sin_bs % vt == 0 && p->sin_ss % vt == 0;
     else if (tv)
         tv = p->cos_rs % vt == 0 && p->sin_rs % vt == 0;
+    /* workgroup: the context's size, at most RK_WG_ROTARY_VEC_WG for the vector kernel */
+    const uint32_t wg = vec && ctx->wg > RK_WG_ROTARY_VEC_WG ? RK_WG_ROTARY_VEC_WG : ctx->wg;
     char key[160];
-    snprintf(key, sizeof key, "rotary %s x=%s y=%s t=%s %s%s%s %s wg%u", rk_wg_rows_name(rows_mode),
+    snprintf(key, sizeof key, "rotary %s x=%s y=%s t=%s %s%s%s %s wg%u hg%u", rk_wg_rows_name(rows_mode),
              rk_wg_kind_name(xk), rk_wg_kind_name(yk), rk_wg_kind_name(tk), rk_wg_arith_name(ar),
-             vec ? " vec16" : "", tv ? " tv" : "", inplace ? "inplace" : "outofplace", ctx->wg);
+             vec ? " vec16" : "", tv ? " tv" : "", inplace ? "inplace" : "outofplace", wg,
+             (unsigned)hg);
     WGPUComputePipeline pipe;
     if (!rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
-        const rk_wg_rotary_cfg cfg = {rows_mode, xk, yk, tk, ar, vec, inplace, ctx->wg, sw,
+        const rk_wg_rotary_cfg cfg = {rows_mode, xk, yk, tk, ar, vec, inplace, wg, sw,
                                       (uint32_t)hg, p->dtype, tv};
         rk_buf s = {0};
         rk_wg_rotary_wgsl(&s, &cfg);
@@ -192,7 +198,7 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     }
     int dims;
     RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_ROTARY, pipe, prm, sizeof prm, bind, 6, (uint64_t)total,
-                          ctx->wg, &dims));
+                          wg, &dims));
     snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s grid%dd", key, dims);
     return ROPEKIT_OK;
 }
@@ -255,6 +261,13 @@ ropekit_status ropekit_webgpu_mrotary_embedding(ropekit_webgpu *ctx,
 }
 
 /* ---- QKNormRotaryEmbedding ------------------------------------------------------------------- */
+
+#ifndef RK_WG_QKNORM_VPT /* row kernel: the most 16-byte vectors per invocation (0: never) */
+#define RK_WG_QKNORM_VPT 4
+#endif
+#ifndef RK_WG_QKNORM_QR /* row kernel: rows per workgroup (64 invocations each) */
+#define RK_WG_QKNORM_QR 2
+#endif
 
 ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
     ropekit_webgpu *ctx, const ropekit_webgpu_tensor *query, const ropekit_webgpu_tensor *kv,
@@ -329,13 +342,36 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
     }
     memcpy(&prm[40], &p.epsilon, 4);
 
+    /* The row kernel (qknorm_row.wgsl): every row read and written as 16-byte vectors (unit
+     * channel stride, head_dim and every row start a multiple of the elements per vector), 64
+     * invocations per row holding up to RK_WG_QKNORM_VPT vectors each; else the general kernel
+     * (qknorm.wgsl: 16 invocations per row, one element per access). */
+    const int64_t ve = 16 / (int64_t)ropekit_dtype_size(p.dtype);
+    const int row_kernel =
+        RK_WG_QKNORM_VPT > 0 && p.head_dim % ve == 0 && p.head_dim <= 64 * RK_WG_QKNORM_VPT * ve &&
+        in_runs_of(ve, p.qs, 3, p.qs[3], q0) && in_runs_of(ve, p.qos, 3, p.qos[3], qo0) &&
+        in_runs_of(ve, p.kvs, 2, p.kvs[2], kv0) && in_runs_of(ve, p.kvos, 2, p.kvos[2], kvo0);
+    const uint32_t vpt = row_kernel ? (uint32_t)((p.head_dim / ve + 63) / 64) : 0;
+    /* rows per workgroup: RK_WG_QKNORM_QR, fewer where the workgroup would exceed the adapter's
+     * invocations or WebGPU's guaranteed 16 KiB of workgroup memory (per row: the staged row as
+     * float, a float per vector, 16 double accumulators of at most 16 bytes, the factor) */
+    uint32_t qr = RK_WG_QKNORM_QR;
+    while (qr > 1 && (ctx->wg < 64 * qr ||
+                      qr * (64 * vpt * (uint32_t)ve * 4 + 64 * vpt * 4 + 16 * 16 + 4) > 16384))
+        qr /= 2;
     char key[160];
     const rk_wg_arith ar = ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_EXACT32;
-    snprintf(key, sizeof key, "qknorm x=%s y=%s %s q_%s kv_%s", rk_wg_kind_name(k), rk_wg_kind_name(ok_), rk_wg_arith_name(ar),
-             q_inplace ? "inplace" : "outofplace", kv_inplace ? "inplace" : "outofplace");
+    if (row_kernel)
+        snprintf(key, sizeof key, "qknorm row %s vpt%u qr%u %s q_%s kv_%s",
+                 ropekit_dtype_name(p.dtype), vpt, qr, rk_wg_arith_name(ar),
+                 q_inplace ? "inplace" : "outofplace", kv_inplace ? "inplace" : "outofplace");
+    else
+        snprintf(key, sizeof key, "qknorm x=%s y=%s %s q_%s kv_%s", rk_wg_kind_name(k),
+                 rk_wg_kind_name(ok_), rk_wg_arith_name(ar), q_inplace ? "inplace" : "outofplace",
+                 kv_inplace ? "inplace" : "outofplace");
     WGPUComputePipeline pipe;
     if (!rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
-        const rk_wg_qknorm_cfg cfg = {k, ok_, ar, q_inplace, kv_inplace};
+        const rk_wg_qknorm_cfg cfg = {k, ok_, ar, q_inplace, kv_inplace, vpt, qr, p.dtype};
         rk_buf s = {0};
         rk_wg_qknorm_wgsl(&s, &cfg);
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
@@ -344,9 +380,13 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
         RK_TRY(st);
     }
     int dims;
-    /* 4 rows per 64-invocation workgroup */
-    RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_QKNORM, pipe, prm, sizeof prm, bind, 8,
-                          (uint64_t)rows * 16, 64, &dims));
+    /* general: 4 rows per 64-invocation workgroup; row kernel: qr rows of 64 invocations */
+    if (row_kernel)
+        RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_QKNORM, pipe, prm, sizeof prm, bind, 8,
+                              (uint64_t)rows * 64, 64 * qr, &dims));
+    else
+        RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_QKNORM, pipe, prm, sizeof prm, bind, 8,
+                              (uint64_t)rows * 16, 64, &dims));
     snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s grid%dd", key, dims);
     return ROPEKIT_OK;
 }

@@ -81,32 +81,37 @@ static int rotary_variants(const char *dir, FILE *vj, const uint32_t *rows, int 
                 /* exact32: the element kernel only. With the integer arithmetic inlined eight times
                  * per vector, the vector kernel took SwiftShader 164 s to compile (the element
                  * kernel 1-2 s); its variants then match any layout (no "kernel" condition). */
+                /* vec16 variants come with the tables read as 16-byte vectors (tv: the runner's
+                 * fact table_loads = "vec16", the C host's conditions in ops.c) and without */
                 for (int vec = ar == RK_ARITH_NARROW; vec >= 0; --vec)
-                    for (int paired = 1; paired >= (vec || !packed(xk) ? 1 : 0); --paired) {
-                        const rk_wg_kind yk = paired ? xk : atomic_of(xk);
-                        const uint32_t sw = packed(yk) ? 2 : 1, hg = vec ? RK_WG_ROTARY_HG_VEC : RK_WG_ROTARY_HG;
-                        rk_wg_rotary_cfg cfg = {rows[r], xk, yk, tk, ar, vec, 0, PKG_WG, sw, hg, dt, 0};
-                        rk_buf s = {0};
-                        rk_wg_rotary_wgsl(&s, &cfg);
-                        char name[128], when[512], disp[256];
-                        snprintf(name, sizeof name, "%s-%s-%s-t%s-%s%s", rk_wg_rows_name(rows[r]), kshort(xk),
-                                 kshort(yk), kshort(tk), rk_wg_arith_name(ar), vec ? "-vec16" : "");
-                        snprintf(when, sizeof when,
-                                 "\"rows\": \"%s\", \"dtype\": \"%s\", \"table_dtype\": \"%s\""
-                                 "%s%s%s, \"limits\": {\"maxComputeInvocationsPerWorkgroup\": %u}",
-                                 rk_wg_rows_name(rows[r]), dtype_name(dt), dtype_name(tdt),
-                                 ar != RK_ARITH_NARROW ? "" : vec ? ", \"kernel\": \"vec16\"" : ", \"kernel\": \"element\"",
-                                 uses_f16 ? (f16 ? ", \"shader-f16\": true" : ", \"shader-f16\": false") : "",
-                                 !vec && packed(xk) ? (paired ? ", \"paired\": true" : ", \"paired\": false") : "",
-                                 PKG_WG);
-                        snprintf(disp, sizeof disp,
-                                 "\"workgroup_size\": %u, \"SW\": %u, \"HG\": %u, \"VE\": %u, \"params_u32\": 36, "
-                                 "\"arithmetic\": \"%s\"",
-                                 PKG_WG, sw, hg, vec ? 16u / (unsigned)ropekit_dtype_size(dt) : 0u, rk_wg_arith_name(ar));
-                        int rc = emit(dir, vj, &first, name, &s, when, disp);
-                        free(s.p);
-                        if (rc) return -1;
-                    }
+                    for (int tv = vec; tv >= 0; --tv)
+                        for (int paired = 1; paired >= (vec || !packed(xk) ? 1 : 0); --paired) {
+                            const rk_wg_kind yk = paired ? xk : atomic_of(xk);
+                            const uint32_t sw = packed(yk) ? 2 : 1, hg = vec ? RK_WG_ROTARY_HG_VEC : RK_WG_ROTARY_HG;
+                            rk_wg_rotary_cfg cfg = {rows[r], xk, yk, tk, ar, vec, 0, PKG_WG, sw, hg, dt, tv};
+                            rk_buf s = {0};
+                            rk_wg_rotary_wgsl(&s, &cfg);
+                            char name[128], when[512], disp[256];
+                            snprintf(name, sizeof name, "%s-%s-%s-t%s-%s%s%s", rk_wg_rows_name(rows[r]), kshort(xk),
+                                     kshort(yk), kshort(tk), rk_wg_arith_name(ar), vec ? "-vec16" : "", tv ? "-tv" : "");
+                            snprintf(when, sizeof when,
+                                     "\"rows\": \"%s\", \"dtype\": \"%s\", \"table_dtype\": \"%s\""
+                                     "%s%s%s%s, \"limits\": {\"maxComputeInvocationsPerWorkgroup\": %u}",
+                                     rk_wg_rows_name(rows[r]), dtype_name(dt), dtype_name(tdt),
+                                     ar != RK_ARITH_NARROW ? "" : vec ? ", \"kernel\": \"vec16\"" : ", \"kernel\": \"element\"",
+                                     !vec ? "" : tv ? ", \"table_loads\": \"vec16\"" : ", \"table_loads\": \"element\"",
+                                     uses_f16 ? (f16 ? ", \"shader-f16\": true" : ", \"shader-f16\": false") : "",
+                                     !vec && packed(xk) ? (paired ? ", \"paired\": true" : ", \"paired\": false") : "",
+                                     PKG_WG);
+                            snprintf(disp, sizeof disp,
+                                     "\"workgroup_size\": %u, \"SW\": %u, \"HG\": %u, \"VE\": %u, \"VT\": %u, "
+                                     "\"params_u32\": 36, \"arithmetic\": \"%s\"",
+                                     PKG_WG, sw, hg, vec ? 16u / (unsigned)ropekit_dtype_size(dt) : 0u,
+                                     tv ? 16u / (unsigned)ropekit_dtype_size(tdt) : 0u, rk_wg_arith_name(ar));
+                            int rc = emit(dir, vj, &first, name, &s, when, disp);
+                            free(s.p);
+                            if (rc) return -1;
+                        }
             }
         }
     return 0;
@@ -120,7 +125,8 @@ static int qknorm_variants(const char *dir, FILE *vj) {
             const rk_wg_kind k = kind_of(dts[d], f16);
             for (int paired = 1; paired >= (packed(k) ? 0 : 1); --paired) {
                 const rk_wg_kind ok = paired ? k : atomic_of(k);
-                rk_wg_qknorm_cfg cfg = {k, ok, RK_ARITH_EXACT32, 0, 0};
+                /* vpt 0: the general kernel (qknorm.wgsl), any layout */
+                rk_wg_qknorm_cfg cfg = {k, ok, RK_ARITH_EXACT32, 0, 0, 0, 1, dts[d]};
                 rk_buf s = {0};
                 rk_wg_qknorm_wgsl(&s, &cfg);
                 char name[128], when[384], disp[192];
@@ -231,6 +237,135 @@ static void put_attrs(FILE *f, const rk_case *c) {
     }
 }
 
+/* Layout cases, after the shared ones: 16-bit x and tables in layouts the shared cases do not
+ * reach, so that every package's vec16 variants with 16-byte table loads ("-tv") run in the
+ * browser suite: half-split heads whose halves and table rows are whole 16-byte vectors, full and
+ * partial rotation, every row form of the operator, MRoPE sections on vector boundaries (and one
+ * that is not: vec16 with scalar table loads). Inputs from a fixed generator, expected outputs
+ * from the CPU reference like the shared cases. */
+typedef struct layout_spec {
+    rk_case_op op;
+    ropekit_dtype dt;
+    int64_t B, S, N, H, R, P;
+    int rows; /* 0 ids2d, 1 offset (ms), 2 table3d (onnx), 3 mrope */
+    int64_t inverse, sec[3];
+} layout_spec;
+
+static const layout_spec g_layout[] = {
+    {RK_OP_ROTARY_EMBEDDING, ROPEKIT_FLOAT16, 1, 3, 2, 32, 32, 6, 0, 0, {0}},
+    {RK_OP_ROTARY_EMBEDDING, ROPEKIT_BFLOAT16, 2, 2, 3, 48, 32, 5, 0, 1, {0}},
+    {RK_OP_ROTARY_EMBEDDING, ROPEKIT_FLOAT16, 2, 3, 1, 48, 32, 0, 2, 0, {0}},
+    {RK_OP_MS_ROTARY_EMBEDDING, ROPEKIT_FLOAT16, 1, 4, 2, 64, 32, 9, 1, 0, {0}},
+    {RK_OP_MS_ROTARY_EMBEDDING, ROPEKIT_BFLOAT16, 2, 3, 1, 64, 64, 7, 0, 1, {0}},
+    {RK_OP_MROTARY_EMBEDDING, ROPEKIT_FLOAT16, 1, 5, 2, 64, 64, 11, 3, 0, {8, 16, 8}},
+    {RK_OP_MROTARY_EMBEDDING, ROPEKIT_BFLOAT16, 2, 2, 1, 48, 32, 6, 3, 1, {8, 0, 8}},
+    {RK_OP_MROTARY_EMBEDDING, ROPEKIT_FLOAT16, 1, 3, 2, 32, 32, 5, 3, 0, {4, 8, 4}},
+};
+
+static uint32_t g_lcg = 2024u;
+static uint16_t next16(void) {
+    g_lcg = g_lcg * 1664525u + 1013904223u;
+    return (uint16_t)(g_lcg >> 16);
+}
+/* a 16-bit value: x (|v| in [2^-4, 2^4)) or a table entry (|v| in [2^-4, 1)) */
+static uint16_t value16(ropekit_dtype dt, int table) {
+    const uint16_t r = next16();
+    const unsigned e = table ? 11u + (r & 3u) : 11u + (r & 7u); /* float16 biased exponent */
+    return dt == ROPEKIT_FLOAT16 ? (uint16_t)((r & 0x83ffu) | (e << 10))
+                                 : (uint16_t)((r & 0x807fu) | ((e + 112u) << 7));
+}
+
+static ropekit_tensor host(ropekit_dtype dt, int rank, const int64_t *shape, void **keep) {
+    size_t n = 1;
+    for (int i = 0; i < rank; ++i) n *= (size_t)shape[i];
+    *keep = calloc(n ? n : 1, ropekit_dtype_size(dt));
+    return ropekit_tensor_contiguous(*keep, dt, rank, shape);
+}
+
+/* Build layout case j of op into c (its buffers in keep[5]); 0 when there is none. */
+static int layout_case(rk_case_op op, size_t j, rk_case *c, void *keep[5]) {
+    const layout_spec *L = NULL;
+    for (size_t i = 0, k = 0; i < sizeof g_layout / sizeof g_layout[0]; ++i)
+        if (g_layout[i].op == op && k++ == j) L = &g_layout[i];
+    if (!L) return 0;
+    memset(c, 0, sizeof *c);
+    c->op = op;
+    const int64_t xs[3] = {L->B, L->S, L->N * L->H}, h = L->R / 2;
+    const int64_t t2[2] = {L->P, h}, t3[3] = {L->B, L->S, h}, ids2[2] = {L->B, L->S},
+                  ids3[3] = {3, L->B, L->S}, one[1] = {1};
+    ropekit_tensor x = host(L->dt, 3, xs, &keep[0]);
+    ropekit_tensor cs = L->rows == 2 ? host(L->dt, 3, t3, &keep[1]) : host(L->dt, 2, t2, &keep[1]);
+    ropekit_tensor sn = L->rows == 2 ? host(L->dt, 3, t3, &keep[2]) : host(L->dt, 2, t2, &keep[2]);
+    ropekit_tensor ids = L->rows == 3 ? host(ROPEKIT_INT64, 3, ids3, &keep[3])
+                         : L->rows == 1 ? host(ROPEKIT_INT64, 1, one, &keep[3])
+                                        : host(ROPEKIT_INT64, 2, ids2, &keep[3]);
+    if (!x.data || !cs.data || !sn.data || !ids.data) return -1;
+    for (size_t i = 0; i < rk_tensor_nbytes(&x) / 2; ++i) ((uint16_t *)x.data)[i] = value16(L->dt, 0);
+    for (size_t i = 0; i < rk_tensor_nbytes(&cs) / 2; ++i) {
+        ((uint16_t *)cs.data)[i] = value16(L->dt, 1);
+        ((uint16_t *)sn.data)[i] = value16(L->dt, 1);
+    }
+    int64_t *id = ids.data;
+    const size_t nid = rk_tensor_nbytes(&ids) / 8;
+    for (size_t i = 0; i < nid && L->rows != 2; ++i) /* table3d: no ids */
+        id[i] = L->rows == 1 ? L->P - L->S : (int64_t)((i * 5 + 1) % (size_t)L->P);
+    c->n_outputs = 1;
+    c->outputs[0] = ropekit_tensor_contiguous(NULL, L->dt, 3, xs);
+    c->n_inputs = 4;
+    for (int i = 0; i < 4; ++i) c->present[i] = 1;
+    if (op == RK_OP_ROTARY_EMBEDDING) {
+        c->inputs[0] = x, c->inputs[1] = cs, c->inputs[2] = sn, c->inputs[3] = ids;
+        c->present[3] = L->rows != 2;
+        if (L->rows == 2) c->inputs[3] = ropekit_tensor_contiguous(NULL, ROPEKIT_INT64, 0, NULL);
+        c->attrs.rotary = (ropekit_rotary_embedding_attrs){0, L->R, L->N, L->inverse};
+    } else {
+        c->inputs[0] = x, c->inputs[1] = ids, c->inputs[2] = cs, c->inputs[3] = sn;
+        if (op == RK_OP_MS_ROTARY_EMBEDDING) {
+            c->attrs.ms = (ropekit_ms_rotary_embedding_attrs){0, L->R, L->N, 1.0f, 0, L->inverse};
+        } else {
+            ropekit_mrotary_embedding_attrs a = ROPEKIT_MROTARY_EMBEDDING_ATTRS_INIT;
+            memcpy(a.mrope_section, L->sec, sizeof a.mrope_section);
+            a.rotary_embedding_dim = L->R, a.num_heads = L->N, a.inverse = L->inverse;
+            c->attrs.mrope = a;
+        }
+    }
+    return 1;
+}
+
+/* One case of test.json: inputs and the CPU reference's outputs. */
+static int put_case(FILE *f, const rk_case *c, size_t index, const char *prefix) {
+    ropekit_tensor out[RK_CASE_MAX_OUTPUTS];
+    if (rk_case_alloc_outputs(c, out) < 0) return -1;
+    int rc = 0;
+    if (rk_case_run_cpu(c, out) != ROPEKIT_OK) {
+        fprintf(stderr, "webgpu_package: CPU reference failed on %s case %zu: %s\n",
+                rk_case_op_name(c->op), index, ropekit_last_error());
+        rc = -1;
+    } else {
+        char desc[512];
+        rk_case_describe(c, desc, sizeof desc);
+        for (char *q = desc; *q; ++q)
+            if (*q == '"' || *q == '\\') *q = '\'';
+        fprintf(f, "%s\n    {\"index\": %zu, \"describe\": \"%s%s\",\n     \"attributes\": ", index ? "," : "",
+                index, prefix, desc);
+        put_attrs(f, c);
+        fputs(",\n     \"inputs\": [", f);
+        for (int k = 0; k < c->n_inputs; ++k) {
+            fputs(k ? ", " : "", f);
+            if (c->present[k]) put_tensor(f, rk_case_input_name(c->op, k), &c->inputs[k]);
+            else fprintf(f, "{\"name\": \"%s\", \"absent\": true}", rk_case_input_name(c->op, k));
+        }
+        fputs("],\n     \"outputs\": [", f);
+        for (int k = 0; k < c->n_outputs; ++k) {
+            fputs(k ? ", " : "", f);
+            put_tensor(f, rk_case_output_name(c->op, k), &out[k]);
+        }
+        fputs("]}", f);
+    }
+    rk_case_free_outputs(c, out);
+    return rc;
+}
+
 static int write_tests(const char *cases_dir, const char *dir, rk_case_op op) {
     char path[1200], err[256];
     snprintf(path, sizeof path, "%s/%s.bin", cases_dir, rk_case_op_name(op));
@@ -246,40 +381,19 @@ static int write_tests(const char *cases_dir, const char *dir, rk_case_op op) {
         return -1;
     }
     int rc = 0;
-    fprintf(f, "{\n  \"source\": \"tests/cases/%s.bin (inputs); expected outputs: the CPU reference src/cpu/ref.c\",\n"
+    fprintf(f, "{\n  \"source\": \"tests/cases/%s.bin (inputs), then the layout cases of src/webgpu/package.c; "
+               "expected outputs: the CPU reference src/cpu/ref.c\",\n"
                "  \"compare\": \"bit for bit\",\n  \"cases\": [", rk_case_op_name(op));
-    for (size_t i = 0; i < cf.count && rc == 0; ++i) {
-        const rk_case *c = &cf.cases[i];
-        ropekit_tensor out[RK_CASE_MAX_OUTPUTS];
-        if (rk_case_alloc_outputs(c, out) < 0) {
-            rc = -1;
-            break;
-        }
-        if (rk_case_run_cpu(c, out) != ROPEKIT_OK) {
-            fprintf(stderr, "webgpu_package: CPU reference failed on %s case %zu: %s\n",
-                    rk_case_op_name(op), i, ropekit_last_error());
-            rc = -1;
-        } else {
-            char desc[512];
-            rk_case_describe(c, desc, sizeof desc);
-            for (char *q = desc; *q; ++q)
-                if (*q == '"' || *q == '\\') *q = '\'';
-            fprintf(f, "%s\n    {\"index\": %zu, \"describe\": \"%s\",\n     \"attributes\": ", i ? "," : "", i, desc);
-            put_attrs(f, c);
-            fputs(",\n     \"inputs\": [", f);
-            for (int k = 0; k < c->n_inputs; ++k) {
-                fputs(k ? ", " : "", f);
-                if (c->present[k]) put_tensor(f, rk_case_input_name(op, k), &c->inputs[k]);
-                else fprintf(f, "{\"name\": \"%s\", \"absent\": true}", rk_case_input_name(op, k));
-            }
-            fputs("],\n     \"outputs\": [", f);
-            for (int k = 0; k < c->n_outputs; ++k) {
-                fputs(k ? ", " : "", f);
-                put_tensor(f, rk_case_output_name(op, k), &out[k]);
-            }
-            fputs("]}", f);
-        }
-        rk_case_free_outputs(c, out);
+    for (size_t i = 0; i < cf.count && rc == 0; ++i) rc = put_case(f, &cf.cases[i], i, "");
+    for (size_t j = 0; rc == 0; ++j) { /* then the layout cases */
+        rk_case c;
+        void *keep[5] = {0};
+        const int got = layout_case(op, j, &c, keep);
+        c.index = cf.count + j;
+        if (got < 0) fprintf(stderr, "webgpu_package: out of memory\n");
+        rc = got > 0 ? put_case(f, &c, cf.count + j, "layout case: ") : got;
+        for (int k = 0; k < 5; ++k) free(keep[k]);
+        if (got == 0) break;
     }
     fputs("\n  ]\n}\n", f);
     if (fclose(f) != 0) rc = -1;

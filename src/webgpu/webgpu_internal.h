@@ -44,6 +44,17 @@ typedef enum rk_wg_layout { RK_LAYOUT_ROTARY = 0, RK_LAYOUT_QKNORM = 1, RK_LAYOU
 #ifndef RK_WG_ROTARY_HG_VEC_WIDE64
 #define RK_WG_ROTARY_HG_VEC_WIDE64 2
 #endif
+/* Below this many one-head invocations the vector kernel keeps 1 head per invocation (decode,
+ * B=64 x 32 heads x 128: 32768 invocations, 0.0060 ms with 1 head vs 0.0066 with 2 on the H200). */
+/* Workgroup size of the vector rotary kernel, at most (the context's size when smaller): 128 was
+ * 1-3% faster than 256 on the H200 for every prefill row (float16 0.0647 -> 0.0627 ms), 64 the
+ * same but slower for Phi-2's partial rotation. */
+#ifndef RK_WG_ROTARY_VEC_WG
+#define RK_WG_ROTARY_VEC_WG 128u
+#endif
+#ifndef RK_WG_ROTARY_SMALL_GRID
+#define RK_WG_ROTARY_SMALL_GRID (1 << 20)
+#endif
 
 typedef struct rk_wg_pipeline {
     char key[192];
@@ -70,12 +81,25 @@ struct ropekit_webgpu {
     uint32_t max_storage_per_stage;
     WGPUBindGroupLayout bgl[3];
     WGPUPipelineLayout layout[3];
-    WGPUBuffer uniform;  /* 256 bytes of parameters, rewritten before each dispatch */
+    /* The parameters and the narrowed position ids of the current call, one buffer written
+     * with one queue write per dispatch: [0, params) the uniform block, [ids_off, ...) the ids
+     * (usage Uniform | Storage | CopyDst; grows, never shrinks). args_host is its host image. */
+    WGPUBuffer args;
+    uint64_t args_bytes;
+    unsigned char *args_host;
+    size_t args_host_bytes;
+    uint32_t ids_off;     /* max(256, minStorageBufferOffsetAlignment) */
+    uint64_t ids_staged;  /* bytes of ids staged for the next dispatch (0: none) */
+    /* The current call's slot of args: [slot, slot + slot_bytes), parameters at slot, ids at
+     * slot + ids_off, bound with dynamic offsets (always 0 without batching). */
+    uint64_t slot, slot_bytes;
+    /* options.batch > 1: calls recorded into enc (n_pending of them, their slots in
+     * [0, args_used)), submitted with one queue write of args by rk_wg_flush; an error scope
+     * pushed at the batch's first call is popped there. */
+    int batch, n_pending;
+    WGPUCommandEncoder enc;
+    uint64_t args_used;
     WGPUBuffer dummy;    /* bound where a binding is unused (in place, no ids, no tables) */
-    WGPUBuffer ids;      /* narrowed position ids of the current call */
-    uint64_t ids_bytes;
-    uint32_t *ids_host;  /* host scratch for the narrowing, reused across calls */
-    size_t ids_host_count;
     rk_wg_cached_pipeline pipes[RK_WG_MAX_PIPELINES];
     int n_pipes;
     rk_wg_cached_bg bgs[RK_WG_BG_CACHE];
@@ -125,7 +149,15 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
                               size_t params_bytes, const rk_wg_binding *bindings, int n_bindings,
                               uint64_t invocations, uint32_t wg, int *grid_dims);
 
-ropekit_status rk_wg_upload_ids(ropekit_webgpu *ctx, const uint32_t *ids, size_t count);
+/* Host room for `count` narrowed position ids of the next dispatch (its slot of args: a
+ * batching context may submit its recorded calls first to make room); valid until
+ * rk_wg_stage_ids. */
+ropekit_status rk_wg_ids_host(ropekit_webgpu *ctx, size_t count, uint32_t **ids);
+/* The ids written to rk_wg_ids_host go with the next dispatch's parameters (one queue write);
+ * *bind is their binding. */
+ropekit_status rk_wg_stage_ids(ropekit_webgpu *ctx, size_t count, rk_wg_binding *bind);
+/* Submit the recorded calls of a batching context (no-op otherwise). */
+ropekit_status rk_wg_flush(ropekit_webgpu *ctx);
 /* Releases the cached bind groups (and their buffer references). */
 void rk_wg_bg_cache_clear(ropekit_webgpu *ctx);
 
@@ -159,6 +191,9 @@ typedef struct rk_wg_qknorm_cfg {
     rk_wg_kind k, ok;          /* input and output storage */
     rk_wg_arith ar;
     int q_inplace, kv_inplace;
+    uint32_t vpt, qr;    /* row kernel (qknorm_row.wgsl): vectors per invocation (0: the
+                            general kernel), rows per workgroup */
+    ropekit_dtype dtype; /* row kernel: the element type */
 } rk_wg_qknorm_cfg;
 typedef struct rk_wg_regroup_cfg {
     rk_wg_kind k, ok;

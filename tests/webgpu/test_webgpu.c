@@ -13,6 +13,8 @@
  * ROPEKIT_WEBGPU_SAMPLE=K (default 1: everything) runs a deterministic sample for slow builds
  * (scripts/test.sh uses it under ASan): configuration i (in the order above) runs shared case k of
  * each file when (k + i) % K == 0, so with K = 4 every case still runs once, in one configuration.
+ * ROPEKIT_WEBGPU_CONFIGS=NAME[,NAME...] runs only those configurations (then the other checks),
+ * for short runs on a GPU machine.
  * Progress: a line per configuration and case file, as it goes (stdout is line-buffered). */
 #include <float.h>
 #include <math.h>
@@ -61,6 +63,7 @@ static uint64_t ulp_diff(const void *a, const void *b, ropekit_dtype dt, size_t 
 typedef struct config {
     const char *name;
     ropekit_webgpu_options opt;
+    int batch; /* ropekit_webgpu_set_batch */
 } config;
 
 static ropekit_webgpu_backend backend_from_env(void) {
@@ -180,7 +183,7 @@ static int rotary_op(rk_case_op op) { return op <= RK_OP_MROTARY_EMBEDDING; }
 /* Feature sets already run: a configuration whose context has the same effective features and
  * grid cap as an earlier one selects exactly the same variants (on OpenGL ES, without shader-f16
  * and shader-f64, default, packed16 and nof64 coincide) and is not run again. */
-static int seen_sets[8][3], n_seen;
+static int seen_sets[8][4], n_seen;
 
 static size_t g_sample = 1; /* ROPEKIT_WEBGPU_SAMPLE */
 
@@ -189,7 +192,10 @@ static void run_config(const config *cfg, size_t cfg_index, const rk_case_file *
     ropekit_status st = ropekit_webgpu_create(&cfg->opt, &ctx);
     CHECK(st == ROPEKIT_OK, "[%s] context: %s", cfg->name, ropekit_webgpu_last_error());
     if (st != ROPEKIT_OK) return;
-    const int set[3] = {ropekit_webgpu_has_f16(ctx), ropekit_webgpu_has_f64(ctx), (int)cfg->opt.max_workgroups_per_dim};
+    st = ropekit_webgpu_set_batch(ctx, cfg->batch);
+    CHECK(st == ROPEKIT_OK, "[%s] set_batch: %s", cfg->name, ropekit_webgpu_last_error());
+    const int set[4] = {ropekit_webgpu_has_f16(ctx), ropekit_webgpu_has_f64(ctx),
+                        (int)cfg->opt.max_workgroups_per_dim, cfg->batch};
     for (int i = 0; i < n_seen && g_sample == 1; ++i) /* sampled runs: each config its own cases */
         if (memcmp(seen_sets[i], set, sizeof set) == 0) {
             printf("[%s] same features as an earlier configuration (shader-f16 %d, shader-f64 %d): "
@@ -206,7 +212,10 @@ static void run_config(const config *cfg, size_t cfg_index, const rk_case_file *
         size_t ran = 0;
         for (size_t k = 0; k < files[f].count; ++k) {
             const rk_case *c = &files[f].cases[k];
-            if ((k + cfg_index) % g_sample != 0) continue;
+            /* the batched configuration records every 4th case (its calls use the same kernels
+             * as the default one; this checks the recording path on every operator and layout
+             * at a quarter of the time) */
+            if ((k + cfg_index) % (g_sample * (cfg->batch ? 4 : 1)) != 0) continue;
             ++ran;
             ropekit_tensor ref[RK_CASE_MAX_OUTPUTS], gpu[RK_CASE_MAX_OUTPUTS];
             if (rk_case_alloc_outputs(c, ref) < 0 || rk_case_alloc_outputs(c, gpu) < 0) {
@@ -498,6 +507,413 @@ static void run_vector_layouts(ropekit_webgpu_backend backend) {
     ropekit_webgpu_destroy(ctx);
 }
 
+/* The vector kernel's 16-bit narrowing (f16_words4 / bf16_words4 in common.wgsl): a short path
+ * when all eight values of a written vector are in the common range, the scalar rounding
+ * otherwise. Vectors of moderate values (the short path) and of random finite bit patterns
+ * (overflow to inf, subnormal and zero results: the scalar path), half-split and interleaved,
+ * partial rotation (copied channels), tables of x's type and float32 (also read as 16-byte
+ * vectors), with and without shader-f16 and shader-f64; bit for bit with the CPU. */
+static void run_vector_narrowing(ropekit_webgpu_backend backend) {
+    enum { B = 1, S = 4, N = 3, H = 64, R = 48, P = 8 };
+    const ropekit_webgpu_options opts[3] = {{backend, 0, 0, 0, 0, 0}, {backend, 1, 0, 0, 0, 0},
+                                            {backend, 0, 1, 0, 0, 0}};
+    static const ropekit_dtype dts[2] = {ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    uint32_t seed = 777u;
+    size_t inf_n[2] = {0, 0}, sub_n[2] = {0, 0};
+    int64_t xs[3] = {B, S, N * H}, ts[2] = {P, R / 2}, ps[2] = {B, S}, pos[B * S] = {5, 0, 7, 2};
+    for (int o = 0; o < 3; ++o) {
+        ropekit_webgpu *ctx = NULL;
+        if (ropekit_webgpu_create(&opts[o], &ctx) != ROPEKIT_OK) {
+            CHECK(0, "context: %s", ropekit_webgpu_last_error());
+            return;
+        }
+        for (int d = 0; d < 2; ++d)
+            for (int t32 = 0; t32 <= 1; ++t32)
+                for (int il = 0; il <= 1; ++il) {
+                    const ropekit_dtype dt = dts[d], tdt = t32 ? ROPEKIT_FLOAT32 : dt;
+                    const size_t n = (size_t)B * S * N * H, nt = (size_t)P * R / 2;
+                    uint16_t x[B * S * N * H], yr[B * S * N * H], yg[B * S * N * H];
+                    float cf[P * R / 2], sf[P * R / 2];
+                    uint16_t ch[P * R / 2], sh[P * R / 2];
+                    for (size_t i = 0; i < n; ++i) {
+                        /* whole vectors of 8 elements: moderate (2^-4 .. 2^4), random finite bits, tiny
+                         * (smallest normal exponents) or huge (largest finite exponents) */
+                        const unsigned cls = (unsigned)(i / 8) % 4;
+                        uint16_t v;
+                        do {
+                            seed = seed * 1664525u + 1013904223u;
+                            v = (uint16_t)(seed >> 16);
+                            const unsigned e = cls == 0 ? 11u + (seed & 7u) : cls == 2 ? 1u + (seed & 3u) : 27u + (seed & 3u);
+                            /* bfloat16 "tiny": 2^-97 .. 2^-94, so that products and sums stay normal
+                             * float32 (the H200's Vulkan driver flushes float32 subnormals; see
+                             * bench/results-webgpu.md) and random bits likewise above 2^-96 */
+                            if (cls != 1)
+                                v = dt == ROPEKIT_FLOAT16 ? (uint16_t)((v & 0x83ffu) | (e << 10))
+                                                          : (uint16_t)((v & 0x807fu) | ((cls == 3 ? e + 224u : cls == 0 ? e + 112u : e + 29u) << 7));
+                            else if (dt == ROPEKIT_BFLOAT16 && ((v >> 7) & 0xffu) < 31u)
+                                v = (uint16_t)(v | (31u << 7));
+                        } while (dt == ROPEKIT_FLOAT16 ? (v & 0x7c00u) == 0x7c00u : (v & 0x7f80u) == 0x7f80u);
+                        x[i] = v;
+                    }
+                    for (size_t i = 0; i < nt; ++i) { /* 16-bit table values, |v| < 2 */
+                        uint16_t b[2];
+                        for (int k = 0; k < 2; ++k) {
+                            seed = seed * 1664525u + 1013904223u;
+                            const uint32_t e = i % 5 == 0 ? 1u + (seed & 3u) : 12u + (seed & 3u); /* some tiny */
+                            b[k] = dt == ROPEKIT_FLOAT16 ? (uint16_t)(((seed >> 16) & 0x83ffu) | (e << 10))
+                                                         : (uint16_t)(((seed >> 16) & 0x807fu) | ((e + 112u) << 7));
+                        }
+                        ch[i] = b[0], sh[i] = b[1];
+                        float f[2]; /* the same values in float32 (exact) */
+                        for (int k = 0; k < 2; ++k) {
+                            const uint32_t u = dt == ROPEKIT_BFLOAT16 ? (uint32_t)b[k] << 16
+                                : ((uint32_t)(b[k] & 0x8000u) << 16) | ((((b[k] >> 10) & 31u) + 112u) << 23) |
+                                      ((uint32_t)(b[k] & 0x3ffu) << 13);
+                            memcpy(&f[k], &u, 4);
+                        }
+                        cf[i] = f[0], sf[i] = f[1];
+                    }
+                    void *cd = t32 ? (void *)cf : (void *)ch, *sd = t32 ? (void *)sf : (void *)sh;
+                    ropekit_tensor hx = ropekit_tensor_contiguous(x, dt, 3, xs);
+                    ropekit_tensor hy = ropekit_tensor_contiguous(yr, dt, 3, xs);
+                    ropekit_tensor hc = ropekit_tensor_contiguous(cd, tdt, 2, ts);
+                    ropekit_tensor hs = ropekit_tensor_contiguous(sd, tdt, 2, ts);
+                    ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+                    ropekit_rotary_embedding_attrs at = {il, R, N, 0};
+                    CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
+                          ropekit_last_error());
+                    WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
+                    WGPUBuffer by = upload(ctx, &hy, 16);
+                    ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc),
+                                          gs = gview(bs, &hs);
+                    ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy);
+                    const char *var = ropekit_webgpu_last_variant(ctx);
+                    CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && (il || strstr(var, " tv ")),
+                          "narrowing %s tables %s il=%d opt %d: %s (variant '%s')", ropekit_dtype_name(dt),
+                          ropekit_dtype_name(tdt), il, o, ropekit_webgpu_last_error(), var);
+                    if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, n * 2) == ROPEKIT_OK) {
+                        size_t bad = 0, inf = 0, sub = 0;
+                        for (size_t i = 0; i < n; ++i) {
+                            bad += yr[i] != yg[i];
+                            const unsigned e = dt == ROPEKIT_FLOAT16 ? (yr[i] >> 10) & 31u : (yr[i] >> 7) & 255u;
+                            inf += e == (dt == ROPEKIT_FLOAT16 ? 31u : 255u), sub += e == 0;
+                        }
+                        CHECK(bad == 0, "narrowing %s tables %s il=%d opt %d: %zu elements differ from the CPU",
+                              ropekit_dtype_name(dt), ropekit_dtype_name(tdt), il, o, bad);
+                        inf_n[d] += inf, sub_n[d] += sub;
+                    }
+                    wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(by);
+                }
+        ropekit_webgpu_destroy(ctx);
+    }
+    /* the data reached the edges: overflow, and (float16, the scalar path) zero/subnormal results */
+    for (int d = 0; d < 2; ++d)
+        CHECK(inf_n[d] > 0 && (d == 1 || sub_n[d] > 0), "narrowing %s: %zu inf, %zu zero/subnormal results",
+              ropekit_dtype_name(dts[d]), inf_n[d], sub_n[d]);
+}
+
+/* MRoPE through the vector kernel: its tables are read as 16-byte vectors (" tv ") when every
+ * vector's columns share one id stream (sectioned layout, section boundaries multiples of the
+ * elements per vector), with scalar loads otherwise; float32, float16 and bfloat16 x with tables
+ * of x's type and float32, bit for bit with the CPU. */
+static void run_mrope_vector_tables(ropekit_webgpu_backend backend) {
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = NULL;
+    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
+        CHECK(0, "context: %s", ropekit_webgpu_last_error());
+        return;
+    }
+    enum { B = 2, S = 3, N = 2, H = 80, R = 64, P = 7 };
+    static const int64_t secs[3][3] = {{8, 16, 8}, {16, 8, 8}, {4, 12, 16}}; /* aligned to 8, 8, 4 */
+    static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    uint32_t seed = 99u;
+    int64_t xs[3] = {B, S, N * H}, ts[2] = {P, R / 2}, ps[3] = {3, B, S}, pos[3 * B * S];
+    for (int i = 0; i < 3 * B * S; ++i) pos[i] = (i * 3 + 1) % P;
+    for (int d = 0; d < 3; ++d)
+        for (int t32 = 0; t32 <= (dts[d] != ROPEKIT_FLOAT32); ++t32)
+            for (int k = 0; k < 3; ++k) {
+                const ropekit_dtype dt = dts[d], tdt = t32 ? ROPEKIT_FLOAT32 : dt;
+                const size_t n = (size_t)B * S * N * H, es = ropekit_dtype_size(dt), ts_ = ropekit_dtype_size(tdt);
+                const size_t nt = (size_t)P * R / 2;
+                unsigned char *x = malloc(n * es), *yr = malloc(n * es), *yg = malloc(n * es);
+                unsigned char *cs = malloc(nt * ts_), *sn = malloc(nt * ts_);
+                for (size_t i = 0; i < n + 2 * nt; ++i) { /* values exact in every type: 8 bits */
+                    seed = seed * 1664525u + 1013904223u;
+                    const float v = (float)((int)(seed >> 24) - 128) / (i < n ? 16.0f : 128.0f);
+                    unsigned char *dst = i < n ? x + i * es : i < n + nt ? cs + (i - n) * ts_ : sn + (i - n - nt) * ts_;
+                    const ropekit_dtype t = i < n ? dt : tdt;
+                    uint32_t u;
+                    memcpy(&u, &v, 4);
+                    if (t == ROPEKIT_FLOAT32) memcpy(dst, &v, 4);
+                    else if (t == ROPEKIT_BFLOAT16) *(uint16_t *)dst = (uint16_t)(u >> 16);
+                    else { /* float16 of an 8-bit value in [-8, 8): exact */
+                        const uint32_t e = (u >> 23) & 255u;
+                        *(uint16_t *)dst = v == 0.0f ? 0 : (uint16_t)(((u >> 16) & 0x8000u) | ((e - 112u) << 10) | ((u >> 13) & 0x3ffu));
+                    }
+                }
+                ropekit_tensor hx = ropekit_tensor_contiguous(x, dt, 3, xs);
+                ropekit_tensor hy = ropekit_tensor_contiguous(yr, dt, 3, xs);
+                ropekit_tensor hc = ropekit_tensor_contiguous(cs, tdt, 2, ts);
+                ropekit_tensor hs = ropekit_tensor_contiguous(sn, tdt, 2, ts);
+                ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 3, ps);
+                ropekit_mrotary_embedding_attrs at = ROPEKIT_MROTARY_EMBEDDING_ATTRS_INIT;
+                memcpy(at.mrope_section, secs[k], sizeof at.mrope_section);
+                at.rotary_embedding_dim = R, at.num_heads = N;
+                CHECK(ropekit_mrotary_embedding(&hx, &ids, &hc, &hs, &at, &hy) == ROPEKIT_OK, "cpu: %s",
+                      ropekit_last_error());
+                WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
+                WGPUBuffer by = upload(ctx, &hy, 16);
+                ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc),
+                                      gs = gview(bs, &hs);
+                ropekit_status st = ropekit_webgpu_mrotary_embedding(ctx, &gx, &ids, &gc, &gs, &at, &gy);
+                const char *var = ropekit_webgpu_last_variant(ctx);
+                const int aligned = k == 0 || k == 1 || (k == 2 && dt == ROPEKIT_FLOAT32); /* 4 | 4, 12 */
+                CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && (strstr(var, " tv ") != NULL) == aligned,
+                      "mrope %s tables %s sections %d: %s (variant '%s')", ropekit_dtype_name(dt),
+                      ropekit_dtype_name(tdt), k, ropekit_webgpu_last_error(), var);
+                if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, n * es) == ROPEKIT_OK)
+                    CHECK(memcmp(yr, yg, n * es) == 0, "mrope %s tables %s sections %d: differs from the CPU",
+                          ropekit_dtype_name(dt), ropekit_dtype_name(tdt), k);
+                wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(by);
+                free(x), free(yr), free(yg), free(cs), free(sn);
+            }
+    ropekit_webgpu_destroy(ctx);
+}
+
+/* The vector kernel's two ranges of invocations, rotations then copies (rotary_vec.wgsl): partial
+ * rotations with many workgroups of each, copy:rotation ratios whole and fractional, the range
+ * boundary inside a workgroup, workgroups of 64 and the default, a 2-D grid; bit for bit, every
+ * output element written. */
+static void run_vector_blocks(ropekit_webgpu_backend backend) {
+    typedef struct shape { int64_t S, N, H, R; ropekit_dtype dt; } shape;
+    static const shape shapes[] = {{64, 32, 80, 32, ROPEKIT_FLOAT16},   /* 4096 rotations, 12288 copies */
+                                   {40, 16, 112, 64, ROPEKIT_BFLOAT16}, /* copies : rotations = 3 : 2 */
+                                   {33, 8, 48, 32, ROPEKIT_FLOAT32},    /* 1 : 1, partial last blocks */
+                                   {50, 4, 200, 8, ROPEKIT_FLOAT32}};   /* 1 rotation : 48 copies */
+    const ropekit_webgpu_options opts[3] = {{backend, 0, 0, 0, 0, 0}, {backend, 0, 0, 64, 0, 0},
+                                            {backend, 0, 0, 64, 16, 0}};
+    uint32_t seed = 4242u;
+    for (int o = 0; o < 3; ++o) {
+        ropekit_webgpu *ctx = NULL;
+        if (ropekit_webgpu_create(&opts[o], &ctx) != ROPEKIT_OK) {
+            CHECK(0, "context: %s", ropekit_webgpu_last_error());
+            return;
+        }
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; ++k) {
+            const shape *sh = &shapes[k];
+            const int64_t P = sh->S + 3, h = sh->R / 2;
+            const size_t n = (size_t)(sh->S * sh->N * sh->H), es = ropekit_dtype_size(sh->dt);
+            unsigned char *x = malloc(n * es), *yr = malloc(n * es), *yg = malloc(n * es);
+            float *cs = malloc((size_t)(P * h) * 4), *sn = malloc((size_t)(P * h) * 4);
+            int64_t *pos = malloc((size_t)sh->S * 8);
+            for (size_t i = 0; i < n; ++i) {
+                seed = seed * 1664525u + 1013904223u;
+                const float v = (float)((int)(seed >> 20) - 2048) / 256.0f; /* 12 bits: exact in all */
+                uint32_t u;
+                memcpy(&u, &v, 4);
+                if (sh->dt == ROPEKIT_FLOAT32) memcpy(x + 4 * i, &v, 4);
+                else if (sh->dt == ROPEKIT_BFLOAT16) ((uint16_t *)x)[i] = (uint16_t)(u >> 16);
+                else
+                    ((uint16_t *)x)[i] = v == 0.0f ? 0 : (uint16_t)(((u >> 16) & 0x8000u) | ((((u >> 23) & 255u) - 112u) << 10) | ((u >> 13) & 0x3ffu));
+            }
+            for (int64_t i = 0; i < P * h; ++i) {
+                seed = seed * 1664525u + 1013904223u;
+                cs[i] = (float)(seed >> 8) / 16777216.0f * 2.0f - 1.0f;
+                seed = seed * 1664525u + 1013904223u;
+                sn[i] = (float)(seed >> 8) / 16777216.0f * 2.0f - 1.0f;
+            }
+            for (int64_t i = 0; i < sh->S; ++i) pos[i] = (i * 5 + 2) % P;
+            int64_t xs[3] = {1, sh->S, sh->N * sh->H}, ts[2] = {P, h}, ps[2] = {1, sh->S};
+            ropekit_tensor hx = ropekit_tensor_contiguous(x, sh->dt, 3, xs);
+            ropekit_tensor hy = ropekit_tensor_contiguous(yr, sh->dt, 3, xs);
+            ropekit_tensor hc = ropekit_tensor_contiguous(cs, ROPEKIT_FLOAT32, 2, ts);
+            ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, ts);
+            ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+            ropekit_rotary_embedding_attrs at = {0, sh->R, sh->N, 0};
+            CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
+                  ropekit_last_error());
+            WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
+            WGPUBuffer by = upload(ctx, &hy, 16);
+            ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc),
+                                  gs = gview(bs, &hs);
+            memset(yg, 0xa5, n * es);
+            ropekit_webgpu_write(ctx, by, 0, yg, n * es); /* every element must be written */
+            ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy);
+            CHECK(st == ROPEKIT_OK && strstr(ropekit_webgpu_last_variant(ctx), " vec16 "),
+                  "blocks shape %zu opt %d: %s (variant '%s')", k, o, ropekit_webgpu_last_error(),
+                  ropekit_webgpu_last_variant(ctx));
+            if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, n * es) == ROPEKIT_OK) {
+                size_t bad = 0;
+                for (size_t i = 0; i < n; ++i) bad += memcmp(yr + i * es, yg + i * es, es) != 0;
+                CHECK(bad == 0, "blocks shape %zu opt %d (%s): %zu elements differ from the CPU", k, o,
+                      ropekit_webgpu_last_variant(ctx), bad);
+            }
+            wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(by);
+            free(x), free(yr), free(yg), free(cs), free(sn), free(pos);
+        }
+        ropekit_webgpu_destroy(ctx);
+    }
+}
+
+/* QKNormRotaryEmbedding on layouts the shared cases do not reach: the row kernel
+ * (qknorm_row.wgsl) with 1, 2 and 4 vectors per invocation (head_dim up to 64 * 4 * VE), a row
+ * count that leaves the last workgroup half full, partial vectors (head_dim 40: 64 invocations
+ * for 10 or 5 vectors), fp8 on and off, in place and out of place, non-finite and zero inputs; and
+ * the general kernel (qknorm.wgsl) for a view the row kernel refuses (query at an odd offset)
+ * and a head_dim above its limit. Each dtype, bit for bit against the CPU reference, with the
+ * double arithmetic (wide64) and, without shader-f64, in integers (exact32); the variant must be
+ * the expected kernel. (A NaN matches any NaN: its sign and payload are not specified.) */
+typedef struct qk_layout {
+    int64_t B, S, nh, hd, rope;
+    int fp8, in_place, q_off, row;
+} qk_layout;
+
+static void qk_fill(void *p, ropekit_dtype dt, size_t n, uint32_t *seed, float scale) {
+    for (size_t i = 0; i < n; ++i) {
+        *seed = *seed * 1664525u + 1013904223u;
+        float v = ((float)(*seed >> 8) / 16777216.0f * 2.0f - 1.0f) * scale;
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        if (dt == ROPEKIT_FLOAT32)
+            memcpy((char *)p + 4 * i, &v, 4);
+        else if (dt == ROPEKIT_BFLOAT16)
+            ((uint16_t *)p)[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        else /* float16: sign, exponent in [-8, 2], top mantissa bits */
+            ((uint16_t *)p)[i] = (uint16_t)(((u >> 16) & 0x8000u) | ((7u + (*seed & 7u)) << 10) |
+                                            ((u >> 13) & 0x3ffu));
+    }
+}
+
+static void qk_set(void *p, ropekit_dtype dt, size_t i, uint32_t f32bits) {
+    if (dt == ROPEKIT_FLOAT32)
+        memcpy((char *)p + 4 * i, &f32bits, 4);
+    else if (dt == ROPEKIT_BFLOAT16)
+        ((uint16_t *)p)[i] = (uint16_t)(f32bits >> 16);
+    else
+        ((uint16_t *)p)[i] = (uint16_t)(f32bits == 0x7fc00000u   ? 0x7e00u
+                                        : f32bits == 0xff800000u ? 0xfc00u
+                                                                 : 0u);
+}
+
+/* a NaN of dtype dt (its sign and payload are not specified: ropekit.h, section 5) */
+static int qk_is_nan(const unsigned char *p, ropekit_dtype dt) {
+    uint32_t u = 0;
+    memcpy(&u, p, ropekit_dtype_size(dt));
+    if (dt == ROPEKIT_FLOAT32) return (u & 0x7fffffffu) > 0x7f800000u;
+    if (dt == ROPEKIT_BFLOAT16) return (u & 0x7fffu) > 0x7f80u;
+    return (u & 0x7fffu) > 0x7c00u;
+}
+
+static void run_qknorm_layouts(ropekit_webgpu_backend backend, int no_f64) {
+    ropekit_webgpu_options opt = {backend, 0, no_f64, 0, 0, 0};
+    ropekit_webgpu *ctx = NULL;
+    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
+        CHECK(0, "context: %s", ropekit_webgpu_last_error());
+        return;
+    }
+    static const qk_layout lays[] = {
+        {2, 3, 3, 512, 64, 1, 0, 0, 1}, {1, 2, 2, 1024, 64, 1, 1, 0, 1},
+        {1, 3, 5, 40, 6, 0, 0, 0, 1},   {2, 1, 2, 40, 6, 0, 1, 0, 1},
+        {1, 2, 3, 128, 64, 1, 0, 1, 0}, {1, 1, 2, 2048, 64, 1, 0, 0, -1},
+        {2, 2, 1, 64, 0, 1, 0, 0, 1},   {1, 2, 4, 16, 16, 0, 0, 0, 1},
+    };
+    static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    uint32_t seed = 777u;
+    int ran = 0;
+    for (size_t li = 0; li < sizeof lays / sizeof lays[0]; ++li)
+        for (int d = 0; d < 3; ++d) {
+            const qk_layout *L = &lays[li];
+            const ropekit_dtype dt = dts[d];
+            const size_t es = ropekit_dtype_size(dt);
+            const int64_t F = L->nh * L->hd, T = L->B * L->S, off = L->q_off;
+            const size_t nq = (size_t)(T * F), nkv = (size_t)(T * L->hd),
+                         nt = (size_t)(T * L->rope);
+            unsigned char *q = calloc(nq + (size_t)off, es), *kv = malloc(nkv * es);
+            unsigned char *qr = malloc(nq * es), *kvr = malloc(nkv * es), *qg = malloc(nq * es),
+                          *kvg = malloc(nkv * es);
+            float *w = malloc((size_t)L->hd * 4), *cs = malloc((nt ? nt : 1) * 4),
+                  *sn = malloc((nt ? nt : 1) * 4);
+            const float scale = li % 2 ? 30.0f : 0.05f;
+            qk_fill(q + (size_t)off * es, dt, nq, &seed, scale);
+            qk_fill(kv, dt, nkv, &seed, scale);
+            for (int64_t c = 0; c < L->hd; ++c)
+                w[c] = 1.0f + 0.25f * (float)((c * 37) % 11 - 5) / 5.0f;
+            for (size_t i = 0; i < nt; i += 2) {
+                cs[i] = cs[i + 1] = cosf((float)i * 0.41f + 0.3f);
+                sn[i] = sn[i + 1] = sinf((float)i * 0.41f + 0.3f);
+            }
+            if (li == 2) { /* a NaN in the kv row, an infinity and a zero head in the query */
+                qk_set(kv, dt, 3, 0x7fc00000u);
+                qk_set(q + (size_t)off * es, dt, (size_t)F + 5, 0xff800000u);
+                memset(q + (size_t)(off + 2 * L->hd) * es, 0, (size_t)L->hd * es);
+            }
+            int64_t qsh[3] = {L->B, L->S, F}, kvsh[3] = {L->B, L->S, L->hd}, wsh[1] = {L->hd},
+                    tsh[3] = {L->B, L->S, L->rope}, qosh[4] = {L->B, L->S, L->nh, L->hd};
+            ropekit_tensor hq = ropekit_tensor_contiguous(q + (size_t)off * es, dt, 3, qsh);
+            ropekit_tensor hkv = ropekit_tensor_contiguous(kv, dt, 3, kvsh);
+            ropekit_tensor hw = ropekit_tensor_contiguous(w, ROPEKIT_FLOAT32, 1, wsh);
+            ropekit_tensor hc = ropekit_tensor_contiguous(cs, ROPEKIT_FLOAT32, 3, tsh);
+            ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 3, tsh);
+            ropekit_tensor hqo = ropekit_tensor_contiguous(qr, dt, 4, qosh);
+            ropekit_tensor hkvo = ropekit_tensor_contiguous(kvr, dt, 3, kvsh);
+            ropekit_qknorm_rotary_embedding_attrs at = {L->nh, L->hd, L->rope, 1e-6f, L->fp8};
+            CHECK(ropekit_qknorm_rotary_embedding(&hq, &hkv, &hw, L->rope ? &hc : NULL,
+                                                  L->rope ? &hs : NULL, &at, &hqo,
+                                                  &hkvo) == ROPEKIT_OK,
+                  "cpu: %s", ropekit_last_error());
+            ropekit_tensor hqall =
+                ropekit_tensor_contiguous(q, dt, 1, (int64_t[1]){(int64_t)nq + off});
+            WGPUBuffer bq = upload(ctx, &hqall, 16), bkv = upload(ctx, &hkv, 16),
+                       bw = upload(ctx, &hw, 16);
+            WGPUBuffer bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
+            WGPUBuffer bqo = L->in_place ? bq : upload(ctx, &hqall, 16),
+                       bkvo = L->in_place ? bkv : upload(ctx, &hkv, 16);
+            ropekit_webgpu_tensor gq =
+                ropekit_webgpu_tensor_contiguous(bq, (uint64_t)off * es, dt, 3, qsh);
+            ropekit_webgpu_tensor gqo =
+                ropekit_webgpu_tensor_contiguous(bqo, (uint64_t)off * es, dt, 4, qosh);
+            ropekit_webgpu_tensor gkv = gview(bkv, &hkv), gkvo = gview(bkvo, &hkv),
+                                  gw = gview(bw, &hw), gc = gview(bc, &hc), gs = gview(bs, &hs);
+            ropekit_status st = ropekit_webgpu_qknorm_rotary_embedding(
+                ctx, &gq, &gkv, &gw, L->rope ? &gc : NULL, L->rope ? &gs : NULL, &at, &gqo, &gkvo);
+            const char *variant = ropekit_webgpu_last_variant(ctx);
+            CHECK(st == ROPEKIT_OK, "qknorm layout %zu %s in_place=%d: %s", li,
+                  ropekit_dtype_name(dt), L->in_place, ropekit_webgpu_last_error());
+            /* row: 1 row kernel, 0 general kernel, -1 row kernel for 16-bit only (head_dim
+             * 2048 is above the float32 limit of 1024) */
+            const int want_row = L->row == -1 ? dt != ROPEKIT_FLOAT32 : L->row;
+            CHECK((strstr(variant, "qknorm row ") != NULL) == want_row,
+                  "qknorm layout %zu %s: variant '%s'", li, ropekit_dtype_name(dt), variant);
+            if (st == ROPEKIT_OK &&
+                ropekit_webgpu_read(ctx, bqo, (uint64_t)off * es, qg, nq * es) == ROPEKIT_OK &&
+                ropekit_webgpu_read(ctx, bkvo, 0, kvg, nkv * es) == ROPEKIT_OK) {
+                size_t bad = 0, first = 0;
+                uint32_t gb = 0, cb = 0; /* bits of the first difference: gpu, cpu */
+                for (size_t i = 0; i < nq + nkv; ++i) {
+                    const unsigned char *a = i < nq ? qg + i * es : kvg + (i - nq) * es;
+                    const unsigned char *r = i < nq ? qr + i * es : kvr + (i - nq) * es;
+                    if (memcmp(a, r, es) != 0 && !(qk_is_nan(a, dt) && qk_is_nan(r, dt)) && !bad++)
+                        first = i, memcpy(&gb, a, es), memcpy(&cb, r, es);
+                }
+                CHECK(bad == 0,
+                      "qknorm layout %zu %s in_place=%d (%s): %zu elements differ from the CPU, "
+                      "first %s element %zu: gpu 0x%x cpu 0x%x",
+                      li, ropekit_dtype_name(dt), L->in_place, variant, bad,
+                      first < nq ? "query_out" : "kv_out", first < nq ? first : first - nq,
+                      (unsigned)gb, (unsigned)cb);
+                ++ran;
+            }
+            wgpuBufferRelease(bq), wgpuBufferRelease(bkv), wgpuBufferRelease(bw);
+            wgpuBufferRelease(bc), wgpuBufferRelease(bs);
+            if (!L->in_place) wgpuBufferRelease(bqo), wgpuBufferRelease(bkvo);
+            free(q), free(kv), free(qr), free(kvr), free(qg), free(kvg), free(w), free(cs),
+                free(sn);
+        }
+    printf("qknorm layouts (%s): %d runs compared bit for bit\n",
+           ropekit_webgpu_has_f64(ctx) ? "wide64" : "exact32", ran);
+    ropekit_webgpu_destroy(ctx);
+}
+
 /* Timestamps (options.timestamps): without them kernel_time is refused; with them (where the
  * adapter has timestamp-query) it counts each operator call's pass once, with a positive time,
  * and restarts from zero after reading. */
@@ -609,6 +1025,73 @@ static void run_repeated_calls(ropekit_webgpu_backend backend) {
     ropekit_webgpu_destroy(ctx);
 }
 
+/* Batching (ropekit_webgpu_set_batch): a chain of 11 calls, each with its own position ids or
+ * offset (RotaryEmbedding with ids, MS RotaryEmbedding with a scalar offset: a call without
+ * ids), out of place between two buffers and in place, recorded 4 at a time (submitted at the
+ * 4th and 8th call and by the read): each call must use its own parameters and ids, in order,
+ * bit for bit as the same chain on the CPU. A refused call (id out of range) is answered at
+ * once and records nothing; bad batch sizes are refused. */
+static void run_batched_calls(ropekit_webgpu_backend backend) {
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = NULL;
+    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
+        CHECK(0, "context: %s", ropekit_webgpu_last_error());
+        return;
+    }
+    CHECK(ropekit_webgpu_set_batch(ctx, -1) == ROPEKIT_ERROR_INVALID_ATTRIBUTE &&
+              ropekit_webgpu_set_batch(ctx, 257) == ROPEKIT_ERROR_INVALID_ATTRIBUTE &&
+              strstr(ropekit_webgpu_last_error(), "257") != NULL,
+          "bad batch sizes: '%s'", ropekit_webgpu_last_error());
+    CHECK(ropekit_webgpu_set_batch(NULL, 4) == ROPEKIT_ERROR_NULL_POINTER, "NULL ctx");
+    CHECK(ropekit_webgpu_flush(ctx) == ROPEKIT_OK, "flush with nothing recorded");
+    CHECK(ropekit_webgpu_set_batch(ctx, 4) == ROPEKIT_OK, "set_batch 4: %s", ropekit_webgpu_last_error());
+    enum { B = 2, S = 3, N = 2, H = 16, P = 40, CALLS = 11 };
+    float x[B * S * N * H], ref[2][B * S * N * H], y[B * S * N * H], c[P * H / 2], sn[P * H / 2];
+    for (int i = 0; i < P * H / 2; ++i) c[i] = cosf((float)i * 0.29f), sn[i] = sinf((float)i * 0.29f);
+    for (int i = 0; i < B * S * N * H; ++i) x[i] = (float)((i * 11) % 37) / 8.0f - 2.0f;
+    int64_t pos[CALLS][B * S], off[CALLS], xs[3] = {B, S, N * H}, tsh[2] = {P, H / 2}, ps[2] = {B, S},
+            os[1] = {1};
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hr[2] = {ropekit_tensor_contiguous(ref[0], ROPEKIT_FLOAT32, 3, xs),
+                            ropekit_tensor_contiguous(ref[1], ROPEKIT_FLOAT32, 3, xs)};
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
+    WGPUBuffer bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16), bb[2] = {upload(ctx, &hx, 16), upload(ctx, &hx, 16)};
+    ropekit_webgpu_tensor gc = gview(bc, &hc), gs = gview(bs, &hs), gb[2] = {gview(bb[0], &hx), gview(bb[1], &hx)};
+    memcpy(ref[0], x, sizeof x);
+    int cur = 0, bad = 0;
+    ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
+    ropekit_ms_rotary_embedding_attrs ms = ROPEKIT_MS_ROTARY_EMBEDDING_ATTRS_INIT;
+    ms.num_heads = N;
+    for (int k = 0; k < CALLS; ++k) {
+        for (int i = 0; i < B * S; ++i) pos[k][i] = (k * 7 + i * 5) % P;
+        off[k] = k * 3 % (P - S);
+        ropekit_tensor ids = ropekit_tensor_contiguous(pos[k], ROPEKIT_INT64, 2, ps);
+        ropekit_tensor ofs = ropekit_tensor_contiguous(&off[k], ROPEKIT_INT64, 1, os);
+        const int in_place = k % 3 == 2, nxt = in_place ? cur : 1 - cur, use_ms = k % 4 == 1;
+        ropekit_status st = use_ms ? ropekit_ms_rotary_embedding(&hr[cur], &ofs, &hc, &hs, &ms, &hr[nxt])
+                                   : ropekit_rotary_embedding(&hr[cur], &hc, &hs, &ids, &at, &hr[nxt]);
+        ropekit_status gst = use_ms ? ropekit_webgpu_ms_rotary_embedding(ctx, &gb[cur], &ofs, &gc, &gs, &ms, &gb[nxt])
+                                    : ropekit_webgpu_rotary_embedding(ctx, &gb[cur], &gc, &gs, &ids, &at, &gb[nxt]);
+        if (st != ROPEKIT_OK || gst != ROPEKIT_OK) ++bad;
+        if (k == 5) { /* refused at once, nothing recorded */
+            int64_t badpos[B * S] = {0, 1, P, 2, 3, 4};
+            ropekit_tensor bids = ropekit_tensor_contiguous(badpos, ROPEKIT_INT64, 2, ps);
+            CHECK(ropekit_webgpu_rotary_embedding(ctx, &gb[nxt], &gc, &gs, &bids, &at, &gb[1 - nxt]) ==
+                      ROPEKIT_ERROR_POSITION_OUT_OF_RANGE,
+                  "batched call with an id out of range: %s", ropekit_webgpu_last_error());
+        }
+        cur = nxt;
+    }
+    CHECK(bad == 0, "batched chain: %d of %d calls failed (%s)", bad, CALLS, ropekit_webgpu_last_error());
+    ropekit_status st = ropekit_webgpu_read(ctx, bb[cur], 0, y, sizeof y);
+    CHECK(st == ROPEKIT_OK && memcmp(y, ref[cur], sizeof y) == 0,
+          "batched chain of %d calls: result differs from the CPU (%s)", CALLS, ropekit_webgpu_last_error());
+    CHECK(ropekit_webgpu_set_batch(ctx, 0) == ROPEKIT_OK, "set_batch 0");
+    wgpuBufferRelease(bb[0]), wgpuBufferRelease(bb[1]), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
+    ropekit_webgpu_destroy(ctx);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines appear as they are printed */
     static const char *names[] = {"rotary_embedding", "ms_rotary_embedding", "mrotary_embedding",
@@ -653,16 +1136,38 @@ int main(void) {
     }
     ropekit_webgpu_destroy(ctx);
     config cfgs[] = {
-        {"default", {backend, 0, 0, 0, 0, 0}},
-        {"packed16", {backend, 1, 0, 0, 0, 0}},
-        {"nof64", {backend, 0, 1, 0, 0, 0}},
-        {"smallgrid", {backend, 0, 0, 64, 6, 0}}, /* up to 216 workgroups: 2-D above 6, 3-D above 36 */
+        {"default", {backend, 0, 0, 0, 0, 0}, 0},
+        {"packed16", {backend, 1, 0, 0, 0, 0}, 0},
+        {"nof64", {backend, 0, 1, 0, 0, 0}, 0},
+        {"smallgrid", {backend, 0, 0, 64, 6, 0}, 0}, /* up to 216 workgroups: 2-D above 6, 3-D above 36 */
+        {"batched", {backend, 0, 0, 0, 0, 0}, 4}, /* calls recorded, submitted by the read */
     };
-    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; ++i) run_config(&cfgs[i], i, files, 5);
+    /* ROPEKIT_WEBGPU_CONFIGS=name,name: only those configurations (device rounds with little
+     * time); the tests after them always run */
+    const char *only = getenv("ROPEKIT_WEBGPU_CONFIGS");
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; ++i) {
+        if (only && *only) {
+            char want[64];
+            snprintf(want, sizeof want, ",%s,", cfgs[i].name);
+            char list[256];
+            snprintf(list, sizeof list, ",%s,", only);
+            if (!strstr(list, want)) {
+                printf("[%s] not in ROPEKIT_WEBGPU_CONFIGS: not run\n", cfgs[i].name);
+                continue;
+            }
+        }
+        run_config(&cfgs[i], i, files, 5);
+    }
     run_errors(backend);
     run_vector_layouts(backend);
+    run_vector_narrowing(backend);
+    run_mrope_vector_tables(backend);
+    run_vector_blocks(backend);
+    run_qknorm_layouts(backend, 0);
+    run_qknorm_layouts(backend, 1);
     run_timestamps(backend);
     run_repeated_calls(backend);
+    run_batched_calls(backend);
     run_double_rounding(backend);
     for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);
     return REPORT();

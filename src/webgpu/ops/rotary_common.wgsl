@@ -24,9 +24,11 @@ struct Params {
     c_rs: u32, c_cs: u32, s_rs: u32, s_cs: u32,          // 2D tables: row and column strides
     c_bs: u32, c_ss: u32, s_bs: u32, s_ss: u32,          // 3D tables: batch and sequence strides
     offset: u32, sec0: u32, sec1: u32, mlayout: u32,     // offset form; MRoPE sections and layout
-    scale: f32, NG: u32, divs: u32, pad2: u32,           // NG: head groups, ceil(N / HG)
+    scale: f32, NG: u32, divs: u32, nrot: u32,           // NG: head groups, ceil(N / HG)
     // divs: for the divisors units, NG and S (bytes 0, 1, 2) log2 + 1 where it is a power of two,
-    // 0 otherwise (then unit_of divides)
+    // 0 otherwise (then unit_of divides); the vector kernel's byte 0 is for units_rot and byte 3
+    // for units - units_rot (its two ranges, rotary_vec.wgsl); nrot: the vector kernel's rotation
+    // invocations, B S NG units_rot (the element kernel does not read it)
 }
 
 @group(0) @binding(0) var<uniform> P: Params;
@@ -88,13 +90,15 @@ fn div_by(n: u32, d: u32, k: u32) -> u32 {
     if (k != 0u) { return n >> (k - 1u); } // uniform: the same branch for the whole dispatch
     return n / d;
 }
-fn unit_of(g: u32) -> Unit {
-    let th = div_by(g, P.units, P.divs & 0xffu);
+// units: the units per (token, head group) of g's range; ku: its shift (log2 + 1, 0: divide).
+fn unit_in(g: u32, units: u32, ku: u32) -> Unit {
+    let th = div_by(g, units, ku);
     let tok = div_by(th, P.NG, (P.divs >> 8u) & 0xffu);
     let n0 = (th - tok * P.NG) * HG;
     let b = div_by(tok, P.S, (P.divs >> 16u) & 0xffu);
     let s = tok - b * P.S;
-    return Unit(g - th * P.units, b, s, min(HG, P.N - n0),
+    return Unit(g - th * units, b, s, min(HG, P.N - n0),
                 P.x_base + b * P.xs.x + s * P.xs.y + n0 * P.xs.z,
                 P.y_base + b * P.ys.x + s * P.ys.y + n0 * P.ys.z);
 }
+fn unit_of(g: u32) -> Unit { return unit_in(g, P.units, P.divs & 0xffu); }

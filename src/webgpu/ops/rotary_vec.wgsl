@@ -4,10 +4,17 @@
 // float32 or 8 16-bit values). The unit is one vector: half-split, the pairs (k, k + R/2) of
 // vector u and of vector u + R/(2 VE); interleaved, the VE/2 pairs inside vector u; (out of
 // place only) a vector of [R, H) copied. The prelude adds VE, EW (elements per 32-bit word),
-// elem_to_f32 / f32_to_elem (the element's bits <-> float, exact, integer rounding) and
-// ld4_x / st4_y (vector index), word_f (the two 16-bit elements of a word as floats). Written word by word, without loops over elements or arrays of
-// them: the first version (loops filling arrays of eight floats) ran slower than the element
-// kernel on NVIDIA's Vulkan driver.
+// elem_to_f32 / f32_to_elem (the element's bits <-> float, exact, integer rounding),
+// elem_words4 (four words of two elements each from two float vectors, the same rounding) and
+// ld4_x / st4_y (vector index), word_f (the two 16-bit elements of a word as floats). Written
+// word by word, without loops over elements or arrays of them: the first version (loops filling
+// arrays of eight floats) ran slower than the element kernel on NVIDIA's Vulkan driver.
+//
+// The invocations come in two ranges: first the rotations (units_rot per token and head group),
+// then the copies of [R, H) (units - units_rot), so that a SIMD group does one or the other: with
+// both in one range (units per head group, rotations first) a group of Phi-2's heads (R = 32 of
+// 80) ran the rotation path for 2 of every 8 lanes and the copy path for the other 6, one after
+// the other.
 
 // The columns of one 32-bit word of a vector: EW elements (1 float32 or 2 16-bit values), cos
 // and sin of its columns k and k + 1 (the second unused for float32).
@@ -18,26 +25,24 @@ fn word_cs(b: u32, s: u32, k: u32) -> vec4<f32> {
 }
 
 
-// Half-split: words wa (columns k, k+1) and wb (their partners k + R/2) rotated with cs.
-fn rot_split(wa: u32, wb: u32, cs: vec4<f32>) -> vec2<u32> {
-    if (EW == 1u) {
-        let r = rotate(bitcast<f32>(wa), bitcast<f32>(wb), cs.xy);
-        return vec2<u32>(bitcast<u32>(r.x), bitcast<u32>(r.y));
-    }
+// Half-split, 16-bit: words wa (columns k, k+1) and wb (their partners k + R/2) rotated with cs:
+// the floats of (y at wa's word, y at wb's word) for the low (.xy) and high (.zw) halves.
+fn rot_split16(wa: u32, wb: u32, cs: vec4<f32>) -> vec4<f32> {
     let fa = word_f(wa);
     let fb = word_f(wb);
-    let r0 = rotate(fa.x, fb.x, cs.xy);
-    let r1 = rotate(fa.y, fb.y, cs.zw);
-    return vec2<u32>(f32_to_elem(r0.x) | (f32_to_elem(r1.x) << 16u),
-                     f32_to_elem(r0.y) | (f32_to_elem(r1.y) << 16u));
+    return vec4<f32>(rotate(fa.x, fb.x, cs.xy), rotate(fa.y, fb.y, cs.zw));
 }
 
-// Interleaved, 16-bit: word w holds the pair (2k, 2k+1) of column k. (float32 pairs span two
-// words: rot_split on the two words.)
-fn rot_pair16(w: u32, cs: vec2<f32>) -> u32 {
+// Half-split, float32: one column, words wa and wb.
+fn rot_split32(wa: u32, wb: u32, cs: vec4<f32>) -> vec2<u32> {
+    let r = rotate(bitcast<f32>(wa), bitcast<f32>(wb), cs.xy);
+    return vec2<u32>(bitcast<u32>(r.x), bitcast<u32>(r.y));
+}
+
+// Interleaved, 16-bit: word w holds the pair (2k, 2k+1) of column k; the pair's floats rotated.
+fn rot_pair16(w: u32, cs: vec2<f32>) -> vec2<f32> {
     let f = word_f(w);
-    let r = rotate(f.x, f.y, cs);
-    return f32_to_elem(r.x) | (f32_to_elem(r.y) << 16u);
+    return rotate(f.x, f.y, cs);
 }
 
 @compute @workgroup_size(WG)
@@ -45,14 +50,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
     let g = linear_index(wid, nwg, lid);
     if (g >= P.total) { return; }
-    let w = unit_of(g);
-    // vector indices (the host checked that every offset and stride is a multiple of VE)
-    let xo = w.xo / VE;
-    let yo = w.yo / VE;
-    let xn = P.xs.z / VE;
+    let xn = P.xs.z / VE; // head strides in vectors (the host checked every offset and stride)
     let yn = P.ys.z / VE;
-    if (w.u >= P.units_rot) { // channels [R, H) are copied bit for bit (out of place only)
-        let q = P.R / VE + (w.u - P.units_rot);
+    let nrot = P.nrot; // invocations of the rotation range: B S NG units_rot
+    if (g >= nrot) { // channels [R, H) are copied bit for bit (out of place only)
+        let w = unit_in(g - nrot, P.units - P.units_rot, (P.divs >> 24u) & 0xffu);
+        let q = P.R / VE + w.u;
+        let xo = w.xo / VE;
+        let yo = w.yo / VE;
         var r: array<vec4<u32>, HG>;
         for (var j = 0u; j < HG; j = j + 1u) {
             if (j < w.nh) { r[j] = ld4_x(xo + j * xn + q); }
@@ -62,6 +67,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         return;
     }
+    let w = unit_in(g, P.units_rot, P.divs & 0xffu);
+    let xo = w.xo / VE;
+    let yo = w.yo / VE;
     if ((P.flags & 1u) != 0u) { // interleaved: vector u holds VE/2 pairs (2k, 2k+1), k from k0
         let k0 = w.u * (VE / 2u);
         var a: array<vec4<u32>, HG>;
@@ -69,13 +77,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if (j < w.nh) { a[j] = ld4_x(xo + j * xn + w.u); }
         }
         if (EW == 1u) { // float32: pairs (x, y) and (z, w)
-            let c0 = cos_sin(w.b, w.s, k0);
-            let c1 = cos_sin(w.b, w.s, k0 + 1u);
+            let c0 = vec4<f32>(cos_sin(w.b, w.s, k0), 0.0, 0.0);
+            let c1 = vec4<f32>(cos_sin(w.b, w.s, k0 + 1u), 0.0, 0.0);
             for (var j = 0u; j < HG; j = j + 1u) {
                 if (j < w.nh) {
                     let v = a[j];
-                    let p0 = rot_split(v.x, v.y, vec4<f32>(c0, 0.0, 0.0));
-                    let p1 = rot_split(v.z, v.w, vec4<f32>(c1, 0.0, 0.0));
+                    let p0 = rot_split32(v.x, v.y, c0);
+                    let p1 = rot_split32(v.z, v.w, c1);
                     st4_y(yo + j * yn + w.u, vec4<u32>(p0.x, p0.y, p1.x, p1.y));
                 }
             }
@@ -87,8 +95,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var j = 0u; j < HG; j = j + 1u) {
                 if (j < w.nh) {
                     let v = a[j];
-                    st4_y(yo + j * yn + w.u, vec4<u32>(rot_pair16(v.x, c0), rot_pair16(v.y, c1),
-                                                     rot_pair16(v.z, c2), rot_pair16(v.w, c3)));
+                    let r0 = rot_pair16(v.x, c0);
+                    let r1 = rot_pair16(v.y, c1);
+                    let r2 = rot_pair16(v.z, c2);
+                    let r3 = rot_pair16(v.w, c3);
+                    st4_y(yo + j * yn + w.u, elem_words4(vec4<f32>(r0.x, r1.x, r2.x, r3.x),
+                                                         vec4<f32>(r0.y, r1.y, r2.y, r3.y)));
                 }
             }
         }
@@ -114,12 +126,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (j < w.nh) {
             let va = a[j];
             let vc = c[j];
-            let w0 = rot_split(va.x, vc.x, cs0);
-            let w1 = rot_split(va.y, vc.y, cs1);
-            let w2 = rot_split(va.z, vc.z, cs2);
-            let w3 = rot_split(va.w, vc.w, cs3);
-            st4_y(yo + j * yn + w.u, vec4<u32>(w0.x, w1.x, w2.x, w3.x));
-            st4_y(yo + j * yn + w.u + hv, vec4<u32>(w0.y, w1.y, w2.y, w3.y));
+            if (EW == 1u) {
+                let w0 = rot_split32(va.x, vc.x, cs0);
+                let w1 = rot_split32(va.y, vc.y, cs1);
+                let w2 = rot_split32(va.z, vc.z, cs2);
+                let w3 = rot_split32(va.w, vc.w, cs3);
+                st4_y(yo + j * yn + w.u, vec4<u32>(w0.x, w1.x, w2.x, w3.x));
+                st4_y(yo + j * yn + w.u + hv, vec4<u32>(w0.y, w1.y, w2.y, w3.y));
+            } else { // r.x, r.y: the low halves of y's words at u and u + hv; r.z, r.w: the high
+                let r0 = rot_split16(va.x, vc.x, cs0);
+                let r1 = rot_split16(va.y, vc.y, cs1);
+                let r2 = rot_split16(va.z, vc.z, cs2);
+                let r3 = rot_split16(va.w, vc.w, cs3);
+                st4_y(yo + j * yn + w.u, elem_words4(vec4<f32>(r0.x, r1.x, r2.x, r3.x),
+                                                     vec4<f32>(r0.z, r1.z, r2.z, r3.z)));
+                st4_y(yo + j * yn + w.u + hv, elem_words4(vec4<f32>(r0.y, r1.y, r2.y, r3.y),
+                                                          vec4<f32>(r0.w, r1.w, r2.w, r3.w)));
+            }
         }
     }
 }
