@@ -15,9 +15,11 @@
  *     the host exactly as on the CPU (an out-of-range id is ROPEKIT_ERROR_POSITION_OUT_OF_RANGE
  *     and nothing is dispatched), narrowed to u32 and uploaded with the call. WGSL has no 64-bit
  *     integers; this is the "narrow on the host with a checked conversion" way.
- *   - Calls are asynchronous: they validate, upload the parameters, record one compute pass and
- *     submit it to the device's queue, then return. ropekit_webgpu_wait() blocks until the queue
- *     is idle; ropekit_webgpu_read() waits for everything submitted before it.
+ *   - Calls are asynchronous: they validate, upload the parameters and ids (one queue write),
+ *     record one compute pass and submit it to the device's queue, then return.
+ *     ropekit_webgpu_wait() blocks until the queue is idle; ropekit_webgpu_read() waits for
+ *     everything submitted before it. ropekit_webgpu_set_batch() records several calls per
+ *     submission instead (decode loops: less host time per call; see its rules below).
  *   - Validation is the CPU library's own (same plan builders, same messages). WebGPU limits add
  *     a few rules, each refused with ROPEKIT_ERROR_UNSUPPORTED and a message: every bound range
  *     must fit maxStorageBufferBindingSize, and strides and element counts must fit in 32 bits.

@@ -226,6 +226,15 @@ RK_V void st_bf16_eo(void *p, vf e, vf o, int nt) {
         _mm256_storeu_si256((__m256i *)p, r);
 }
 
+/* (*a, *b) = (lanes 0, 2, 4, 6; lanes 1, 3, 5, 7) -> (lanes 0 .. 3; lanes 4 .. 7) */
+RK_V void d_unpair(vd *a, vd *b) {
+    __m256d lo = _mm256_unpacklo_pd(*a, *b), hi = _mm256_unpackhi_pd(*a, *b); /* 0 1 4 5, 2 3 6 7 */
+    *a = _mm256_permute2f128_pd(lo, hi, 0x20);
+    *b = _mm256_permute2f128_pd(lo, hi, 0x31);
+}
+/* QKNorm's bfloat16 sums of squares take 2*VL values as even and odd elements (ld_bf16_eo) */
+#define RK_HAVE_BF16_PAIRS 1
+
 #include "simd_body.h"
 
 const rk_cpu_kernels rk_kernels_avx2 = {"avx2", rotary_avx2, qknorm_avx2, regroup_avx2};

@@ -20,7 +20,7 @@
  *   RK_HAVE_BF16_HW: st_bf16_hw/st_bf16_hw_nt/rt_bf16_hw (a conversion instruction, same bits),
  *      st_bf16_hw_pair(p, even, odd, nt) (2*VL values from even and odd elements, in order) and
  *      RK_BF16_HW_OK() (whether this CPU may run them)
- *   RK_HAVE_BF16_PAIRS (VL = 16 only): ld_bf16_eo(p, &even, &odd) (2*VL bfloat16 as two vf of
+ *   RK_HAVE_BF16_PAIRS (VL = 8 or 16): ld_bf16_eo(p, &even, &odd) (2*VL bfloat16 as two vf of
  *      the even and odd elements), d_unpair(&a, &b) (even/odd lanes back in order)
  *   RK_HAVE_D_LD_F16: vd d_ld_f16(p) (VL/2 float16 widened to doubles)
  */
@@ -150,7 +150,7 @@ RK_INLINE void gather(const rk_rotary_plan *p, ropekit_dtype tdt, const unsigned
 
 #define RK_MAXSTREAM 4096 /* MRoPE: widest h with a precomputed column -> stream map */
 
-/* n bytes, bit for bit (vector registers only move the bits); dst and src do not overlap. */
+/* n bytes, bit for bit (vector registers only move the bits). */
 RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
     int64_t i = 0;
     if (nt) /* dst aligned to 4*VL bytes */
@@ -158,12 +158,7 @@ RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
             f_st_nt((float *)(dst + i), f_ld((const float *)(src + i)));
     for (; i + 4 * VL <= n; i += 4 * VL)
         f_st((float *)(dst + i), f_ld((const float *)(src + i)));
-    if (i == n) return;
-    if (!nt && n >= 4 * VL) /* the last vector again, overlapping bytes already copied (dst and src
-                             * are apart): no call for the tail of every partial-rotary head */
-        f_st((float *)(dst + n - 4 * VL), f_ld((const float *)(src + n - 4 * VL)));
-    else
-        memcpy(dst + i, src + i, (size_t)(n - i));
+    if (i < n) memcpy(dst + i, src + i, (size_t)(n - i));
 }
 
 /* One pair, exactly as ref.c's rotate_pair. */
@@ -569,8 +564,21 @@ RK_INLINE vf rt_q(vf v, ropekit_dtype dt, int hw) {
  * interleaving G rows lets the chains of different rows overlap (one row alone would wait on
  * the add latency). The squares are exact in double (at most 2 x 24 significant bits), so a fused
  * multiply-add gives the bits of ref.c's multiply then add. */
-#define RK_QPF 4                     /* query rows are prefetched this many heads ahead */
+#define RK_QPF 4   /* query rows are prefetched this many heads ahead */
+#define RK_QTW 256 /* rope_dim at most, for the tables widened per token in qknorm_fast */
 #define RK_QG (VL >= 8 ? VL / 4 : 1) /* rows at a time: 8 accumulator vectors in flight */
+/* VL values at p widened to two double vectors for the sums of squares */
+RK_INLINE void ld_sq(const char *p, ropekit_dtype dt, vd *lo, vd *hi) {
+#ifdef RK_HAVE_D_LD_F16
+    if (dt == ROPEKIT_FLOAT16) {
+        *lo = d_ld_f16(p), *hi = d_ld_f16(p + VL);
+        return;
+    }
+#endif
+    vf f = ld_t(p, dt);
+    *lo = d_lo(f), *hi = d_hi(f);
+}
+
 RK_INLINE void sum_sq_rows(const char *x, int64_t stride, ropekit_dtype dt, int64_t n, int G,
                            float *ss) {
     const int64_t es = (int64_t)esz(dt);
@@ -584,33 +592,33 @@ RK_INLINE void sum_sq_rows(const char *x, int64_t stride, ropekit_dtype dt, int6
      * acc[g][0] holds lanes 0, 2, .. 14, acc[g][1] lanes 1, 3, .. 15, put back in order after */
     if (dt == ROPEKIT_BFLOAT16 && n >= 32) {
         for (; c + 32 <= n; c += 32)
-            for (int g = 0; g < G; ++g) {
-                vf e, o;
-                ld_bf16_eo(x + g * stride + c * es, &e, &o);
-                vd el = d_lo(e), ol = d_lo(o), eh = d_hi(e), oh = d_hi(o);
-                acc[g][0] = d_fmadd(el, el, acc[g][0]);
-                acc[g][1] = d_fmadd(ol, ol, acc[g][1]);
-                acc[g][0] = d_fmadd(eh, eh, acc[g][0]);
-                acc[g][1] = d_fmadd(oh, oh, acc[g][1]);
-            }
+            for (int g = 0; g < G; ++g)
+                for (int v = 0; v < 32 / (2 * VL); ++v) {
+                    vf e, o;
+                    ld_bf16_eo(x + g * stride + (c + 2 * v * VL) * es, &e, &o);
+                    vd el = d_lo(e), ol = d_lo(o), eh = d_hi(e), oh = d_hi(o);
+                    if (VL == 16) { /* acc[g][0]: lanes 0, 2, .. 14, acc[g][1]: 1, 3, .. 15 */
+                        acc[g][0] = d_fmadd(el, el, acc[g][0]);
+                        acc[g][1] = d_fmadd(ol, ol, acc[g][1]);
+                        acc[g][0] = d_fmadd(eh, eh, acc[g][0]);
+                        acc[g][1] = d_fmadd(oh, oh, acc[g][1]);
+                    } else { /* VL 8: acc[g][0 / 1]: lanes 0, 2, 4, 6 / 1, 3, 5, 7; [2 / 3]: +8 */
+                        acc[g][0] = d_fmadd(el, el, acc[g][0]);
+                        acc[g][1] = d_fmadd(ol, ol, acc[g][1]);
+                        acc[g][2 % (32 / VL)] = d_fmadd(eh, eh, acc[g][2 % (32 / VL)]);
+                        acc[g][3 % (32 / VL)] = d_fmadd(oh, oh, acc[g][3 % (32 / VL)]);
+                    }
+                }
         for (int g = 0; g < G; ++g)
-            d_unpair(&acc[g][0], &acc[g][1]);
+            for (int j = 0; j < 32 / VL; j += 2)
+                d_unpair(&acc[g][j], &acc[g][j + 1]);
     }
 #endif
     for (; c + 16 <= n; c += 16)
         for (int g = 0; g < G; ++g)
             for (int v = 0; v < 16 / VL; ++v) {
                 vd lo, hi;
-#ifdef RK_HAVE_D_LD_F16
-                if (dt == ROPEKIT_FLOAT16) {
-                    lo = d_ld_f16(x + g * stride + (c + v * VL) * es);
-                    hi = d_ld_f16(x + g * stride + (c + v * VL + VL / 2) * es);
-                } else
-#endif
-                {
-                    vf f = ld_t(x + g * stride + (c + v * VL) * es, dt);
-                    lo = d_lo(f), hi = d_hi(f);
-                }
+                ld_sq(x + g * stride + (c + v * VL) * es, dt, &lo, &hi);
                 if (G == 1) { /* one chain per accumulator: the add's shorter latency */
                     acc[g][2 * v] = d_add(acc[g][2 * v], d_mul(lo, lo));
                     acc[g][2 * v + 1] = d_add(acc[g][2 * v + 1], d_mul(hi, hi));
@@ -678,7 +686,8 @@ RK_INLINE float fp8_block_scale(float amax) {
 
 /* One query head, its sum of squares given: q[c] = Rt(q[c] * r), then the tail rotation. */
 RK_INLINE void qknorm_head(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, int hw, const char *x,
-                           char *y, float ss, const float *cs, const float *sn, float *v) {
+                           char *y, float ss, const float *cs, const float *sn, float *v,
+                           const double *cw, const double *sw) {
     const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
     vf rv = rt_q(f_set1(1.0f / sqrtf(ss / (float)hd + p->epsilon)), dt, hw);
     float r = f_lane0(rv); /* rounded to T (vector conversions: same bits) */
@@ -703,6 +712,21 @@ RK_INLINE void qknorm_head(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
         rk_store(y, dt, c, rk_load(x, dt, c) * r);
     if (rd == 0) return;
     int64_t t = 0;
+    if (cw) { /* the token's tables as doubles (rd a multiple of VL): tail_rotate's operations,
+               * on the rounded values in registers, without the widening of cos/sin per head */
+        for (; t < rd; t += VL) {
+            vf xv = rt_q(f_mul(RK_X(nope + t), rv), dt, hw);
+            vd yd[2];
+            for (int hh = 0; hh < 2; ++hh) {
+                vd xd = hh ? d_hi(xv) : d_lo(xv);
+                vd P = d_mul(xd, d_ld(cw + t + hh * (VL / 2)));
+                vd Q = d_mul(d_swap(xd), d_ld(sw + t + hh * (VL / 2)));
+                yd[hh] = d_addsub(P, Q);
+            }
+            st_q(y + (nope + t) * es, dt, hw, d_pack(yd[0], yd[1]), nt);
+        }
+        return;
+    }
     for (; t + VL <= rd; t += VL)
         f_st(v + t, rt_q(f_mul(RK_X(nope + t), rv), dt, hw));
     for (; t < rd; ++t)
@@ -716,15 +740,24 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
     const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
     const int64_t hs = p->qs[2] * es, hos = p->qos[2] * es;
     float v[RK_MAXROPE] __attribute__((aligned(64)));
-    /* 16-bit rows: RK_QG heads at a time (compute bound). float32 rows one at a time: it is
-     * memory bound, and reads interleaved over several rows were measured slower. */
-    const int G = dt == ROPEKIT_FLOAT32 ? 1 : RK_QG;
+    double cwb[RK_QTW] __attribute__((aligned(64))), swb[RK_QTW] __attribute__((aligned(64)));
+    const int tw = rd > 0 && rd % VL == 0 && rd <= RK_QTW;
+    /* 16-bit rows in cache: RK_QG heads at a time (compute bound: the rows' add chains
+     * overlap). Large calls (streaming stores) and float32 rows: one at a time; they wait on
+     * memory, and the prefetches of one row at a time keep it busier than bursts for RK_QG rows
+     * (Xeon EMR, dsv4 S=256, one thread: avx512 f16 +6%, bf16 +15%, avx2 f16 +2%, bf16 +8%). */
+    const int G = dt == ROPEKIT_FLOAT32 || nt ? 1 : RK_QG;
     for (int64_t b = 0; b < p->B; ++b)
         for (int64_t s = 0; s < p->S; ++s) {
             const float *cs = rd ? p->cos + b * p->cos_s[0] + s * p->cos_s[1] : NULL;
             const float *sn = rd ? p->sin + b * p->sin_s[0] + s * p->sin_s[1] : NULL;
             const char *xt = p->q + (b * p->qs[0] + s * p->qs[1]) * es;
             char *yt = p->q_out + (b * p->qos[0] + s * p->qos[1]) * es;
+            if (tw) /* the token's tables widened once for all its heads */
+                for (int64_t t = 0; t < rd; t += VL / 2) {
+                    d_st(cwb + t, d_ldf(cs + t));
+                    d_st(swb + t, d_ldf(sn + t));
+                }
             /* The rows RK_QPF heads ahead (in this token or the next) are prefetched: the
              * hardware prefetchers alone leave this loop waiting on memory. Addresses as
              * integers: a prefetch past the buffer is harmless, pointer arithmetic would not be. */
@@ -748,7 +781,7 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
                     sum_sq_rows(xt + h * hs, hs, dt, hd, 1, ss);
                 for (int i = 0; i < g; ++i)
                     qknorm_head(p, dt, nt, hw, xt + (h + i) * hs, yt + (h + i) * hos, ss[i], cs, sn,
-                                v);
+                                v, tw ? cwb : NULL, tw ? swb : NULL);
                 h += g;
             }
             /* kv */

@@ -29,6 +29,7 @@ struct QkArgs {
     long long T, rows; /* tokens B*S; rows T*(nh+1): every token's kv row, then the query rows */
     int small;         /* rows < 2^31: 32-bit fast division */
     int hints;         /* cache hints on the rows (RK_HINT_*) */
+    int tab_vec;       /* cos/sin rows contiguous, pairs 8-byte aligned (register kernel) */
     FastDiv d_nh, d_S; /* by nh and by S */
 };
 
@@ -333,6 +334,218 @@ __global__ void __launch_bounds__(256, 5) qknorm_kernel(const QkArgs a) {
     }
 }
 
+/* ---- the register kernel (16-bit rows, head_dim % 16 == 0, <= 512, rope 0 or 64) ----------
+ *
+ * Eight threads per row, four rows per warp, the row in registers from load to store: thread
+ * t (0..7) holds the 32-bit words t, t+8, t+16, ... of its row, i.e. channels 2t + 16u and
+ * 2t + 16u + 1 for u = 0, 1, ...: exactly the channels of the CPU's sum-of-squares lanes 2t and
+ * 2t+1, in the order the CPU adds them. So the two lane sums are two chains of double FMAs in
+ * the thread, and the CPU's tree (lane j += lane j + width, width 8, 4, 2, 1) is three xor
+ * shuffles (4, 2, 1) and one addition; every thread of the row ends with the same sum. No
+ * shared memory: the staged kernel above wrote every row to shared memory as floats and read it
+ * back twice (ncu: 91% of the shared-memory pipe for float16, 76% issue slots for bfloat16, 980
+ * instructions per thread and row). The rope tail (nope % 16 == 0) is the last RT words of every
+ * thread, where pair (c, c+1), c even, is one word; the register array holds the tail words
+ * first (w[0..RT)) so that their register indices are constants for any head size. */
+#define RK_QR_MAXW 32 /* words per thread: head_dim <= 512 */
+
+/* 32-bit accesses with the default hints of ld_x / st_y (common.cuh): x L1::no_allocate, y
+ * evict-first. Fixed here (ROPEKIT_CUDA_HINTS does not apply): a run-time choice is a branch per
+ * access, and this kernel makes 32 + 32 of them per thread and row. */
+__device__ __forceinline__ unsigned ld_w(const unsigned *p) {
+    unsigned v;
+    asm("ld.global.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ void st_w(unsigned *p, unsigned v) {
+    asm volatile("st.global.cs.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+
+/* The two 16-bit values of a word as doubles (exact): one conversion instruction each
+ * (F2F.F64.F16 / F2F.F64.BF16 read the half in place), where lo_of / hi_of + (double) took an
+ * unpacking instruction and a float -> double conversion. bfloat16 -> double needs sm_90. */
+template <int DT> __device__ __forceinline__ void word_to_double(unsigned w, double &lo, double &hi) {
+    const unsigned short l = (unsigned short)(w & 0xffffu), h = (unsigned short)(w >> 16);
+    if constexpr (DT == ROPEKIT_FLOAT16) {
+        asm("cvt.f64.f16 %0, %1;" : "=d"(lo) : "h"(l));
+        asm("cvt.f64.f16 %0, %1;" : "=d"(hi) : "h"(h));
+    } else {
+#if __CUDA_ARCH__ >= 900
+        asm("cvt.f64.bf16 %0, %1;" : "=d"(lo) : "h"(l));
+        asm("cvt.f64.bf16 %0, %1;" : "=d"(hi) : "h"(h));
+#else
+        lo = lo_of<DT>(w), hi = hi_of<DT>(w);
+#endif
+    }
+}
+
+/* RT: tail words per thread (rope_dim = 16 RT); NN: nope words per thread, or 0 = a.hd/16 - RT
+ * read at run time (<= RK_QR_MAXW - RT). */
+template <int DT, int RT, int NN, int MINB>
+__global__ void __launch_bounds__(256, MINB) qknorm_reg_kernel(const QkArgs a) {
+    typedef typename Elt<DT>::raw raw;
+    constexpr int NNMAX = NN ? NN : RK_QR_MAXW - RT;
+    const int t = threadIdx.x & 7;
+    const unsigned mask = 0xffu << (threadIdx.x & 24);
+    const int nn = NN ? NN : (a.hd >> 4) - RT;
+    const float hdf = (float)a.hd;
+    const int nope = a.nope;
+    const long long per = blockDim.x >> 3;
+    for (long long gr = (long long)blockIdx.x * per + (threadIdx.x >> 3); gr < a.rows; gr += (long long)gridDim.x * per) {
+        long long tk, b, s;
+        int row;
+        if (gr < a.T) {
+            tk = gr, row = a.nh;
+        } else if (a.small) {
+            const unsigned q = (unsigned)(gr - a.T), t32 = fdiv(q, a.d_nh);
+            tk = t32, row = (int)(q - t32 * (unsigned)a.nh);
+        } else {
+            tk = (gr - a.T) / a.nh, row = (int)(gr - a.T - tk * a.nh);
+        }
+        if (a.small) {
+            const unsigned b32 = fdiv((unsigned)tk, a.d_S);
+            b = b32, s = (unsigned)tk - b32 * a.d_S.d;
+        } else {
+            b = tk / a.S, s = tk - b * a.S;
+        }
+        const bool kvrow = row == a.nh;
+        const raw *x;
+        raw *y;
+        if (kvrow) {
+            x = reinterpret_cast<const raw *>(a.kv) + b * a.kvs[0] + s * a.kvs[1];
+            y = reinterpret_cast<raw *>(a.kv_out) + b * a.kvos[0] + s * a.kvos[1];
+        } else {
+            x = reinterpret_cast<const raw *>(a.q) + b * a.qs[0] + s * a.qs[1] + row * a.qs[2];
+            y = reinterpret_cast<raw *>(a.q_out) + b * a.qos[0] + s * a.qos[1] + row * a.qos[2];
+        }
+        const unsigned *xw = reinterpret_cast<const unsigned *>(x) + t;
+        unsigned *yw = reinterpret_cast<unsigned *>(y) + t;
+        /* w[RT + m]: word u = m (nope), w[k]: word u = nn + k (tail) */
+        unsigned w[RT + NNMAX];
+#pragma unroll
+        for (int m = 0; m < NNMAX; ++m) w[RT + m] = (NN || m < nn) ? ld_w(xw + 8 * m) : 0u;
+#pragma unroll
+        for (int k = 0; k < RT; ++k) w[k] = ld_w(xw + 8 * (nn + k));
+        /* CPU lanes 2t (low halves) and 2t+1 (high halves), words in channel order */
+        double q0 = 0.0, q1 = 0.0;
+#pragma unroll
+        for (int m = 0; m < NNMAX; ++m)
+            if (NN || m < nn) {
+                double v0, v1;
+                word_to_double<DT>(w[RT + m], v0, v1);
+                q0 = fma(v0, v0, q0), q1 = fma(v1, v1, q1);
+            }
+#pragma unroll
+        for (int k = 0; k < RT; ++k) {
+            double v0, v1;
+            word_to_double<DT>(w[k], v0, v1);
+            q0 = fma(v0, v0, q0), q1 = fma(v1, v1, q1);
+        }
+#pragma unroll
+        for (int d = 4; d >= 1; d >>= 1) {
+            q0 += __shfl_xor_sync(mask, q0, d, 8);
+            q1 += __shfl_xor_sync(mask, q1, d, 8);
+        }
+        const float ss = (float)(q0 + q1);
+        /* the tail's table columns tt = 2t + 16k and tt + 1, loaded once the sum no longer
+         * holds registers (their latency hides under the leading channels' stores) */
+        float c0[RT ? RT : 1], c1[RT ? RT : 1], s0[RT ? RT : 1], s1[RT ? RT : 1];
+        if constexpr (RT > 0) {
+            const float *cs = a.cos + b * a.cos_s[0] + s * a.cos_s[1];
+            const float *sn = a.sin + b * a.sin_s[0] + s * a.sin_s[1];
+            if (a.tab_vec) {
+#pragma unroll
+                for (int k = 0; k < RT; ++k) {
+                    const float2 cv = __ldg(reinterpret_cast<const float2 *>(cs + 2 * t + 16 * k));
+                    const float2 sv = __ldg(reinterpret_cast<const float2 *>(sn + 2 * t + 16 * k));
+                    c0[k] = cv.x, c1[k] = cv.y, s0[k] = sv.x, s1[k] = sv.y;
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < RT; ++k) {
+                    const long long tt = 2 * t + 16 * k;
+                    c0[k] = __ldg(cs + tt * a.cos_s[2]), c1[k] = __ldg(cs + (tt + 1) * a.cos_s[2]);
+                    s0[k] = __ldg(sn + tt * a.sin_s[2]), s1[k] = __ldg(sn + (tt + 1) * a.sin_s[2]);
+                }
+            }
+        }
+        if (!kvrow) {
+            const float r = round_to<DT>(__fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, hdf), a.eps))));
+            /* finite ss means finite x, so with a finite r no x*r is NaN */
+            const bool fast = isfinite(ss) && isfinite(r);
+            if (DT == ROPEKIT_FLOAT16 || fast) {
+#pragma unroll
+                for (int m = 0; m < NNMAX; ++m)
+                    if (NN || m < nn)
+                        st_w(yw + 8 * m, pack2_finite<DT>(__fmul_rn(lo_of<DT>(w[RT + m]), r),
+                                                          __fmul_rn(hi_of<DT>(w[RT + m]), r)));
+            } else {
+#pragma unroll
+                for (int m = 0; m < NNMAX; ++m)
+                    if (NN || m < nn)
+                        st_w(yw + 8 * m, pack2<DT>(__fmul_rn(lo_of<DT>(w[RT + m]), r),
+                                                   __fmul_rn(hi_of<DT>(w[RT + m]), r)));
+            }
+#pragma unroll
+            for (int k = 0; k < RT; ++k) {
+                const unsigned e = pack2<DT>(__fmul_rn(lo_of<DT>(w[k]), r), __fmul_rn(hi_of<DT>(w[k]), r));
+                w[k] = e; /* Rt(x * r) */
+            }
+        } else {
+            const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, hdf), a.eps)));
+            /* k[c] = Rt((x[c] * r) * w[c]) */
+            auto normed = [&](unsigned v, int c) {
+                return pack2<DT>(__fmul_rn(__fmul_rn(lo_of<DT>(v), r), __ldg(a.w + c * a.ws)),
+                                 __fmul_rn(__fmul_rn(hi_of<DT>(v), r), __ldg(a.w + (c + 1) * a.ws)));
+            };
+            /* the leading words are read again (from L2: one row in 129) instead of being kept
+             * in registers through the weight and fp8 passes */
+            const unsigned *xr = reinterpret_cast<const unsigned *>(x) + t;
+            if (a.fp8) { /* blocks of 64 channels = 4 words of each of the 8 threads (nope % 64 == 0) */
+#pragma unroll
+                for (int m0 = 0; m0 < NNMAX; m0 += 4) {
+                    if (!NN && m0 >= nn) break;
+                    float v[8];
+                    float amax = 0.0f;
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        const unsigned e = normed(xr[8 * (m0 + i)], 2 * t + 16 * (m0 + i));
+                        v[2 * i] = lo_of<DT>(e), v[2 * i + 1] = hi_of<DT>(e);
+                        amax = fmaxf(amax, fmaxf(fabsf(v[2 * i]), fabsf(v[2 * i + 1])));
+                    }
+#pragma unroll
+                    for (int d = 4; d >= 1; d >>= 1) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, d, 8));
+                    const float scale = fp8_block_scale(amax);
+                    /* x / scale == x * (1 / scale): see the staged kernel */
+                    const float inv = __frcp_rn(scale);
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) {
+                        const float q = fminf(fmaxf(__fmul_rn(v[i], inv), -448.0f), 448.0f);
+                        v[i] = __fmul_rn(e4m3_round(q), scale);
+                    }
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) st_w(yw + 8 * (m0 + i), pack2<DT>(v[2 * i], v[2 * i + 1]));
+                }
+            } else {
+#pragma unroll
+                for (int m = 0; m < NNMAX; ++m)
+                    if (NN || m < nn) st_w(yw + 8 * m, normed(xr[8 * m], 2 * t + 16 * m));
+            }
+#pragma unroll
+            for (int k = 0; k < RT; ++k) w[k] = normed(w[k], nope + 2 * t + 16 * k);
+        }
+        /* the tail: pair (x0, x1) = word k, already rounded to T */
+#pragma unroll
+        for (int k = 0; k < RT; ++k) {
+            double x0, x1;
+            word_to_double<DT>(w[k], x0, x1);
+            const float y0 = (float)(x0 * (double)c0[k] - x1 * (double)s0[k]);
+            const float y1 = (float)(x1 * (double)c1[k] + x0 * (double)s1[k]);
+            st_w(yw + 8 * (nn + k), pack2<DT>(y0, y1));
+        }
+    }
+}
+
 template <int DT, bool W8>
 ropekit_status launch_qknorm_t(const QkArgs &a, int threads, size_t shm, cudaStream_t st) {
     if (shm > 48 * 1024) {
@@ -346,6 +559,44 @@ ropekit_status launch_qknorm_t(const QkArgs &a, int threads, size_t shm, cudaStr
     qknorm_kernel<DT, W8><<<(unsigned)blocks, threads, shm, st>>>(a);
     return launched("qknorm kernel launch");
 }
+template <int DT, int RT, int NN, int MINB>
+ropekit_status launch_qknorm_reg_t(const QkArgs &a, cudaStream_t st) {
+    const long long per = 256 / 8;
+    long long blocks = (a.rows + per - 1) / per;
+    if (blocks > (1ll << 30)) blocks = 1ll << 30; /* the kernel loops over the rest */
+    qknorm_reg_kernel<DT, RT, NN, MINB><<<(unsigned)blocks, 256, 0, st>>>(a);
+    return launched("qknorm kernel launch");
+}
+template <int DT> ropekit_status launch_qknorm_reg(const QkArgs &a, int variant, cudaStream_t st) {
+    if (a.rd == 0) return launch_qknorm_reg_t<DT, 0, 0, 3>(a, st);
+    if (a.hd == 512)
+        return variant == 2 ? launch_qknorm_reg_t<DT, 4, 28, 4>(a, st) : launch_qknorm_reg_t<DT, 4, 28, 3>(a, st);
+    return launch_qknorm_reg_t<DT, 4, 0, 3>(a, st);
+}
+
+/* The register kernel's conditions: 16-bit rows of 32-bit words (channel stride 1, even row
+ * strides, 4-byte aligned bases), head_dim % 16 == 0 and <= 512, rope 0 or 64 (so nope % 16 ==
+ * 0: every thread's tail words are its last ones). ROPEKIT_CUDA_QKNORM_KERNEL=0 forces the
+ * staged kernel (timing knob). */
+int qknorm_reg_variant() {
+    static const int v = env_int("ROPEKIT_CUDA_QKNORM_KERNEL", 0, 2, 1);
+    return v;
+}
+bool qknorm_reg_ok(const rk_qknorm_plan *p) {
+    if (!qknorm_reg_variant() || p->dtype == ROPEKIT_FLOAT32) return false;
+    if (p->head_dim % 16 != 0 || p->head_dim > 16 * RK_QR_MAXW) return false;
+    if (p->rope_dim != 0 && p->rope_dim != 64) return false;
+    if (p->head_dim <= p->rope_dim || (p->simulate_fp8 && p->nope % 64 != 0)) return false;
+    auto words = [](const void *base, const int64_t *st, int n) {
+        if ((uintptr_t)base % 4 != 0 || st[n - 1] != 1) return false;
+        for (int i = 0; i < n - 1; ++i)
+            if (st[i] % 2 != 0) return false;
+        return true;
+    };
+    return words(p->q, p->qs, 4) && words(p->q_out, p->qos, 4) && words(p->kv, p->kvs, 3) &&
+           words(p->kv_out, p->kvos, 3);
+}
+
 /* Bytes per global access of a 16-bit QKNorm row: bfloat16 8 (conflict-free staging: 76% of
  * copy vs 73% with 16), float16 16 (78.5% vs 76%: its conversions cost more than the bank
  * conflicts; H200, same calls). ROPEKIT_CUDA_QKNORM_PIECE=8|16 forces one (timing knob). */
@@ -399,6 +650,14 @@ ropekit_status run_qknorm(const rk_qknorm_plan *p, void *stream) {
     a.d_S = make_div(p->S < (1ll << 31) ? p->S : 1);
     cudaStream_t st = (cudaStream_t)stream;
     const size_t shm = row_bytes * nhw;
+    if (qknorm_reg_ok(p)) {
+        a.tab_vec = p->rope_dim > 0 && p->cos_s[2] == 1 && p->sin_s[2] == 1 &&
+                    (uintptr_t)p->cos % 8 == 0 && (uintptr_t)p->sin % 8 == 0 && p->cos_s[0] % 2 == 0 &&
+                    p->cos_s[1] % 2 == 0 && p->sin_s[0] % 2 == 0 && p->sin_s[1] % 2 == 0;
+        const int v = qknorm_reg_variant();
+        return p->dtype == ROPEKIT_FLOAT16 ? launch_qknorm_reg<ROPEKIT_FLOAT16>(a, v, st)
+                                           : launch_qknorm_reg<ROPEKIT_BFLOAT16>(a, v, st);
+    }
     if (p->dtype == ROPEKIT_FLOAT32) return launch_qknorm_t<ROPEKIT_FLOAT32, false>(a, nhw * 16, shm, st);
     const bool w8 = qknorm_piece(p->dtype) == 8;
     if (p->dtype == ROPEKIT_FLOAT16)
