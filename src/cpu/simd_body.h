@@ -150,7 +150,7 @@ RK_INLINE void gather(const rk_rotary_plan *p, ropekit_dtype tdt, const unsigned
 
 #define RK_MAXSTREAM 4096 /* MRoPE: widest h with a precomputed column -> stream map */
 
-/* n bytes, bit for bit (vector registers only move the bits); dst and src do not overlap. */
+/* n bytes, bit for bit (vector registers only move the bits). */
 RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
     int64_t i = 0;
     if (nt) /* dst aligned to 4*VL bytes */
@@ -158,12 +158,7 @@ RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
             f_st_nt((float *)(dst + i), f_ld((const float *)(src + i)));
     for (; i + 4 * VL <= n; i += 4 * VL)
         f_st((float *)(dst + i), f_ld((const float *)(src + i)));
-    if (i == n) return;
-    if (!nt && n >= 4 * VL) /* the last vector again, overlapping bytes already copied (dst and src
-                             * are apart): no call for the tail of every partial-rotary head */
-        f_st((float *)(dst + n - 4 * VL), f_ld((const float *)(src + n - 4 * VL)));
-    else
-        memcpy(dst + i, src + i, (size_t)(n - i));
+    if (i < n) memcpy(dst + i, src + i, (size_t)(n - i));
 }
 
 /* One pair, exactly as ref.c's rotate_pair. */
@@ -416,11 +411,7 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
     ((uintptr_t)p->x + (uintptr_t)(((b)*p->xs[0] + (s)*p->xs[1] + (hd)*p->xs[2]) * es))
 #define RK_YADDR(b, s, hd)                                                                         \
     ((uintptr_t)p->y + (uintptr_t)(((b)*p->ys[0] + (s)*p->ys[1] + (hd)*p->ys[2]) * es))
-    /* y rows are prefetched for writing unless streamed, in place (x's prefetch covers them), or
-     * token-major over contiguous token rows (y (B, S, N*H) without gaps: the hardware follows one
-     * stream; the prefetch, one token ahead, made phi-2 float16 rows 1.47x slower on the Xeon) */
-    const int y_flat = p->ys[2] == p->H && p->ys[1] == p->N * p->H;
-    const int pfy = !in_place && !nt && (head_major || !y_flat);
+    const int pfy = !in_place && !nt;
     for (int64_t b = 0; b < p->B; ++b)
         for (int64_t s0 = 0; s0 < p->S; s0 += TB) {
             const int64_t nb = p->S - s0 < TB ? p->S - s0 : TB;
@@ -751,9 +742,11 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
     float v[RK_MAXROPE] __attribute__((aligned(64)));
     double cwb[RK_QTW] __attribute__((aligned(64))), swb[RK_QTW] __attribute__((aligned(64)));
     const int tw = rd > 0 && rd % VL == 0 && rd <= RK_QTW;
-    /* 16-bit rows: RK_QG heads at a time (compute bound). float32 rows one at a time: it is
-     * memory bound, and reads interleaved over several rows were measured slower. */
-    const int G = dt == ROPEKIT_FLOAT32 ? 1 : RK_QG;
+    /* 16-bit rows in cache: RK_QG heads at a time (compute bound: the rows' add chains
+     * overlap). Large calls (streaming stores) and float32 rows: one at a time; they wait on
+     * memory, and the prefetches of one row at a time keep it busier than bursts for RK_QG rows
+     * (Xeon EMR, dsv4 S=256, one thread: avx512 f16 +6%, bf16 +15%, avx2 f16 +2%, bf16 +8%). */
+    const int G = dt == ROPEKIT_FLOAT32 || nt ? 1 : RK_QG;
     for (int64_t b = 0; b < p->B; ++b)
         for (int64_t s = 0; s < p->S; ++s) {
             const float *cs = rd ? p->cos + b * p->cos_s[0] + s * p->cos_s[1] : NULL;

@@ -649,9 +649,9 @@ ropekit_status launch_rotary_t(const RotArgs &a, unsigned blocks, size_t shm, cu
 }
 
 /* Benchmark knobs: see env_int (common.cuh). */
-int flat_heads_per_thread() {
-    static const int g = env_int("ROPEKIT_CUDA_HEADS_PER_THREAD", 2, 4, 4) == 2 ? 2 : 4;
-    return g;
+int flat_heads_per_thread() { /* 0: chosen per call (run_rotary) */
+    static const int g = env_int("ROPEKIT_CUDA_HEADS_PER_THREAD", 2, 4, 0);
+    return g == 0 ? 0 : g == 2 ? 2 : 4;
 }
 int flat_block() {
     static const int bs = env_int("ROPEKIT_CUDA_BLOCK", 64, 256, 128);
@@ -681,20 +681,22 @@ ropekit_status launch_rotary_flat(const RotArgs &a, long long threads_total, int
  * faster than the flat kernel on an H200 (bench/results-cuda.md, 2026-12-01, same-run A/B):
  * 16-bit x over the whole head (no partial rotary), half-split pairs, per-token ids — except
  * float16 x with float32 tables — and MRoPE. Everything else (float32 x, partial rotary,
- * adjacent pairs, offsets, 3D tables: slower there or not measured) keeps the flat kernel.
- * Benchmark knob: ROPEKIT_CUDA_TILE=0 (flat kernel always) or 1 (tile kernel whenever it fits);
+ * adjacent pairs, offsets, 3D tables: slower there or not measured) keeps the flat kernel, and
+ * so do calls of at most one wave (one_wave in run_rotary: decode steps). Benchmark knob: ROPEKIT_CUDA_TILE=0 (flat kernel always) or 1 (tile kernel whenever it fits);
  * ROPEKIT_CUDA_TILE_THREADS: the tile kernel's target block size (tokens per block = this /
  * threads per token, at least 1). */
-bool tile_preferred(const rk_rotary_plan *p) {
+bool tile_preferred(const rk_rotary_plan *p, bool one_wave) {
     static const int t = env_int("ROPEKIT_CUDA_TILE", 0, 1, -1);
     if (t >= 0) return t == 1;
+    if (one_wave) return false;
     if (p->dtype == ROPEKIT_FLOAT32 || p->interleaved || p->R != p->H) return false;
     if (p->rows == RK_ROWS_MROPE) return true;
     return p->rows == RK_ROWS_PER_TOKEN &&
            !(p->dtype == ROPEKIT_FLOAT16 && p->table_dtype == ROPEKIT_FLOAT32);
 }
-int tile_threads() {
-    static const int t = env_int("ROPEKIT_CUDA_TILE_THREADS", 32, 1024, 256);
+int tile_threads() { /* 128 (one token per block on the benchmark shapes) measured faster than
+                        * 256 on MRoPE 16-bit (82 -> 86-87% of the copy), level elsewhere */
+    static const int t = env_int("ROPEKIT_CUDA_TILE_THREADS", 32, 1024, 128);
     return t;
 }
 
@@ -774,17 +776,31 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
     if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
     cudaStream_t st = (cudaStream_t)stream;
     const size_t shm = shm_of(tpb);
-    /* flat kernel: 16-byte chunks, G = 4 heads per thread (ROPEKIT_CUDA_HEADS_PER_THREAD=2|4,
-     * for benchmarks; 2 and 8 were measured slower on an H200, and so were a variant looping
-     * over head groups with the next group's loads in flight, and copy threads of 8 heads for
-     * [R, H) (Phi float16 78% vs 83% of copy)) */
+    /* flat kernel: 16-byte chunks, G = 4 heads per thread on calls of more than one wave
+     * (ROPEKIT_CUDA_HEADS_PER_THREAD=2|4 forces one, for benchmarks; 2 and 8 were measured
+     * slower there on an H200, and so were a variant looping over head groups with the next
+     * group's loads in flight, copy threads of 8 heads for [R, H) (Phi float16 78% vs 83% of
+     * copy), a grid-stride variant loading the next item's id (and x) ahead (spills at 80
+     * registers: 53-80% of the copy), and partial-rotary threads grouped so that blocks are
+     * all rotation or all copy (Phi 16-bit 81 -> 77%); bench/results-cuda.md "Tried") */
     /* the tile kernel (tile_preferred) when a token's threads fit one block and its columns fit
      * shared memory; else the flat kernel */
+    /* Calls that fill at most one wave of the flat kernel with 4 heads per thread (80
+     * registers: 6 blocks of 128 threads per SM) — decode steps — take the flat kernel with 2
+     * heads per thread, also where the tile kernel would be chosen: twice the threads with half
+     * the work each, so the single wave ends sooner (H200, decode B=256 in a CUDA graph of 20,
+     * same-run A/B: float32 4.15 -> 3.84 µs, float16 3.90 -> 3.54, bfloat16 4.07 (tile
+     * kernel) -> 3.61; bench/results-cuda.md). */
+    const long long per4 = (long long)((p->N + 3) / 4) * a.items;
+    const bool one_wave = vec && per4 > 0 && a.T <= (long long)sm_count() * 768 / per4;
     const long long tile_per_tok = (long long)((p->N + TILE_G - 1) / TILE_G) * a.items;
     const long long hp = (h + 7) / 8 * 8;
     const bool tile = vec && tile_per_tok >= 1 && tile_per_tok <= 1024 && hp * 9 <= 48 * 1024 &&
-                      tile_preferred(p);
-    const int G = tile ? TILE_G : flat_heads_per_thread();
+                      tile_preferred(p, one_wave);
+    const int G = tile                      ? TILE_G
+                  : flat_heads_per_thread() ? flat_heads_per_thread()
+                  : one_wave                ? 2
+                                            : 4;
     a.ngroups = (int)((p->N + G - 1) / G);
     a.rot_total = a.ngroups * a.rot_items;
     a.copy_items = a.items - a.rot_items;

@@ -178,14 +178,16 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
         tv = p->cos_bs % vt == 0 && p->cos_ss % vt == 0 && p->sin_bs % vt == 0 && p->sin_ss % vt == 0;
     else if (tv)
         tv = p->cos_rs % vt == 0 && p->sin_rs % vt == 0;
+    /* workgroup: the context's size, at most RK_WG_ROTARY_VEC_WG for the vector kernel */
+    const uint32_t wg = vec && ctx->wg > RK_WG_ROTARY_VEC_WG ? RK_WG_ROTARY_VEC_WG : ctx->wg;
     char key[160];
     snprintf(key, sizeof key, "rotary %s x=%s y=%s t=%s %s%s%s %s wg%u hg%u", rk_wg_rows_name(rows_mode),
              rk_wg_kind_name(xk), rk_wg_kind_name(yk), rk_wg_kind_name(tk), rk_wg_arith_name(ar),
-             vec ? " vec16" : "", tv ? " tv" : "", inplace ? "inplace" : "outofplace", ctx->wg,
+             vec ? " vec16" : "", tv ? " tv" : "", inplace ? "inplace" : "outofplace", wg,
              (unsigned)hg);
     WGPUComputePipeline pipe;
     if (!rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
-        const rk_wg_rotary_cfg cfg = {rows_mode, xk, yk, tk, ar, vec, inplace, ctx->wg, sw,
+        const rk_wg_rotary_cfg cfg = {rows_mode, xk, yk, tk, ar, vec, inplace, wg, sw,
                                       (uint32_t)hg, p->dtype, tv};
         rk_buf s = {0};
         rk_wg_rotary_wgsl(&s, &cfg);
@@ -196,7 +198,7 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     }
     int dims;
     RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_ROTARY, pipe, prm, sizeof prm, bind, 6, (uint64_t)total,
-                          ctx->wg, &dims));
+                          wg, &dims));
     snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s grid%dd", key, dims);
     return ROPEKIT_OK;
 }

@@ -13,6 +13,8 @@
  * ROPEKIT_WEBGPU_SAMPLE=K (default 1: everything) runs a deterministic sample for slow builds
  * (scripts/test.sh uses it under ASan): configuration i (in the order above) runs shared case k of
  * each file when (k + i) % K == 0, so with K = 4 every case still runs once, in one configuration.
+ * ROPEKIT_WEBGPU_CONFIGS=NAME[,NAME...] runs only those configurations (then the other checks),
+ * for short runs on a GPU machine.
  * Progress: a line per configuration and case file, as it goes (stdout is line-buffered). */
 #include <float.h>
 #include <math.h>
@@ -542,9 +544,14 @@ static void run_vector_narrowing(ropekit_webgpu_backend backend) {
                             seed = seed * 1664525u + 1013904223u;
                             v = (uint16_t)(seed >> 16);
                             const unsigned e = cls == 0 ? 11u + (seed & 7u) : cls == 2 ? 1u + (seed & 3u) : 27u + (seed & 3u);
+                            /* bfloat16 "tiny": 2^-97 .. 2^-94, so that products and sums stay normal
+                             * float32 (the H200's Vulkan driver flushes float32 subnormals; see
+                             * bench/results-webgpu.md) and random bits likewise above 2^-96 */
                             if (cls != 1)
                                 v = dt == ROPEKIT_FLOAT16 ? (uint16_t)((v & 0x83ffu) | (e << 10))
-                                                          : (uint16_t)((v & 0x807fu) | ((cls == 3 ? e + 224u : cls == 0 ? e + 112u : e) << 7));
+                                                          : (uint16_t)((v & 0x807fu) | ((cls == 3 ? e + 224u : cls == 0 ? e + 112u : e + 29u) << 7));
+                            else if (dt == ROPEKIT_BFLOAT16 && ((v >> 7) & 0xffu) < 31u)
+                                v = (uint16_t)(v | (31u << 7));
                         } while (dt == ROPEKIT_FLOAT16 ? (v & 0x7c00u) == 0x7c00u : (v & 0x7f80u) == 0x7f80u);
                         x[i] = v;
                     }
@@ -599,8 +606,9 @@ static void run_vector_narrowing(ropekit_webgpu_backend backend) {
                 }
         ropekit_webgpu_destroy(ctx);
     }
-    for (int d = 0; d < 2; ++d) /* the data reached the scalar path: overflow and zero/subnormal results */
-        CHECK(inf_n[d] > 0 && sub_n[d] > 0, "narrowing %s: %zu inf, %zu zero/subnormal results",
+    /* the data reached the edges: overflow, and (float16, the scalar path) zero/subnormal results */
+    for (int d = 0; d < 2; ++d)
+        CHECK(inf_n[d] > 0 && (d == 1 || sub_n[d] > 0), "narrowing %s: %zu inf, %zu zero/subnormal results",
               ropekit_dtype_name(dts[d]), inf_n[d], sub_n[d]);
 }
 
@@ -670,6 +678,81 @@ static void run_mrope_vector_tables(ropekit_webgpu_backend backend) {
                 free(x), free(yr), free(yg), free(cs), free(sn);
             }
     ropekit_webgpu_destroy(ctx);
+}
+
+/* The vector kernel's two ranges of invocations, rotations then copies (rotary_vec.wgsl): partial
+ * rotations with many workgroups of each, copy:rotation ratios whole and fractional, the range
+ * boundary inside a workgroup, workgroups of 64 and the default, a 2-D grid; bit for bit, every
+ * output element written. */
+static void run_vector_blocks(ropekit_webgpu_backend backend) {
+    typedef struct shape { int64_t S, N, H, R; ropekit_dtype dt; } shape;
+    static const shape shapes[] = {{64, 32, 80, 32, ROPEKIT_FLOAT16},   /* 4096 rotations, 12288 copies */
+                                   {40, 16, 112, 64, ROPEKIT_BFLOAT16}, /* copies : rotations = 3 : 2 */
+                                   {33, 8, 48, 32, ROPEKIT_FLOAT32},    /* 1 : 1, partial last blocks */
+                                   {50, 4, 200, 8, ROPEKIT_FLOAT32}};   /* 1 rotation : 48 copies */
+    const ropekit_webgpu_options opts[3] = {{backend, 0, 0, 0, 0, 0}, {backend, 0, 0, 64, 0, 0},
+                                            {backend, 0, 0, 64, 16, 0}};
+    uint32_t seed = 4242u;
+    for (int o = 0; o < 3; ++o) {
+        ropekit_webgpu *ctx = NULL;
+        if (ropekit_webgpu_create(&opts[o], &ctx) != ROPEKIT_OK) {
+            CHECK(0, "context: %s", ropekit_webgpu_last_error());
+            return;
+        }
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; ++k) {
+            const shape *sh = &shapes[k];
+            const int64_t P = sh->S + 3, h = sh->R / 2;
+            const size_t n = (size_t)(sh->S * sh->N * sh->H), es = ropekit_dtype_size(sh->dt);
+            unsigned char *x = malloc(n * es), *yr = malloc(n * es), *yg = malloc(n * es);
+            float *cs = malloc((size_t)(P * h) * 4), *sn = malloc((size_t)(P * h) * 4);
+            int64_t *pos = malloc((size_t)sh->S * 8);
+            for (size_t i = 0; i < n; ++i) {
+                seed = seed * 1664525u + 1013904223u;
+                const float v = (float)((int)(seed >> 20) - 2048) / 256.0f; /* 12 bits: exact in all */
+                uint32_t u;
+                memcpy(&u, &v, 4);
+                if (sh->dt == ROPEKIT_FLOAT32) memcpy(x + 4 * i, &v, 4);
+                else if (sh->dt == ROPEKIT_BFLOAT16) ((uint16_t *)x)[i] = (uint16_t)(u >> 16);
+                else
+                    ((uint16_t *)x)[i] = v == 0.0f ? 0 : (uint16_t)(((u >> 16) & 0x8000u) | ((((u >> 23) & 255u) - 112u) << 10) | ((u >> 13) & 0x3ffu));
+            }
+            for (int64_t i = 0; i < P * h; ++i) {
+                seed = seed * 1664525u + 1013904223u;
+                cs[i] = (float)(seed >> 8) / 16777216.0f * 2.0f - 1.0f;
+                seed = seed * 1664525u + 1013904223u;
+                sn[i] = (float)(seed >> 8) / 16777216.0f * 2.0f - 1.0f;
+            }
+            for (int64_t i = 0; i < sh->S; ++i) pos[i] = (i * 5 + 2) % P;
+            int64_t xs[3] = {1, sh->S, sh->N * sh->H}, ts[2] = {P, h}, ps[2] = {1, sh->S};
+            ropekit_tensor hx = ropekit_tensor_contiguous(x, sh->dt, 3, xs);
+            ropekit_tensor hy = ropekit_tensor_contiguous(yr, sh->dt, 3, xs);
+            ropekit_tensor hc = ropekit_tensor_contiguous(cs, ROPEKIT_FLOAT32, 2, ts);
+            ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, ts);
+            ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+            ropekit_rotary_embedding_attrs at = {0, sh->R, sh->N, 0};
+            CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
+                  ropekit_last_error());
+            WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
+            WGPUBuffer by = upload(ctx, &hy, 16);
+            ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc),
+                                  gs = gview(bs, &hs);
+            memset(yg, 0xa5, n * es);
+            ropekit_webgpu_write(ctx, by, 0, yg, n * es); /* every element must be written */
+            ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy);
+            CHECK(st == ROPEKIT_OK && strstr(ropekit_webgpu_last_variant(ctx), " vec16 "),
+                  "blocks shape %zu opt %d: %s (variant '%s')", k, o, ropekit_webgpu_last_error(),
+                  ropekit_webgpu_last_variant(ctx));
+            if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, n * es) == ROPEKIT_OK) {
+                size_t bad = 0;
+                for (size_t i = 0; i < n; ++i) bad += memcmp(yr + i * es, yg + i * es, es) != 0;
+                CHECK(bad == 0, "blocks shape %zu opt %d (%s): %zu elements differ from the CPU", k, o,
+                      ropekit_webgpu_last_variant(ctx), bad);
+            }
+            wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(by);
+            free(x), free(yr), free(yg), free(cs), free(sn), free(pos);
+        }
+        ropekit_webgpu_destroy(ctx);
+    }
 }
 
 /* QKNormRotaryEmbedding on layouts the shared cases do not reach: the row kernel
@@ -1079,6 +1162,7 @@ int main(void) {
     run_vector_layouts(backend);
     run_vector_narrowing(backend);
     run_mrope_vector_tables(backend);
+    run_vector_blocks(backend);
     run_qknorm_layouts(backend, 0);
     run_qknorm_layouts(backend, 1);
     run_timestamps(backend);

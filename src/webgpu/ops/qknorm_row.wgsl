@@ -1,9 +1,10 @@
 // qknorm_row.wgsl — QKNormRotaryEmbedding, the row kernel: the same operations in the same order
 // as qknorm.wgsl (and src/cpu/ref.c), for rows the host can read as 16-byte vectors (unit channel
-// stride, head_dim and every row start a multiple of VE elements, head_dim <= 64 * VPT * VE).
+// stride, head_dim and every row start a multiple of VE elements, head_dim <= 64 * VPT * VE; so
+// nope = head_dim - rope_head_dim is even and a rotation pair never leaves its vector).
 //
 // Prelude (kernels.c): the arithmetic (Acc, div_rn, sqrt_rn, dot2), VE (elements per vector: 4
-// or 8), VPT (vectors per invocation), QR (rows per workgroup), elem_to_f32 / f32_to_elem,
+// or 8), VPT (vectors per invocation, 1..4), QR (rows per workgroup), elem_to_f32 / f32_to_elem,
 // rt_q, ld4_q / ld4_kv (array<vec4<u32>>), st4_qo / st4_kvo, ld_w, ld_c, ld_s (float32).
 //
 // One row (a query head or the kv row of a token) = 64 invocations of the workgroup; invocation
@@ -15,9 +16,12 @@
 //   3. one invocation per row combines the 16 lanes by the CPU's butterfly (8, 4, 2, 1) and
 //      computes the factor 1 / sqrt(ss / hd + eps) (rounded to T for a query head);
 //   4. the kv row (with fp8) puts the maximum |scaled value| of each nope vector in `vmax`;
-//   5. each invocation scales its channels again from `xs`, the kv row's fp8 blocks take their
-//      maxima from `vmax`, the rope channels take their partner from `xs`, and each vector is
-//      stored with one 16-byte store.
+//   5. each invocation scales its vectors again from `xs`, the kv row's fp8 blocks take their
+//      maxima from `vmax`, rope pairs are rotated, and each vector is stored with one 16-byte
+//      store.
+// The code is straight-line on vec4 values (no function-scope arrays): wgpu's shader translation
+// bounds every loop, which keeps drivers from unrolling it, and an array indexed in a loop that
+// is not unrolled lives in (slow) local memory.
 
 struct Params {
     q_base: u32, qo_base: u32, kv_base: u32, kvo_base: u32,
@@ -65,23 +69,123 @@ fn e4m3_round(v: f32) -> f32 {
     return select(r, -r, v < 0.0);
 }
 
-fn xs_at(i: u32) -> f32 { return xs[i >> 2u][i & 3u]; }
-
-// element e of a 16-byte vector as float, and a vector of VE floats narrowed back
-fn elem_of(w: vec4<u32>, e: u32) -> f32 {
-    if (VE == 4u) { return elem_to_f32(w[e]); }
-    return elem_to_f32((w[e >> 1u] >> ((e & 1u) * 16u)) & 0xffffu);
-}
-fn narrow(y: array<f32, 8>) -> vec4<u32> {
-    if (VE == 4u) { return vec4<u32>(f32_to_elem(y[0]), f32_to_elem(y[1]), f32_to_elem(y[2]), f32_to_elem(y[3])); }
-    return vec4<u32>(f32_to_elem(y[0]) | (f32_to_elem(y[1]) << 16u), f32_to_elem(y[2]) | (f32_to_elem(y[3]) << 16u),
-                     f32_to_elem(y[4]) | (f32_to_elem(y[5]) << 16u), f32_to_elem(y[6]) | (f32_to_elem(y[7]) << 16u));
+// as the CPU's fminf(fmaxf(v / scale, -448), 448) (a NaN becomes -448), E4M3, times scale
+fn fp8_quant(v: f32, scale: f32, inv: f32) -> f32 {
+    let q = select(min(max(v * inv, -448.0), 448.0), -448.0, is_nan32(v));
+    return e4m3_round(q) * scale;
 }
 
-// channel c of the row scaled: Rt(x * r) for a query head, Rt((x * r) * w[c]) for kv
-fn normed(is_kv: bool, c: u32, x: f32, rq: f32) -> f32 {
-    if (is_kv) { return rt_q((x * rq) * ld_w(P.w_base + c * P.w_s)); }
-    return rt_q(x * rq);
+fn rt4(v: vec4<f32>) -> vec4<f32> { return vec4<f32>(rt_q(v.x), rt_q(v.y), rt_q(v.z), rt_q(v.w)); }
+
+// channels c0 .. c0+3 (inputs x) scaled: Rt(x * r) for a query head, Rt((x * r) * w[c]) for kv
+fn normed4(is_kv: bool, c0: u32, x: vec4<f32>, rq: f32) -> vec4<f32> {
+    if (is_kv) {
+        let w = vec4<f32>(ld_w(P.w_base + c0 * P.w_s), ld_w(P.w_base + (c0 + 1u) * P.w_s),
+                          ld_w(P.w_base + (c0 + 2u) * P.w_s), ld_w(P.w_base + (c0 + 3u) * P.w_s));
+        return rt4((x * rq) * w);
+    }
+    return rt4(x * rq);
+}
+
+// max |y| over the channels of y below nope, NaN skipped
+fn nope_max4(c0: u32, y: vec4<f32>) -> f32 {
+    var m: f32 = 0.0;
+    if (c0 < P.nope && !is_nan32(y.x)) { m = max(m, abs(y.x)); }
+    if (c0 + 1u < P.nope && !is_nan32(y.y)) { m = max(m, abs(y.y)); }
+    if (c0 + 2u < P.nope && !is_nan32(y.z)) { m = max(m, abs(y.z)); }
+    if (c0 + 3u < P.nope && !is_nan32(y.w)) { m = max(m, abs(y.w)); }
+    return m;
+}
+
+// the rotation of pair (c, c+1), c - nope even: y[t] = x[t] c[t] - x[t+1] s[t],
+// y[t+1] = x[t+1] c[t+1] + x[t] s[t+1] (double arithmetic: dot2)
+fn rot2(x0: f32, x1: f32, c: u32, cb: u32, sb: u32) -> vec2<f32> {
+    let t = c - P.nope;
+    let c0 = ld_c(cb + t * P.cs.z);
+    let c1 = ld_c(cb + (t + 1u) * P.cs.z);
+    let s0 = ld_s(sb + t * P.ss.z);
+    let s1 = ld_s(sb + (t + 1u) * P.ss.z);
+    return vec2<f32>(dot2(x0, c0, -x1, s0), dot2(x1, c1, x0, s1));
+}
+
+// One row's state for stage 5.
+struct Row { is_kv: bool, fp8: bool, rq: f32, slot: u32, xb: u32, cb: u32, sb: u32 }
+
+// channels c0 .. c0+3 of the row, final values (c0 a multiple of 4 below hd)
+fn final4(w: Row, c0: u32, x: vec4<f32>) -> vec4<f32> {
+    var y = normed4(w.is_kv, c0, x, w.rq);
+    if (w.fp8 && c0 < P.nope) { // the block of channels [64 k, 64 k + 64): 64 / VE vectors
+        let first = w.slot * RV + (c0 / 64u) * (64u / VE);
+        var bm: f32 = 0.0;
+        for (var k = 0u; k < 64u / VE; k++) { bm = max(bm, vmax[first + k]); }
+        let scale = fp8_block_scale(bm);
+        let inv = bitcast<f32>(254u * 0x800000u - bitcast<u32>(scale)); // 1/scale, a power of 2
+        y = vec4<f32>(fp8_quant(y.x, scale, inv), fp8_quant(y.y, scale, inv),
+                      fp8_quant(y.z, scale, inv), fp8_quant(y.w, scale, inv));
+    }
+    if (c0 + 4u > P.nope) { // rope pairs (nope is even: pairs start at even channels)
+        if (c0 >= P.nope) {
+            let a = rot2(y.x, y.y, c0, w.cb, w.sb);
+            y = vec4<f32>(a, y.z, y.w);
+        }
+        if (c0 + 2u >= P.nope) {
+            let a = rot2(y.z, y.w, c0 + 2u, w.cb, w.sb);
+            y = vec4<f32>(y.x, y.y, a);
+        }
+    }
+    return y;
+}
+
+fn widen_lo(r: vec4<u32>) -> vec4<f32> {
+    if (VE == 4u) { return vec4<f32>(elem_to_f32(r.x), elem_to_f32(r.y), elem_to_f32(r.z), elem_to_f32(r.w)); }
+    return vec4<f32>(elem_to_f32(r.x & 0xffffu), elem_to_f32(r.x >> 16u),
+                     elem_to_f32(r.y & 0xffffu), elem_to_f32(r.y >> 16u));
+}
+fn widen_hi(r: vec4<u32>) -> vec4<f32> {
+    return vec4<f32>(elem_to_f32(r.z & 0xffffu), elem_to_f32(r.z >> 16u),
+                     elem_to_f32(r.w & 0xffffu), elem_to_f32(r.w >> 16u));
+}
+fn pack2(a: f32, b: f32) -> u32 { return f32_to_elem(a) | (f32_to_elem(b) << 16u); }
+
+// stage 1 for vector vi: stage the loaded bits as float
+fn stage_in(xb: u32, vi: u32, r: vec4<u32>) {
+    if (VE == 4u) {
+        xs[xb + vi] = widen_lo(r);
+    } else {
+        xs[xb + 2u * vi] = widen_lo(r);
+        xs[xb + 2u * vi + 1u] = widen_hi(r);
+    }
+}
+
+// stage 4 for vector vi of a kv row: its nope maximum
+fn kv_max(w: Row, vi: u32) {
+    let c0 = vi * VE;
+    if (VE == 4u) {
+        vmax[w.slot * RV + vi] = nope_max4(c0, normed4(true, c0, xs[w.xb + vi], w.rq));
+    } else {
+        vmax[w.slot * RV + vi] = max(nope_max4(c0, normed4(true, c0, xs[w.xb + 2u * vi], w.rq)),
+                                     nope_max4(c0 + 4u, normed4(true, c0 + 4u, xs[w.xb + 2u * vi + 1u], w.rq)));
+    }
+}
+
+// stage 5 for vector vi: the stored bits
+fn out_vec(w: Row, vi: u32) -> vec4<u32> {
+    let c0 = vi * VE;
+    if (VE == 4u) {
+        let y = final4(w, c0, xs[w.xb + vi]);
+        return vec4<u32>(f32_to_elem(y.x), f32_to_elem(y.y), f32_to_elem(y.z), f32_to_elem(y.w));
+    }
+    let lo = final4(w, c0, xs[w.xb + 2u * vi]);
+    let hi = final4(w, c0 + 4u, xs[w.xb + 2u * vi + 1u]);
+    return vec4<u32>(pack2(lo.x, lo.y), pack2(lo.z, lo.w), pack2(hi.x, hi.y), pack2(hi.z, hi.w));
+}
+
+fn load_vec(is_kv: bool, e: u32) -> vec4<u32> {
+    if (is_kv) { return ld4_kv(e); }
+    return ld4_q(e);
+}
+fn store_vec(is_kv: bool, e: u32, v: vec4<u32>) {
+    if (is_kv) { st4_kvo(e, v); } else { st4_qo(e, v); }
 }
 
 @compute @workgroup_size(64 * QR)
@@ -89,7 +193,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
     let slot = lid / 64u;
     let t = lid % 64u;
-    let row = ((wid.z * nwg.y + wid.y) * nwg.x + wid.x) * QR + slot;
+    let wg0 = ((wid.z * nwg.y + wid.y) * nwg.x + wid.x) * QR; // the workgroup's first row
+    let row = wg0 + slot;
     let valid = row < P.rows;
     let r = min(row, P.rows - 1u);
     let tok = r / (P.heads + 1u);
@@ -110,106 +215,67 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let nv = P.hd / VE;
     let xb = slot * (RC / 4u); // the slot's first vec4 of xs
 
-    // 1. all loads first, then widen into workgroup memory
-    var raw: array<vec4<u32>, VPT>;
-    for (var i = 0u; i < VPT; i++) {
-        let vi = t + 64u * i;
-        raw[i] = vec4<u32>(0u);
-        if (valid && vi < nv) {
-            if (is_kv) { raw[i] = ld4_kv(ib + vi); } else { raw[i] = ld4_q(ib + vi); }
-        }
+    // 1. all loads first (up to four vectors), then widen into workgroup memory
+    var r0 = vec4<u32>(0u); var r1 = vec4<u32>(0u); var r2 = vec4<u32>(0u); var r3 = vec4<u32>(0u);
+    if (valid) {
+        if (t < nv) { r0 = load_vec(is_kv, ib + t); }
+        if (VPT > 1u && t + 64u < nv) { r1 = load_vec(is_kv, ib + t + 64u); }
+        if (VPT > 2u && t + 128u < nv) { r2 = load_vec(is_kv, ib + t + 128u); }
+        if (VPT > 3u && t + 192u < nv) { r3 = load_vec(is_kv, ib + t + 192u); }
     }
-    for (var i = 0u; i < VPT; i++) {
-        let vi = t + 64u * i;
-        let w = raw[i];
-        if (VE == 4u) {
-            xs[xb + vi] = vec4<f32>(elem_of(w, 0u), elem_of(w, 1u), elem_of(w, 2u), elem_of(w, 3u));
-        } else {
-            xs[xb + 2u * vi] = vec4<f32>(elem_of(w, 0u), elem_of(w, 1u), elem_of(w, 2u), elem_of(w, 3u));
-            xs[xb + 2u * vi + 1u] = vec4<f32>(elem_of(w, 4u), elem_of(w, 5u), elem_of(w, 6u), elem_of(w, 7u));
-        }
-    }
+    stage_in(xb, t, r0);
+    if (VPT > 1u) { stage_in(xb, t + 64u, r1); }
+    if (VPT > 2u) { stage_in(xb, t + 128u, r2); }
+    if (VPT > 3u) { stage_in(xb, t + 192u, r3); }
     workgroupBarrier();
 
     // 2. the CPU's sixteen lanes, each in its order
     if (t < 16u) {
         var acc = acc_zero();
-        for (var c = t; c < P.hd; c += 16u) { acc = acc_add_sq(acc, xs_at(xb * 4u + c)); }
+        let x0 = xb * 4u;
+        for (var c = t; c < P.hd; c += 16u) { acc = acc_add_sq(acc, xs[(x0 + c) >> 2u][c & 3u]); }
         lanes[slot * 16u + t] = acc;
     }
     workgroupBarrier();
 
-    // 3. the butterfly and the factor, once per row
+    // 3. the butterfly (widths 8, 4, 2, 1) and the factor, once per row
     if (lid < QR) {
-        var l: array<Acc, 16>;
-        for (var k = 0u; k < 16u; k++) { l[k] = lanes[lid * 16u + k]; }
-        for (var k = 0u; k < 8u; k++) { l[k] = acc_add(l[k], l[k + 8u]); }
-        for (var k = 0u; k < 4u; k++) { l[k] = acc_add(l[k], l[k + 4u]); }
-        for (var k = 0u; k < 2u; k++) { l[k] = acc_add(l[k], l[k + 2u]); }
-        let ssq = acc_f32(acc_add(l[0], l[1]));
+        let o = lid * 16u;
+        let a0 = acc_add(lanes[o], lanes[o + 8u]);
+        let a1 = acc_add(lanes[o + 1u], lanes[o + 9u]);
+        let a2 = acc_add(lanes[o + 2u], lanes[o + 10u]);
+        let a3 = acc_add(lanes[o + 3u], lanes[o + 11u]);
+        let a4 = acc_add(lanes[o + 4u], lanes[o + 12u]);
+        let a5 = acc_add(lanes[o + 5u], lanes[o + 13u]);
+        let a6 = acc_add(lanes[o + 6u], lanes[o + 14u]);
+        let a7 = acc_add(lanes[o + 7u], lanes[o + 15u]);
+        let b0 = acc_add(a0, a4);
+        let b1 = acc_add(a1, a5);
+        let b2 = acc_add(a2, a6);
+        let b3 = acc_add(a3, a7);
+        let ssq = acc_f32(acc_add(acc_add(b0, b2), acc_add(b1, b3)));
         var rq = div_rn(1.0, sqrt_rn(div_rn(ssq, f32(P.hd)) + P.eps));
-        let rrow = min(((wid.z * nwg.y + wid.y) * nwg.x + wid.x) * QR + lid, P.rows - 1u);
-        if (rrow % (P.heads + 1u) != P.heads) { rq = rt_q(rq); } // query: rounded to T; kv: not
+        if ((min(wg0 + lid, P.rows - 1u)) % (P.heads + 1u) != P.heads) { rq = rt_q(rq); } // query: rounded to T
         factor[lid] = rq;
     }
     workgroupBarrier();
-    let rq = factor[slot];
+    let w = Row(is_kv, is_kv && P.fp8 != 0u, factor[slot], slot, xb,
+                P.c_base + b * P.cs.x + s * P.cs.y, P.s_base + b * P.ss.x + s * P.ss.y);
 
-    // 4. the kv row's fp8 blocks: the maxima of its nope vectors (scaled values, NaN skipped)
-    let fp8 = is_kv && P.fp8 != 0u;
-    if (fp8) {
-        for (var i = 0u; i < VPT; i++) {
-            let vi = t + 64u * i;
-            var m: f32 = 0.0;
-            for (var e = 0u; e < VE; e++) {
-                let c = vi * VE + e;
-                if (c < P.nope) {
-                    let y = normed(true, c, xs_at(xb * 4u + c), rq);
-                    if (!is_nan32(y)) { m = max(m, abs(y)); }
-                }
-            }
-            vmax[slot * RV + vi] = m;
-        }
+    // 4. the kv row's fp8 block maxima
+    if (w.fp8) {
+        if (t < nv) { kv_max(w, t); }
+        if (VPT > 1u && t + 64u < nv) { kv_max(w, t + 64u); }
+        if (VPT > 2u && t + 128u < nv) { kv_max(w, t + 128u); }
+        if (VPT > 3u && t + 192u < nv) { kv_max(w, t + 192u); }
     }
     if (P.fp8 != 0u) { workgroupBarrier(); }
 
-    // 5. each vector: scale, fp8 round trip (kv), rotation (rope channels), one store
-    for (var i = 0u; i < VPT; i++) {
-        let vi = t + 64u * i;
-        let c0 = vi * VE;
-        var y: array<f32, 8>;
-        for (var e = 0u; e < VE; e++) {
-            if (c0 + e < P.hd) { y[e] = normed(is_kv, c0 + e, xs_at(xb * 4u + c0 + e), rq); }
-        }
-        if (fp8 && c0 < P.nope) { // the vector's block: channels [64 k, 64 k + 64), 64 / VE vectors
-            let first = (c0 / 64u) * (64u / VE);
-            var bm: f32 = 0.0;
-            for (var k = 0u; k < 64u / VE; k++) { bm = max(bm, vmax[slot * RV + min(first + k, RV - 1u)]); }
-            let scale = fp8_block_scale(bm);
-            let inv = bitcast<f32>(254u * 0x800000u - bitcast<u32>(scale)); // 1/scale, a power of 2
-            for (var e = 0u; e < VE; e++) {
-                // as the CPU's fminf(fmaxf(v / scale, -448), 448): a NaN becomes -448
-                let q = select(min(max(y[e] * inv, -448.0), 448.0), -448.0, is_nan32(y[e]));
-                y[e] = e4m3_round(q) * scale;
-            }
-        }
-        if (c0 + VE > P.nope && P.rope > 0u) { // rope channels: pairs (t, t+1), t even, after nope
-            let cb = P.c_base + b * P.cs.x + s * P.cs.y;
-            let sb = P.s_base + b * P.ss.x + s * P.ss.y;
-            for (var e = 0u; e < VE; e++) {
-                let c = c0 + e;
-                if (c >= P.nope && c < P.hd) {
-                    let tt = c - P.nope;
-                    let odd = (tt & 1u) == 1u;
-                    let pc = select(c + 1u, c - 1u, odd);
-                    let xp = normed(is_kv, pc, xs_at(xb * 4u + pc), rq);
-                    // y[t] = x[t] c[t] - x[t+1] s[t] (t even), x[t] c[t] + x[t-1] s[t] (t odd)
-                    y[e] = dot2(y[e], ld_c(cb + tt * P.cs.z), select(-xp, xp, odd), ld_s(sb + tt * P.ss.z));
-                }
-            }
-        }
-        if (valid && vi < nv) {
-            if (is_kv) { st4_kvo(ob + vi, narrow(y)); } else { st4_qo(ob + vi, narrow(y)); }
-        }
+    // 5. scale, fp8 round trip (kv), rotation, one store per vector
+    if (valid) {
+        if (t < nv) { store_vec(is_kv, ob + t, out_vec(w, t)); }
+        if (VPT > 1u && t + 64u < nv) { store_vec(is_kv, ob + t + 64u, out_vec(w, t + 64u)); }
+        if (VPT > 2u && t + 128u < nv) { store_vec(is_kv, ob + t + 128u, out_vec(w, t + 128u)); }
+        if (VPT > 3u && t + 192u < nv) { store_vec(is_kv, ob + t + 192u, out_vec(w, t + 192u)); }
     }
 }

@@ -54,21 +54,23 @@ fn linear_index(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
 
 // Four words of two 16-bit values each (element lo[i] in the low half of word i, hi[i] in the
 // high half), rounded to nearest even with the same bits as f32_to_f16_bits / f32_to_bf16_bits.
-// The common case takes a short path for all eight values at once (float16: every magnitude a
-// normal float16 after rounding, 2^-14 <= |v| < 65520; bfloat16: no NaN), in vector integer
-// arithmetic without branches per element; otherwise each value goes through the scalar function.
+// float16: the common case (every magnitude a normal float16 after rounding, 2^-14 <= |v| <
+// 65520) takes a short path for all eight values at once, in vector integer arithmetic on the
+// signed bits (the sign stays in bit 31 of t); otherwise each value goes through the scalar
+// function. bfloat16: the scalar rounding, branch-free (a NaN is quieted).
 fn f16_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> {
     let ul = bitcast<vec4<u32>>(lo);
     let uh = bitcast<vec4<u32>>(hi);
-    let al = ul & vec4<u32>(0x7fffffffu);
-    let ah = uh & vec4<u32>(0x7fffffffu);
-    if (all((al - vec4<u32>(0x38800000u)) < vec4<u32>(0x0efff000u)) &&
-        all((ah - vec4<u32>(0x38800000u)) < vec4<u32>(0x0efff000u))) {
-        // (a - (112 << 23) + 0xfff + lsb) >> 13: the rebiased exponent and the rounded mantissa
-        let rl = (al + vec4<u32>(0xc8000fffu) + ((al >> vec4<u32>(13u)) & vec4<u32>(1u))) >> vec4<u32>(13u);
-        let rh = (ah + vec4<u32>(0xc8000fffu) + ((ah >> vec4<u32>(13u)) & vec4<u32>(1u))) << vec4<u32>(3u);
-        return (rl | ((ul >> vec4<u32>(16u)) & vec4<u32>(0x8000u))) |
-               ((rh & vec4<u32>(0x7fff0000u)) | (uh & vec4<u32>(0x80000000u)));
+    // 2|v| in [2^-13, 131040): (u << 1) drops the sign
+    let dl = (ul << vec4<u32>(1u)) - vec4<u32>(0x71000000u);
+    let dh = (uh << vec4<u32>(1u)) - vec4<u32>(0x71000000u);
+    if (all(dl < vec4<u32>(0x1dffe000u)) && all(dh < vec4<u32>(0x1dffe000u))) {
+        // t = u - (112 << 23) + 0xfff + lsb: the rebiased exponent and the rounded mantissa in
+        // bits 13..27 (no carry into the sign: |v| >= 2^-14)
+        let tl = ul + vec4<u32>(0xc8000fffu) + ((ul >> vec4<u32>(13u)) & vec4<u32>(1u));
+        let th = uh + vec4<u32>(0xc8000fffu) + ((uh >> vec4<u32>(13u)) & vec4<u32>(1u));
+        return ((tl >> vec4<u32>(13u)) & vec4<u32>(0x7fffu)) | ((tl >> vec4<u32>(16u)) & vec4<u32>(0x8000u)) |
+               ((th << vec4<u32>(3u)) & vec4<u32>(0x7fff0000u)) | (th & vec4<u32>(0x80000000u));
     }
     var r: vec4<u32>;
     for (var i = 0u; i < 4u; i++) { r[i] = f32_to_f16_bits(lo[i]) | (f32_to_f16_bits(hi[i]) << 16u); }
@@ -78,13 +80,10 @@ fn f16_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> {
 fn bf16_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> {
     let ul = bitcast<vec4<u32>>(lo);
     let uh = bitcast<vec4<u32>>(hi);
-    if (all((ul & vec4<u32>(0x7fffffffu)) <= vec4<u32>(0x7f800000u)) &&
-        all((uh & vec4<u32>(0x7fffffffu)) <= vec4<u32>(0x7f800000u))) {
-        let rl = (ul + vec4<u32>(0x7fffu) + ((ul >> vec4<u32>(16u)) & vec4<u32>(1u))) >> vec4<u32>(16u);
-        let rh = (uh + vec4<u32>(0x7fffu) + ((uh >> vec4<u32>(16u)) & vec4<u32>(1u))) & vec4<u32>(0xffff0000u);
-        return rl | rh;
-    }
-    var r: vec4<u32>;
-    for (var i = 0u; i < 4u; i++) { r[i] = f32_to_bf16_bits(lo[i]) | (f32_to_bf16_bits(hi[i]) << 16u); }
-    return r;
+    let rl = select((ul + vec4<u32>(0x7fffu) + ((ul >> vec4<u32>(16u)) & vec4<u32>(1u))) >> vec4<u32>(16u),
+                    (ul >> vec4<u32>(16u)) | vec4<u32>(0x40u), (ul & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u));
+    let rh = select((uh + vec4<u32>(0x7fffu) + ((uh >> vec4<u32>(16u)) & vec4<u32>(1u))) & vec4<u32>(0xffff0000u),
+                    (uh & vec4<u32>(0xffff0000u)) | vec4<u32>(0x400000u),
+                    (uh & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u));
+    return rl | rh;
 }
