@@ -181,6 +181,7 @@ void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c) {
         rk_wgsl_tensor(s, 3, "w", RK_WG_F32, 1, 0);
         rk_wgsl_tensor(s, 4, "c", RK_WG_F32, 1, 0);
         rk_wgsl_tensor(s, 5, "s", RK_WG_F32, 1, 0);
+        rk_wgsl_add_file(s, "qknorm_fp8.wgsl");
         rk_wgsl_add_file(s, "qknorm_row.wgsl");
         return;
     }
@@ -192,6 +193,7 @@ void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c) {
     rk_wgsl_tensor(s, 3, "w", RK_WG_F32, 1, 0);
     rk_wgsl_tensor(s, 4, "c", RK_WG_F32, 1, 0);
     rk_wgsl_tensor(s, 5, "s", RK_WG_F32, 1, 0);
+    rk_wgsl_add_file(s, "qknorm_fp8.wgsl");
     rk_wgsl_add_file(s, "qknorm.wgsl");
 }
 

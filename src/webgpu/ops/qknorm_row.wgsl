@@ -46,29 +46,6 @@ var<workgroup> lanes: array<Acc, QR * 16u>;
 var<workgroup> factor: array<f32, QR>;
 var<workgroup> vmax: array<f32, QR * RV>;          // fp8: max |v| of each nope vector
 
-// 2^ceil(log2(ratio)) for ratio = max(amax / 448, 1e-30), from the exponent bits (as qknorm.wgsl)
-fn fp8_block_scale(amax: f32) -> f32 {
-    if (!(amax > 0.0)) { return 1.0; }
-    let ratio = max(div_rn(amax, 448.0), 1e-30);
-    let bits = bitcast<u32>(ratio);
-    var e = i32((bits >> 23u) & 0xffu) - 127;
-    if ((bits & 0x7fffffu) != 0u) { e = e + 1; }
-    return bitcast<f32>(u32(e + 127) << 23u);
-}
-
-// E4M3 rounding of v (|v| <= 448): 3 stored significand bits, smallest step 2^-9, ties to even.
-fn e4m3_round(v: f32) -> f32 {
-    if (is_nan32(v) || v == 0.0) { return v; }
-    let av = abs(v);
-    let bits = bitcast<u32>(av);
-    var q = i32((bits >> 23u) & 0xffu) - 127 + 1 - 4; // frexp exponent minus 4
-    if (q < -9) { q = -9; }
-    let down = bitcast<f32>(u32(127 - q) << 23u);     // 2^-q (exact)
-    let up = bitcast<f32>(u32(127 + q) << 23u);       // 2^q
-    let r = round(av * down) * up;                    // round(): ties to even
-    return select(r, -r, v < 0.0);
-}
-
 // as the CPU's fminf(fmaxf(v / scale, -448), 448) (a NaN becomes -448), E4M3, times scale
 fn fp8_quant(v: f32, scale: f32, inv: f32) -> f32 {
     let q = select(min(max(v * inv, -448.0), 448.0), -448.0, is_nan32(v));
