@@ -1294,6 +1294,8 @@ static void run_edge_values(ropekit_webgpu_backend backend, int integer_paths) {
                         }
                         free(x), free(yr), free(yg), free(c), free(sn);
                     }
+                printf("edge values: x %s tables %s configuration %d: rotary, MS, MRoPE done (%d failed so far)\n",
+                       ropekit_dtype_name(dt), ropekit_dtype_name(tdt), o, g_failed);
                 if (t32) continue;
                 /* QKNormRotaryEmbedding (float32 weight and tables) and the regroup, per dtype */
                 for (int fp8 = 0; fp8 <= 1; ++fp8) {
