@@ -506,8 +506,8 @@ __global__ void __launch_bounds__(256, flat_min_blocks<G>()) rotary_flat_kernel(
  * tables need 8 float<->double conversions per pair); G = 2 is faster on MRoPE and on most
  * 16-bit rows, slower on float32 and partial-rotary rows: tile_preferred chooses. */
 constexpr int TILE_G = 2;
-template <int DT, int TDT, bool IL, int G, int MAXR>
-__global__ void __launch_bounds__(1024) __maxnreg__(MAXR) rotary_tile_kernel(const RotArgs a) {
+template <int DT, int TDT, bool IL, int G>
+__device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
     typedef typename Elt<DT>::raw raw;
     constexpr int V = 16 / sizeof(raw);
     constexpr int NC = IL ? V / 2 : V; /* table columns per chunk: 2, 4 or 8 */
@@ -641,6 +641,18 @@ __global__ void __launch_bounds__(1024) __maxnreg__(MAXR) rotary_tile_kernel(con
         st_y(q + (IL ? 2 * k0 : k0), va[g], hints);
         if (!IL) st_y(q + k0 + a.h, vb[g], hints);
     }
+}
+
+/* The tile kernel as compiled by default (ptxas picks its registers under the 1024-thread
+ * bound: 40-64) and with a register cap (ROPEKIT_CUDA_TILE_MAXR: more resident warps, or
+ * spills). */
+template <int DT, int TDT, bool IL, int G>
+__global__ void __launch_bounds__(1024) rotary_tile_kernel(const RotArgs a) {
+    rotary_tile_body<DT, TDT, IL, G>(a);
+}
+template <int DT, int TDT, bool IL, int G, int MAXR>
+__global__ void __launch_bounds__(1024) __maxnreg__(MAXR) rotary_tile_kernel_capped(const RotArgs a) {
+    rotary_tile_body<DT, TDT, IL, G>(a);
 }
 
 /* Staged kernel (16-byte chunks, contiguous channels, as the flat kernel): a persistent grid of
@@ -910,9 +922,9 @@ bool tile_preferred(const rk_rotary_plan *p, bool one_wave) {
     return p->rows == RK_ROWS_PER_TOKEN &&
            !(p->dtype == ROPEKIT_FLOAT16 && p->table_dtype == ROPEKIT_FLOAT32);
 }
-int tile_maxr() { /* ROPEKIT_CUDA_TILE_MAXR=40|48: the tile kernel's register cap (default 64,
-                   * the cap of its 1024-thread launch bound) */
-    static const int r = env_int("ROPEKIT_CUDA_TILE_MAXR", 32, 64, 64);
+int tile_maxr() { /* ROPEKIT_CUDA_TILE_MAXR=40|48: the tile kernel's register cap (default none:
+                   * ptxas's choice under its 1024-thread launch bound) */
+    static const int r = env_int("ROPEKIT_CUDA_TILE_MAXR", 32, 64, 0);
     return r;
 }
 int tile_threads() { /* 128 (one token per block on the benchmark shapes) measured faster than
@@ -927,7 +939,7 @@ ropekit_status launch_rotary_tile(const RotArgs &a, long long blocks, int thread
     if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
     const dim3 grid((unsigned)blocks), block((unsigned)threads);
     const int mr = tile_maxr();
-#define RK_TILE(IL_, MR_) rotary_tile_kernel<DT, TDT, IL_, TILE_G, MR_><<<grid, block, shm, st>>>(a)
+#define RK_TILE(IL_, MR_) rotary_tile_kernel_capped<DT, TDT, IL_, TILE_G, MR_><<<grid, block, shm, st>>>(a)
     if (mr == 40) {
         if (a.interleaved) RK_TILE(true, 40);
         else RK_TILE(false, 40);
@@ -935,8 +947,8 @@ ropekit_status launch_rotary_tile(const RotArgs &a, long long blocks, int thread
         if (a.interleaved) RK_TILE(true, 48);
         else RK_TILE(false, 48);
     } else {
-        if (a.interleaved) RK_TILE(true, 64);
-        else RK_TILE(false, 64);
+        if (a.interleaved) rotary_tile_kernel<DT, TDT, true, TILE_G><<<grid, block, shm, st>>>(a);
+        else rotary_tile_kernel<DT, TDT, false, TILE_G><<<grid, block, shm, st>>>(a);
     }
 #undef RK_TILE
     return launched("rotary kernel launch");
