@@ -670,8 +670,8 @@ __global__ void __launch_bounds__(1024) __maxnreg__(MAXR) rotary_tile_kernel_cap
  * (record_if_bad) and their chunks keep x's bits. Needs 16-byte aligned table rows of
  * contiguous columns (tab_vec) and, for MRoPE, chunks whose columns read one id stream
  * (staged_fits). */
-template <int DT, int TDT, bool IL, int G>
-__global__ void __launch_bounds__(256) rotary_staged_kernel(const RotArgs a) {
+template <int DT, int TDT, bool IL, int G, bool TPF>
+__global__ void __launch_bounds__(256, TPF ? 4 : 1) rotary_staged_kernel(const RotArgs a) {
     typedef typename Elt<DT>::raw raw;
     typedef typename Elt<TDT>::raw traw;
     constexpr int V = 16 / sizeof(raw);
@@ -679,7 +679,9 @@ __global__ void __launch_bounds__(256) rotary_staged_kernel(const RotArgs a) {
     constexpr int XV = IL ? G : 2 * G;                 /* x vectors per item */
     constexpr int TB = NC * (int)sizeof(traw);         /* bytes of cos (and of sin) per chunk */
     constexpr int TV = TB >= 16 ? TB / 16 : 1;         /* their 16-byte slots */
-    constexpr int SV = XV + 2 * TV;                    /* 16-byte slots per thread and step */
+    /* 16-byte slots per thread and step: x, then cos and sin, or with TPF (table pieces
+     * prefetched into L1 at issue and loaded at consume) the pieces' two offsets */
+    constexpr int SV = XV + (TPF ? 1 : 2 * TV);
     constexpr int PER = 16 / (int)sizeof(traw);
     extern __shared__ uint4 stg[];                     /* [D][SV][nt] */
     const int nt = blockDim.x, tid = threadIdx.x, D = a.stages;
@@ -764,7 +766,16 @@ __global__ void __launch_bounds__(256) rotary_staged_kernel(const RotArgs a) {
                     }
                     co = row * a.cos_rs + k0, so = row * a.sin_rs + k0;
                 }
-                if (good) {
+                if (good && TPF) {
+                    const traw *cp = reinterpret_cast<const traw *>(a.cos) + co;
+                    const traw *sp = reinterpret_cast<const traw *>(a.sin) + so;
+                    asm volatile("prefetch.global.L1 [%0];" ::"l"(cp));
+                    asm volatile("prefetch.global.L1 [%0];" ::"l"(sp));
+                    longlong2 o;
+                    o.x = co, o.y = so;
+                    *reinterpret_cast<longlong2 *>(C) = o;
+                    okm |= 1u << slot_issue;
+                } else if (good) {
                     const traw *cp = reinterpret_cast<const traw *>(a.cos) + co;
                     const traw *sp = reinterpret_cast<const traw *>(a.sin) + so;
                     if constexpr (TB >= 16) {
@@ -821,7 +832,11 @@ __global__ void __launch_bounds__(256) rotary_staged_kernel(const RotArgs a) {
         }
         float cf[NC], sf[NC];
         const unsigned good = (okm >> slot) & 1u ? (1u << NC) - 1u : 0u;
-        if (good) {
+        if (good && TPF) {
+            const longlong2 o = *reinterpret_cast<const longlong2 *>(C);
+            load_cols<TDT, NC>(a.cos, o.x, 1, true, cf);
+            load_cols<TDT, NC>(a.sin, o.y, 1, true, sf);
+        } else if (good) {
 #pragma unroll
             for (int v = 0; v < TV; ++v) {
                 union { uint4 u; traw e[PER]; } tc, ts;
@@ -961,7 +976,9 @@ ropekit_status launch_rotary_tile(const RotArgs &a, long long blocks, int thread
  * the grid: check runs use a small one so every block's pipeline wraps around many times),
  * ROPEKIT_CUDA_STAGED_BPS (cap on blocks per SM), ROPEKIT_CUDA_STAGED_WIDE_COPY=0|1|2 (copy items
  * of [R, H): G heads, as many heads as an item has x slots (2G half-split, default), or as many
- * as it has slots, the table's included). */
+ * as it has slots, the table's included), ROPEKIT_CUDA_STAGED_TPF=1 (G = 2: the table pieces
+ * prefetched into L1 when the item is issued and loaded when it is consumed, instead of copied
+ * into shared memory; 64 registers, 4 blocks per SM). */
 int staged_knob() {
     static const int t = env_int("ROPEKIT_CUDA_STAGED", 0, 1, -1);
     return t;
@@ -981,6 +998,10 @@ int staged_g() {
 int staged_wide_copy() {
     static const int w = env_int("ROPEKIT_CUDA_STAGED_WIDE_COPY", 0, 2, 1);
     return w;
+}
+int staged_tab_prefetch() {
+    static const int t = env_int("ROPEKIT_CUDA_STAGED_TPF", 0, 1, 0);
+    return t;
 }
 int staged_max_blocks() {
     static const int b = env_int("ROPEKIT_CUDA_STAGED_BLOCKS", 0, INT_MAX, 0);
@@ -1014,14 +1035,14 @@ bool staged_preferred(const rk_rotary_plan *p, bool one_wave) {
     return false;
 }
 
-template <int DT, int TDT, bool IL, int G>
+template <int DT, int TDT, bool IL, int G, bool TPF>
 ropekit_status launch_staged_t(const RotArgs &a, long long items, int nt, cudaStream_t st) {
     typedef typename Elt<DT>::raw raw;
     typedef typename Elt<TDT>::raw traw;
     constexpr int V = 16 / sizeof(raw), NC = IL ? V / 2 : V, TB = NC * (int)sizeof(traw);
-    constexpr int SV = (IL ? G : 2 * G) + 2 * (TB >= 16 ? TB / 16 : 1);
+    constexpr int SV = (IL ? G : 2 * G) + (TPF ? 1 : 2 * (TB >= 16 ? TB / 16 : 1));
     const size_t shm = (size_t)a.stages * SV * nt * 16;
-    auto kern = rotary_staged_kernel<DT, TDT, IL, G>;
+    auto kern = rotary_staged_kernel<DT, TDT, IL, G, TPF>;
     /* blocks per SM for (nt, shm), cached per instantiation (key nt * 2^32 + shm) */
     static std::atomic<unsigned long long> key{0};
     static std::atomic<int> bps_cached{0};
@@ -1053,10 +1074,13 @@ template <int DT, int TDT>
 ropekit_status launch_rotary_staged(const RotArgs &a, long long items, int G, cudaStream_t st) {
     const int nt = staged_threads();
     if (G == 1)
-        return a.interleaved ? launch_staged_t<DT, TDT, true, 1>(a, items, nt, st)
-                             : launch_staged_t<DT, TDT, false, 1>(a, items, nt, st);
-    return a.interleaved ? launch_staged_t<DT, TDT, true, 2>(a, items, nt, st)
-                         : launch_staged_t<DT, TDT, false, 2>(a, items, nt, st);
+        return a.interleaved ? launch_staged_t<DT, TDT, true, 1, false>(a, items, nt, st)
+                             : launch_staged_t<DT, TDT, false, 1, false>(a, items, nt, st);
+    if (staged_tab_prefetch())
+        return a.interleaved ? launch_staged_t<DT, TDT, true, 2, true>(a, items, nt, st)
+                             : launch_staged_t<DT, TDT, false, 2, true>(a, items, nt, st);
+    return a.interleaved ? launch_staged_t<DT, TDT, true, 2, false>(a, items, nt, st)
+                         : launch_staged_t<DT, TDT, false, 2, false>(a, items, nt, st);
 }
 
 template <int DT, int TDT>
@@ -1172,7 +1196,7 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
          * as many as it has slots with the table's (ROPEKIT_CUDA_STAGED_WIDE_COPY=0|1|2) */
         const int xv = p->interleaved ? G : 2 * G;
         const long long tb = (long long)(p->interleaved ? V / 2 : V) * (long long)ropekit_dtype_size(p->table_dtype);
-        const int sv = xv + 2 * (int)(tb >= 16 ? tb / 16 : 1);
+        const int sv = xv + (staged_tab_prefetch() && G == 2 ? 1 : 2 * (int)(tb >= 16 ? tb / 16 : 1));
         const int w = staged ? staged_wide_copy() : 0;
         a.copy_g = w == 2 ? sv : w == 1 ? xv : G;
     }

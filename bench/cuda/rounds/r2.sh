@@ -2,7 +2,8 @@
 # Device round R2 (session c-rot 2, 2026-12-01 20:55 UTC), run as .dev/rounds/c-rot/round.sh
 # under a 110 s share. Files (pack.sh): bin/ (check_cuda, bench_cuda), lib/ (this revision:
 # tile kernel register caps behind ROPEKIT_CUDA_TILE_MAXR=40|48, staged kernel copy items of
-# all slots behind ROPEKIT_CUDA_STAGED_WIDE_COPY=2; default choice unchanged), lib-base/
+# all slots behind ROPEKIT_CUDA_STAGED_WIDE_COPY=2, staged table pieces by L1 prefetch behind
+# ROPEKIT_CUDA_STAGED_TPF=1; default choice unchanged), lib-base/
 # (main's 8c39a0b libropekit_cuda). check_cuda default and with the staged kernel forced (grid
 # capped so each block's pipeline wraps around; 2..5 stages, G 1/2), memcheck of the staged
 # kernel, three alternating rounds base / default / staged variants, Nsight Compute.
@@ -26,11 +27,12 @@ chk d
 chk t40 ROPEKIT_CUDA_TILE=1 ROPEKIT_CUDA_TILE_MAXR=40
 chk t48 ROPEKIT_CUDA_TILE_MAXR=48
 chk s2w ROPEKIT_CUDA_STAGED=1 ROPEKIT_CUDA_STAGED_WIDE_COPY=2 ROPEKIT_CUDA_STAGED_BLOCKS=3
+chk stpf ROPEKIT_CUDA_STAGED=1 ROPEKIT_CUDA_STAGED_TPF=1 ROPEKIT_CUDA_STAGES=2 ROPEKIT_CUDA_STAGED_BLOCKS=3
 chk s1w ROPEKIT_CUDA_STAGED=1 ROPEKIT_CUDA_STAGED_WIDE_COPY=2 ROPEKIT_CUDA_STAGED_G=1 ROPEKIT_CUDA_STAGES=4 ROPEKIT_CUDA_STAGED_BLOCKS=5
 ROPEKIT_CUDA_TILE=1 ROPEKIT_CUDA_TILE_MAXR=40 timeout $(left 25) compute-sanitizer --tool memcheck --print-limit 20 $B/check_cuda >$L/memcheck-t40.log 2>&1
 stamp "memcheck tile maxr=40 rc=$?"; grep -E "ERROR SUMMARY|checks," $L/memcheck-t40.log | tail -2 >>$L/summary.txt
-ROPEKIT_CUDA_STAGED=1 ROPEKIT_CUDA_STAGED_WIDE_COPY=2 ROPEKIT_CUDA_STAGED_BLOCKS=5 timeout $(left 25) compute-sanitizer --tool memcheck --print-limit 20 $B/check_cuda >$L/memcheck-sw2.log 2>&1
-stamp "memcheck staged wide=2 rc=$?"; grep -E "ERROR SUMMARY|checks," $L/memcheck-sw2.log | tail -2 >>$L/summary.txt
+ROPEKIT_CUDA_STAGED=1 ROPEKIT_CUDA_STAGED_WIDE_COPY=2 ROPEKIT_CUDA_STAGED_TPF=1 ROPEKIT_CUDA_STAGED_BLOCKS=5 timeout $(left 25) compute-sanitizer --tool memcheck --print-limit 20 $B/check_cuda >$L/memcheck-sw2.log 2>&1
+stamp "memcheck staged wide=2 tpf rc=$?"; grep -E "ERROR SUMMARY|checks," $L/memcheck-sw2.log | tail -2 >>$L/summary.txt
 ROWS='prefill|Phi|MRoPE'
 run_v() {
   local v=$1; shift
@@ -48,6 +50,9 @@ for i in 1 2 3; do
   run_v 7s4w2 ROPEKIT_CUDA_STAGED=1 ROPEKIT_CUDA_STAGES=4 ROPEKIT_CUDA_STAGED_WIDE_COPY=2
   run_v 8s3g1w2 ROPEKIT_CUDA_STAGED=1 ROPEKIT_CUDA_STAGED_G=1 ROPEKIT_CUDA_STAGED_WIDE_COPY=2
   run_v 9s4g1w2 ROPEKIT_CUDA_STAGED=1 ROPEKIT_CUDA_STAGES=4 ROPEKIT_CUDA_STAGED_G=1 ROPEKIT_CUDA_STAGED_WIDE_COPY=2
+  run_v as2tpf ROPEKIT_CUDA_STAGED=1 ROPEKIT_CUDA_STAGED_TPF=1 ROPEKIT_CUDA_STAGES=2 ROPEKIT_CUDA_STAGED_WIDE_COPY=2
+  run_v bs3tpf ROPEKIT_CUDA_STAGED=1 ROPEKIT_CUDA_STAGED_TPF=1 ROPEKIT_CUDA_STAGES=3 ROPEKIT_CUDA_STAGED_WIDE_COPY=2
+  run_v ct1mr48 ROPEKIT_CUDA_TILE=1 ROPEKIT_CUDA_TILE_MAXR=48
   stamp "ab round $i"
 done
 python3 $D/ab_summary.py $L/ab >$L/ab.md 2>&1
@@ -57,10 +62,9 @@ nc() { local n=$1 f=$2; shift 2
   env "$@" timeout $(left 10) $NCU $B/bench_cuda "$f" >>$L/ncu.log 2>&1; stamp "ncu $n $f rc=$?"; }
 LB="Llama-3-8B prefill B=1 S=8192 32+8 x128 bfloat16/bfloat16"
 PB="Phi-2 partial B=1 S=8192 32+32 x80 R32 bfloat16/float32"
-nc tile64 "$LB"
 nc tile40 "$LB" ROPEKIT_CUDA_TILE_MAXR=40
-nc flat "$PB"
 nc staged-w2 "$PB" ROPEKIT_CUDA_STAGED=1 ROPEKIT_CUDA_STAGED_WIDE_COPY=2 ROPEKIT_CUDA_STAGES=4
+nc staged-tpf "$LB" ROPEKIT_CUDA_STAGED=1 ROPEKIT_CUDA_STAGED_TPF=1 ROPEKIT_CUDA_STAGES=2 ROPEKIT_CUDA_STAGED_WIDE_COPY=2
 tar czf $OUT/logs.tgz -C $L .
 cat $L/gpu.txt $L/summary.txt $L/regs.txt
 sed -e 's/bfloat16/bf16/g; s/float16/f16/g; s/float32/f32/g' $L/ab.md
