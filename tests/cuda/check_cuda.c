@@ -386,6 +386,20 @@ static void rotary_suite(ropekit_cuda_error_state *err) {
                 c.layout = 0, c.sec[0] = 8, c.sec[1] = 12, c.sec[2] = 12, c.R = 64, c.H = 80;
                 c.scale = 1.5f, c.inverse = 1, c.rank = 4, c.name = "mrope rank4 R64 H80 scale inverse";
                 run_rotary_case(&c, err);
+                /* prefill-sized calls (more than one wave, so the multi-wave kernel choices —
+                 * tile, staged, flat with 4 heads — are reached without knobs; token counts
+                 * that are no multiple of any block or step) */
+                c.op = OP_ONNX, c.layout = 0, c.scale = 1.0f, c.inverse = 0, c.rank = 3;
+                c.B = 2, c.S = 777, c.N = 40, c.H = 128, c.R = 0, c.P = 4099;
+                c.name = "onnx prefill B2 S777 N40 H128";
+                run_rotary_case(&c, err);
+                c.B = 1, c.S = 3333, c.N = 16, c.H = 80, c.R = 32, c.inverse = 1;
+                c.name = "onnx prefill S3333 N16 H80 R32 inverse";
+                run_rotary_case(&c, err);
+                c.op = OP_MROPE, c.inverse = 0, c.S = 1601, c.N = 32, c.H = 128, c.R = 0;
+                c.sec[0] = 16, c.sec[1] = 24, c.sec[2] = 24;
+                c.name = "mrope prefill S1601 N32 [16,24,24]";
+                run_rotary_case(&c, err);
             }
         }
 }
