@@ -161,6 +161,63 @@ RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
     if (i < n) memcpy(dst + i, src + i, (size_t)(n - i));
 }
 
+/* ---- Output rows that do not start on a cache line ----------------------------------------
+ * Streaming stores need aligned addresses and must write whole 64-byte lines (a line half
+ * streamed, half stored normally is far slower than either). Outputs whose rows are not line
+ * aligned (numpy's arrays start 16 bytes into a page; odd head widths; partial rotary's copied
+ * tails) are therefore first computed into an aligned row in L1 (`stage`), then handed to a
+ * writer in memory order: every line that the writer's consecutive rows cover whole goes out as
+ * a streaming store (rows adjacent in memory join up, so a run of rows stores no line twice),
+ * the partial lines at a run's two ends as normal stores. Only out of place (the output overlaps
+ * no input: validation), so holding a line's bytes back changes nothing that is read later. */
+#ifdef RK_HAVE_NT
+#define RK_STAGE 4096 /* bytes of one staged row at most */
+typedef struct rk_wr {
+    unsigned char line[64] __attribute__((aligned(64))); /* the pending line's bytes */
+    char *la;                                            /* its address (NULL: none pending) */
+    int lo, hi;                                          /* its bytes [lo, hi) are pending */
+} rk_wr;
+
+RK_INLINE void wr_init(rk_wr *w) {
+    w->la = NULL, w->lo = w->hi = 0;
+}
+RK_INLINE void wr_line_nt(char *dst, const unsigned char *src) { /* dst 64-byte aligned */
+    for (int i = 0; i < 64; i += 4 * VL)
+        f_st_nt((float *)(dst + i), f_ld((const float *)(src + i)));
+}
+/* The pending bytes, with normal stores. */
+static void wr_flush(rk_wr *w) {
+    if (w->la) memcpy(w->la + w->lo, w->line + w->lo, (size_t)(w->hi - w->lo));
+    w->la = NULL;
+}
+/* n bytes from src (any alignment) to dst (any alignment). */
+static void wr_put(rk_wr *w, char *dst, const char *src, int64_t n) {
+    if (n <= 0) return;
+    const int off = (int)((uintptr_t)dst & 63);
+    char *la = dst - off;
+    if (w->la && (w->la != la || w->hi != off)) wr_flush(w); /* not a continuation */
+    if (off) { /* the first line, from off */
+        const int k = n < 64 - off ? (int)n : 64 - off;
+        if (!w->la) w->la = la, w->lo = off;
+        memcpy(w->line + off, src, (size_t)k);
+        w->hi = off + k;
+        if (w->hi < 64) return; /* the line goes on in the next row, or is flushed */
+        if (w->lo == 0)
+            wr_line_nt(la, w->line);
+        else
+            memcpy(la + w->lo, w->line + w->lo, (size_t)(64 - w->lo));
+        w->la = NULL;
+        dst += k, src += k, n -= k;
+    }
+    for (; n >= 64; dst += 64, src += 64, n -= 64)
+        wr_line_nt(dst, (const unsigned char *)src);
+    if (n > 0) { /* the last line's first n bytes: pending */
+        memcpy(w->line, src, (size_t)n);
+        w->la = dst, w->lo = 0, w->hi = (int)n;
+    }
+}
+#endif
+
 /* One pair, exactly as ref.c's rotate_pair. */
 RK_INLINE void pair_scalar(int wide, const char *x, char *y, ropekit_dtype dt, int64_t i0,
                            int64_t i1, float c, float s) {
@@ -381,8 +438,19 @@ RK_INLINE void prefetch_row(uintptr_t a, int64_t n, int w) {
  * (token-major) ahead: hardware prefetchers lose track of strided rows (packed QKV) and of new
  * runs. */
 RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dtype tdt, int wide,
-                           int nt, int hw) {
+                           int nt, int hw, int stg) {
     const int64_t h = p->R / 2, es = (int64_t)esz(dt), rowb = p->H * es;
+#ifdef RK_HAVE_NT
+    char rowbuf[RK_STAGE] __attribute__((aligned(64))); /* stg: the row, then the writer */
+    rk_wr wr;
+    wr_init(&wr);
+#define RK_ROWOUT(y) (stg ? rowbuf : (y))
+#define RK_ROWPUT(y) (stg ? wr_put(&wr, (y), rowbuf, rowb) : (void)0)
+#else
+    (void)stg;
+#define RK_ROWOUT(y) (y)
+#define RK_ROWPUT(y) ((void)0)
+#endif
     const int il = p->interleaved, eo = RK_EO(dt);
     float c[RK_CHUNK], sn[RK_CHUNK];
     union {
@@ -439,11 +507,12 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
                                 }
                             }
                             const char *x = RK_XROW(b, s, hd);
-                            char *y = RK_YROW(b, s, hd);
-                            rotate_row(x, y, dt, wide, nt, hw, il, eo, h, k0, n, tab.f[0] + j * m0,
+                            char *y = RK_YROW(b, s, hd), *yo = RK_ROWOUT(y);
+                            rotate_row(x, yo, dt, wide, nt, hw, il, eo, h, k0, n, tab.f[0] + j * m0,
                                        tab.f[1] + j * m0, tab.d[0] + j * m0, tab.d[1] + j * m0);
                             if (copy_tail && last)
-                                copy_bytes(y + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
+                                copy_bytes(yo + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
+                            RK_ROWPUT(y);
                         }
                 } else {
                     for (int64_t j = 0; j < nb; ++j) {
@@ -456,11 +525,12 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
                                 if (pfy) prefetch_row(RK_YADDR(bn, sn_, hd), rowb, 1);
                             }
                             const char *x = RK_XROW(b, s, hd);
-                            char *y = RK_YROW(b, s, hd);
-                            rotate_row(x, y, dt, wide, nt, hw, il, eo, h, k0, n, tab.f[0] + j * m0,
+                            char *y = RK_YROW(b, s, hd), *yo = RK_ROWOUT(y);
+                            rotate_row(x, yo, dt, wide, nt, hw, il, eo, h, k0, n, tab.f[0] + j * m0,
                                        tab.f[1] + j * m0, tab.d[0] + j * m0, tab.d[1] + j * m0);
                             if (copy_tail && last)
-                                copy_bytes(y + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
+                                copy_bytes(yo + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
+                            RK_ROWPUT(y);
                         }
                     }
                 }
@@ -470,7 +540,12 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
 #undef RK_YROW
 #undef RK_XADDR
 #undef RK_YADDR
-    if (nt) st_fence();
+#undef RK_ROWOUT
+#undef RK_ROWPUT
+#ifdef RK_HAVE_NT
+    if (stg) wr_flush(&wr);
+#endif
+    if (nt || stg) st_fence();
 }
 
 /* Streaming stores only where they write whole 64-byte lines and nothing else writes into those
@@ -489,28 +564,41 @@ static int use_streaming(const rk_rotary_plan *p) {
     return 1;
 }
 
+/* Streaming stores through a staged row (rk_wr) where use_streaming's direct ones cannot be
+ * used: large, out of place, rows of at most RK_STAGE bytes rotated in one gather chunk. */
+static int use_staging(const rk_rotary_plan *p) {
+#ifdef RK_HAVE_NT
+    const int64_t es = (int64_t)esz(p->dtype);
+    return p->x != p->y && p->H * es <= RK_STAGE && p->R / 2 <= RK_CHUNK &&
+           large_output(p->B * p->S * p->N * p->H * es);
+#else
+    (void)p;
+    return 0;
+#endif
+}
+
 /* bfloat16 rows: hw = 1 rounds with the CPU's conversion instruction where the vocabulary has
  * one (st_eo; avx512 with AVX512_BF16: bnsh bf16 rows 4.9-5.4 -> 4.1 ms on the Xeon, neutral on
  * the AMD dev VM) */
-#define RK_ROTARY_BF16(nt, hw)                                                                     \
+#define RK_ROTARY_BF16(nt, hw, stg)                                                                \
     if (tf)                                                                                        \
-        rotary_fast(p, ROPEKIT_BFLOAT16, ROPEKIT_FLOAT32, 1, nt, hw);                              \
+        rotary_fast(p, ROPEKIT_BFLOAT16, ROPEKIT_FLOAT32, 1, nt, hw, stg);                         \
     else                                                                                           \
-        rotary_fast(p, ROPEKIT_BFLOAT16, ROPEKIT_BFLOAT16, 0, nt, hw);
-#define RK_ROTARY_CASES(nt)                                                                        \
+        rotary_fast(p, ROPEKIT_BFLOAT16, ROPEKIT_BFLOAT16, 0, nt, hw, stg);
+#define RK_ROTARY_CASES(nt, stg)                                                                   \
     switch (p->dtype) {                                                                            \
-    case ROPEKIT_FLOAT32: rotary_fast(p, ROPEKIT_FLOAT32, ROPEKIT_FLOAT32, 1, nt, 0); break;       \
+    case ROPEKIT_FLOAT32: rotary_fast(p, ROPEKIT_FLOAT32, ROPEKIT_FLOAT32, 1, nt, 0, stg); break;  \
     case ROPEKIT_FLOAT16:                                                                          \
         if (tf)                                                                                    \
-            rotary_fast(p, ROPEKIT_FLOAT16, ROPEKIT_FLOAT32, 1, nt, 0);                            \
+            rotary_fast(p, ROPEKIT_FLOAT16, ROPEKIT_FLOAT32, 1, nt, 0, stg);                       \
         else                                                                                       \
-            rotary_fast(p, ROPEKIT_FLOAT16, ROPEKIT_FLOAT16, 0, nt, 0);                            \
+            rotary_fast(p, ROPEKIT_FLOAT16, ROPEKIT_FLOAT16, 0, nt, 0, stg);                       \
         break;                                                                                     \
     default:                                                                                       \
         if (RK_EO(ROPEKIT_BFLOAT16) && RK_BF16_HW_OK()) {                                          \
-            RK_ROTARY_BF16(nt, 1)                                                                  \
+            RK_ROTARY_BF16(nt, 1, stg)                                                             \
         } else {                                                                                   \
-            RK_ROTARY_BF16(nt, 0)                                                                  \
+            RK_ROTARY_BF16(nt, 0, stg)                                                             \
         }                                                                                          \
         break;                                                                                     \
     }
@@ -522,9 +610,11 @@ static void RK_SUFFIX(rotary)(const rk_rotary_plan *p) {
     }
     const int tf = p->table_dtype == ROPEKIT_FLOAT32;
     if (use_streaming(p)) {
-        RK_ROTARY_CASES(1)
+        RK_ROTARY_CASES(1, 0)
+    } else if (use_staging(p)) {
+        RK_ROTARY_CASES(0, 1)
     } else {
-        RK_ROTARY_CASES(0)
+        RK_ROTARY_CASES(0, 0)
     }
 }
 
@@ -735,9 +825,17 @@ RK_INLINE void qknorm_head(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
     tail_rotate(v, cs, sn, rd, 0, y + nope * es, dt, nt, hw);
 }
 
-/* nt: query outputs written with streaming stores (see qknorm_streaming); kv_out never is. */
-RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, int hw) {
+/* nt: query outputs written with streaming stores (see qknorm_streaming); stg: through staged
+ * rows (rk_wr); kv_out never is. */
+RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, int hw, int stg) {
     const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
+#ifdef RK_HAVE_NT
+    char rowbuf[RK_STAGE] __attribute__((aligned(64)));
+    rk_wr qw;
+    wr_init(&qw);
+#else
+    (void)stg;
+#endif
     const int64_t hs = p->qs[2] * es, hos = p->qos[2] * es;
     float v[RK_MAXROPE] __attribute__((aligned(64)));
     double cwb[RK_QTW] __attribute__((aligned(64))), swb[RK_QTW] __attribute__((aligned(64)));
@@ -779,9 +877,19 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
                     sum_sq_rows(xt + h * hs, hs, dt, hd, RK_QG, ss);
                 else
                     sum_sq_rows(xt + h * hs, hs, dt, hd, 1, ss);
-                for (int i = 0; i < g; ++i)
-                    qknorm_head(p, dt, nt, hw, xt + (h + i) * hs, yt + (h + i) * hos, ss[i], cs, sn,
-                                v, tw ? cwb : NULL, tw ? swb : NULL);
+                for (int i = 0; i < g; ++i) {
+                    char *yq = yt + (h + i) * hos;
+#ifdef RK_HAVE_NT
+                    if (stg) {
+                        qknorm_head(p, dt, 0, hw, xt + (h + i) * hs, rowbuf, ss[i], cs, sn, v,
+                                    tw ? cwb : NULL, tw ? swb : NULL);
+                        wr_put(&qw, yq, rowbuf, hd * es);
+                        continue;
+                    }
+#endif
+                    qknorm_head(p, dt, nt, hw, xt + (h + i) * hs, yq, ss[i], cs, sn, v,
+                                tw ? cwb : NULL, tw ? swb : NULL);
+                }
                 h += g;
             }
             /* kv */
@@ -827,7 +935,10 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
                 v[t] = rk_round_to(dt, (rk_load(xr, dt, t) * r) * wr[t]);
             tail_rotate(v, cs, sn, rd, 0, y + nope * es, dt, 0, hw);
         }
-    if (nt) st_fence();
+#ifdef RK_HAVE_NT
+    if (stg) wr_flush(&qw);
+#endif
+    if (nt || stg) st_fence();
 }
 
 /* Streaming stores for the query output under use_streaming's rules: large, out of place, every
@@ -842,16 +953,27 @@ static int qknorm_streaming(const rk_qknorm_plan *p) {
         return 0;
     return 1;
 }
+/* Where qknorm_streaming's direct streaming stores cannot be used: through staged rows. */
+static int qknorm_staging(const rk_qknorm_plan *p) {
+#ifdef RK_HAVE_NT
+    const int64_t es = (int64_t)esz(p->dtype);
+    return p->q != p->q_out && p->head_dim * es <= RK_STAGE &&
+           large_output(p->B * p->S * p->num_heads * p->head_dim * es);
+#else
+    (void)p;
+    return 0;
+#endif
+}
 
-#define RK_QKNORM_CASES(nt)                                                                        \
+#define RK_QKNORM_CASES(nt, stg)                                                                   \
     switch (p->dtype) {                                                                            \
-    case ROPEKIT_FLOAT32: qknorm_fast(p, ROPEKIT_FLOAT32, nt, 0); break;                           \
-    case ROPEKIT_FLOAT16: qknorm_fast(p, ROPEKIT_FLOAT16, nt, 0); break;                           \
+    case ROPEKIT_FLOAT32: qknorm_fast(p, ROPEKIT_FLOAT32, nt, 0, stg); break;                      \
+    case ROPEKIT_FLOAT16: qknorm_fast(p, ROPEKIT_FLOAT16, nt, 0, stg); break;                      \
     default:                                                                                       \
         if (RK_BF16_HW_OK())                                                                       \
-            qknorm_fast(p, ROPEKIT_BFLOAT16, nt, 1);                                               \
+            qknorm_fast(p, ROPEKIT_BFLOAT16, nt, 1, stg);                                          \
         else                                                                                       \
-            qknorm_fast(p, ROPEKIT_BFLOAT16, nt, 0);                                               \
+            qknorm_fast(p, ROPEKIT_BFLOAT16, nt, 0, stg);                                          \
         break;                                                                                     \
     }
 
@@ -862,17 +984,30 @@ static void RK_SUFFIX(qknorm)(const rk_qknorm_plan *p) {
         return;
     }
     if (qknorm_streaming(p)) {
-        RK_QKNORM_CASES(1)
+        RK_QKNORM_CASES(1, 0)
+    } else if (qknorm_staging(p)) {
+        RK_QKNORM_CASES(0, 1)
     } else {
-        RK_QKNORM_CASES(0)
+        RK_QKNORM_CASES(0, 0)
     }
 }
 
 /* =================================== InverseRotaryRegroup =================================== */
 
-RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt) {
+RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt, int stg) {
     const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
     float v[RK_MAXROPE] __attribute__((aligned(64)));
+#ifdef RK_HAVE_NT
+    char rowbuf[RK_STAGE] __attribute__((aligned(64))); /* stg: the head's row, then rk_wr */
+    rk_wr wr;
+    wr_init(&wr);
+#define RK_GOUT(y) (stg ? rowbuf : (y))
+#define RK_GPUT(y) (stg ? wr_put(&wr, (y), rowbuf, hd * es) : (void)0)
+#else
+    (void)stg;
+#define RK_GOUT(y) (y)
+#define RK_GPUT(y) ((void)0)
+#endif
     for (int64_t n = 0; n < p->N; ++n) {
         const char *xn = p->x + n * p->xs[0] * es;
         const float *cs = rd ? p->cos + n * p->cos_s[0] : NULL;
@@ -880,19 +1015,26 @@ RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt) 
         for (int64_t h = 0; h < p->num_heads; ++h) {
             int64_t f0 = h * hd, g = f0 / p->group_dim, gc = f0 % p->group_dim;
             const char *x = xn + f0 * es;
-            char *y = p->out + (g * p->os[0] + n * p->os[1] + gc) * es;
+            char *yd = p->out + (g * p->os[0] + n * p->os[1] + gc) * es, *y = RK_GOUT(yd);
             copy_bytes(y, x, nope * es, nt);
-            if (rd == 0) continue;
-            const char *xr = x + nope * es;
-            int64_t t = 0;
-            for (; t + VL <= rd; t += VL)
-                f_st(v + t, ld_t(xr + t * es, dt));
-            for (; t < rd; ++t)
-                v[t] = rk_load(xr, dt, t);
-            tail_rotate(v, cs, sn, rd, 1, y + nope * es, dt, nt, 0);
+            if (rd > 0) {
+                const char *xr = x + nope * es;
+                int64_t t = 0;
+                for (; t + VL <= rd; t += VL)
+                    f_st(v + t, ld_t(xr + t * es, dt));
+                for (; t < rd; ++t)
+                    v[t] = rk_load(xr, dt, t);
+                tail_rotate(v, cs, sn, rd, 1, y + nope * es, dt, nt, 0);
+            }
+            RK_GPUT(yd);
         }
     }
-    if (nt) st_fence();
+#undef RK_GOUT
+#undef RK_GPUT
+#ifdef RK_HAVE_NT
+    if (stg) wr_flush(&wr);
+#endif
+    if (nt || stg) st_fence();
 }
 
 static void RK_SUFFIX(regroup)(const rk_regroup_plan *p) {
@@ -903,27 +1045,26 @@ static void RK_SUFFIX(regroup)(const rk_regroup_plan *p) {
     }
     /* streaming stores: large output, every vector store aligned (4*VL bytes) */
     const int64_t es = (int64_t)esz(p->dtype), w = 4 * VL;
-    int nt = large_output(p->N * p->num_heads * p->head_dim * es) &&
-             (uintptr_t)p->out % (uintptr_t)w == 0 && (p->os[0] * es) % w == 0 &&
+    const int large = large_output(p->N * p->num_heads * p->head_dim * es);
+    int nt = large && (uintptr_t)p->out % (uintptr_t)w == 0 && (p->os[0] * es) % w == 0 &&
              (p->os[1] * es) % w == 0 && (p->head_dim * es) % w == 0 && (p->nope * es) % w == 0;
+#ifdef RK_HAVE_NT
+    /* otherwise through staged rows (rk_wr) */
+    const int stg = !nt && large && p->head_dim * es <= RK_STAGE;
+#else
+    const int stg = 0;
+#endif
+#define RK_REGROUP_T(T)                                                                            \
+    if (nt)                                                                                        \
+        regroup_fast(p, T, 1, 0);                                                                  \
+    else if (stg)                                                                                  \
+        regroup_fast(p, T, 0, 1);                                                                  \
+    else                                                                                           \
+        regroup_fast(p, T, 0, 0);
     switch (p->dtype) {
-    case ROPEKIT_FLOAT32:
-        if (nt)
-            regroup_fast(p, ROPEKIT_FLOAT32, 1);
-        else
-            regroup_fast(p, ROPEKIT_FLOAT32, 0);
-        break;
-    case ROPEKIT_FLOAT16:
-        if (nt)
-            regroup_fast(p, ROPEKIT_FLOAT16, 1);
-        else
-            regroup_fast(p, ROPEKIT_FLOAT16, 0);
-        break;
-    default:
-        if (nt)
-            regroup_fast(p, ROPEKIT_BFLOAT16, 1);
-        else
-            regroup_fast(p, ROPEKIT_BFLOAT16, 0);
-        break;
+    case ROPEKIT_FLOAT32: RK_REGROUP_T(ROPEKIT_FLOAT32) break;
+    case ROPEKIT_FLOAT16: RK_REGROUP_T(ROPEKIT_FLOAT16) break;
+    default: RK_REGROUP_T(ROPEKIT_BFLOAT16) break;
     }
+#undef RK_REGROUP_T
 }
