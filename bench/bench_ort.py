@@ -32,6 +32,7 @@ try:  # a machine without the onnx package reads the models saved by --save-mode
 except ImportError:
     onnx = None
 MODEL_DIR = None  # --models DIR
+ARRAY_OFFSET = 0  # --array-offset B: arrays start B bytes past a 64-byte boundary
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -111,18 +112,21 @@ def aligned(a: np.ndarray, align: int = 64) -> np.ndarray:
     """A copy of a at a 64-byte aligned address, as onnxruntime's own allocator places tensors
     (numpy's large arrays start 16 bytes into a page: vector rows then straddle cache lines, and
     ropekit writes no streaming stores to them; 1.5-1.8x slower on the dev VM)."""
-    buf = np.empty(a.nbytes + align, np.uint8)
-    off = (-buf.ctypes.data) % align
+    buf = np.empty(a.nbytes + 2 * align, np.uint8)
+    off = (ARRAY_OFFSET - buf.ctypes.data) % align
     v = buf[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
     v[...] = a
     return v
 
 
-def time_ort(B, S, N, H, R, dtype, threads, budget, bnsh=False, nopos=False, side=False):
+def time_ort(B, S, N, H, R, dtype, threads, budget, bnsh=False, nopos=False, side=False,
+             spin=False):
     """Median seconds per run of ORT's CPU RotaryEmbedding (inputs and a preallocated output
     bound once with IOBinding). side: also ropekit on the same arrays, in batches alternated with
     ORT's in this process (the C library called directly with views built once: ctypes adds
-    ~1 us per call), returned as (ort, ropekit); ropekit is None where the binding does not load."""
+    ~1 us per call), returned as (ort, ropekit); ropekit is None where the binding does not load.
+    spin: ORT's intra-op pool spins between runs (its default). Off here: a spinning pool keeps the
+    pinned CPUs busy while ropekit's batches run beside it, so a second ropekit thread gains nothing."""
     P = max(S, 4096)
     rng = np.random.default_rng(0)
     x = rng.uniform(-2, 2, (B, N, S, H) if bnsh else (B, S, N * H)).astype(dtype)
@@ -134,6 +138,8 @@ def time_ort(B, S, N, H, R, dtype, threads, budget, bnsh=False, nopos=False, sid
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
+    if not spin:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     sess = ort.InferenceSession(rotary_model(B, S, N, H, R, P, dtype, bnsh, nopos), so,
@@ -236,15 +242,20 @@ def main() -> int:
                     "benchmark's")
     ap.add_argument("--cpu-name", default=None, help="the CPU's name, where lscpu does not give it "
                     "(a VM's generic 'Processor')")
+    ap.add_argument("--array-offset", type=int, default=0, help="bytes past a 64-byte boundary at "
+                    "which the arrays of the ORT / 'beside ORT' timings start (16: where numpy's own "
+                    "large arrays start); the C benchmark gets the same as --offset")
     args = ap.parse_args()
-    global MODEL_DIR
+    global MODEL_DIR, ARRAY_OFFSET
     MODEL_DIR = args.models
+    ARRAY_OFFSET = args.array_offset
     thread_list = [int(t) for t in args.threads.split(",")]
 
     load_before = loadavg()
     started = datetime.datetime.now(datetime.timezone.utc)
     c = run_c_bench(args.bench, args.time, ["--threads", args.threads] +
-                    (["--filter", args.filter] if args.filter else []))
+                    (["--filter", args.filter] if args.filter else []) +
+                    (["--offset", str(args.array_offset)] if args.array_offset else []))
     rows = c["results"]
     ort_t = {}
     cache = pathlib.Path(args.ort_cache) if args.ort_cache else None
