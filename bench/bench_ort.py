@@ -328,15 +328,17 @@ def main() -> int:
              "figures, per call (validation included). ORT: one-node ai.onnx.RotaryEmbedding "
              "(opset 23) with IOBinding, intra_op_num_threads = threads. "
              + ("'ropekit beside ORT': the same call timed in the Python process that times ORT, on "
-                "the same arrays (64-byte aligned, as ORT's allocator places tensors), in batches "
+                "the same arrays (" + (f"starting {ARRAY_OFFSET} bytes past a 64-byte boundary, as numpy's "
+                                     "own arrays do" if ARRAY_OFFSET else "64-byte aligned, as ORT's "
+                                     "allocator places tensors") + "), in batches "
                 "alternated with ORT's (ropekit's C function called "
                 "directly with views built once; ctypes adds ~1 us per call, which matters only "
                 "for decode rows); 'ropekit speedup vs ORT' divides ORT's time by it, so both sides "
                 "see the same caches and the same load (a large last-level cache can hold a whole "
                 "benchmark's arrays). " if side else "")
              + "\n")
-    L.append("| shape | dtype | threads | ropekit time | MB moved | GB/s | memcpy GB/s | vs memcpy | vs memcpy (best) | ORT time | ORT GB/s | ropekit beside ORT | ropekit speedup vs ORT |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    L.append("| shape | dtype | threads | ropekit time | MB moved | GB/s | memcpy GB/s | vs memcpy | vs memcpy (best) | ORT time | ORT GB/s | ORT vs memcpy | ropekit beside ORT | ropekit speedup vs ORT |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def vs_ort(key, c_seconds):
         o = ort_t[key]
@@ -345,8 +347,9 @@ def main() -> int:
         key = (r["shape"], r["dtype"], r["threads"])
         o = ort_t.get(key)
         b = side_t.get(key)
-        ocol = (f"{fmt_time(o)} | {r['bytes'] / o * 1e-9:.2f} | {fmt_time(b) if b else 'n/a'} | "
-                f"{vs_ort(key, r['seconds']):.2f}x" if o else "n/a | n/a | n/a | n/a")
+        ocol = (f"{fmt_time(o)} | {r['bytes'] / o * 1e-9:.2f} | "
+                f"{r['bytes'] / o * 1e-9 / r['memcpy_gbps']:.2f} | {fmt_time(b) if b else 'n/a'} | "
+                f"{vs_ort(key, r['seconds']):.2f}x" if o else "n/a | n/a | n/a | n/a | n/a")
         L.append(f"| {r['shape']} | {r['dtype']} | {r['threads']} | {fmt_time(r['seconds'])} | "
                  f"{r['bytes'] * 1e-6:.2f} | {r['gbps']:.2f} | {r['memcpy_gbps']:.2f} | "
                  f"{r['ratio_memcpy']:.2f} | {r['best_ratio_memcpy']:.2f} | {ocol} |")
@@ -383,6 +386,18 @@ def main() -> int:
         if big:
             L.append(f"- >= 2x ORT: large shapes {sum(s >= 2 for s in big)}/{len(big)} rows, speedup "
                      f"{min(big):.1f}x .. {max(big):.1f}x.")
+            # where ORT itself runs above half the copy's speed, 2x ORT would need ropekit above
+            # the copy: the bound is memcpy GB/s / ORT GB/s
+            cap = []
+            for k, v in sp:
+                r = next(r for r in rows if (r["shape"], r["dtype"], r["threads"]) == k)
+                if not k[0].startswith("decode") and v < 2:
+                    bound = r["memcpy_gbps"] / (r["bytes"] / ort_t[k] * 1e-9)
+                    cap.append(f"{k[0]} {k[1]} {k[2]} thr {v:.2f}x (a copy would be {bound:.2f}x)")
+            if cap:
+                L.append("- rows under 2x ORT, each with the speedup a ropekit at the memcpy's speed "
+                         "would reach (ORT vs memcpy above 0.5 makes 2x unreachable): "
+                         + "; ".join(cap) + ".")
         if dsp:
             L.append(f"- vs ORT, decode: {min(dsp):.1f}x .. {max(dsp):.1f}x (ORT's per-run session overhead).")
     by_t = {(r["shape"], r["dtype"], r["threads"]): r["seconds"] for r in rows}

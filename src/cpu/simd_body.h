@@ -171,11 +171,12 @@ RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
  * the partial lines at a run's two ends as normal stores. Only out of place (the output overlaps
  * no input: validation), so holding a line's bytes back changes nothing that is read later. */
 #ifdef RK_HAVE_NT
-#define RK_STAGE 4096 /* bytes of one staged row at most */
+#define RK_STAGE 4096 /* bytes of one staged row at most (its buffer has 64 more: wr_put reads
+                       * whole 64-byte blocks from it) */
 typedef struct rk_wr {
-    unsigned char line[64] __attribute__((aligned(64))); /* the pending line's bytes */
-    char *la;                                            /* its address (NULL: none pending) */
-    int lo, hi;                                          /* its bytes [lo, hi) are pending */
+    unsigned char line[128] __attribute__((aligned(64))); /* the pending line's bytes, + slack */
+    char *la;                                             /* its address (NULL: none pending) */
+    int lo, hi;                                           /* its bytes [lo, hi) are pending */
 } rk_wr;
 
 RK_INLINE void wr_init(rk_wr *w) {
@@ -185,13 +186,26 @@ RK_INLINE void wr_line_nt(char *dst, const unsigned char *src) { /* dst 64-byte 
     for (int i = 0; i < 64; i += 4 * VL)
         f_st_nt((float *)(dst + i), f_ld((const float *)(src + i)));
 }
+RK_INLINE void wr_copy64(unsigned char *dst, const char *src) { /* 64 bytes, fixed size */
+    for (int i = 0; i < 64; i += 4 * VL)
+        f_st((float *)(dst + i), f_ld((const float *)(src + i)));
+}
+/* n < 64 bytes with normal stores, by fixed-size pieces (no library call per row end) */
+RK_INLINE void wr_bytes(char *d, const unsigned char *s, int n) {
+    if (n & 32) memcpy(d, s, 32), d += 32, s += 32;
+    if (n & 16) memcpy(d, s, 16), d += 16, s += 16;
+    if (n & 8) memcpy(d, s, 8), d += 8, s += 8;
+    if (n & 4) memcpy(d, s, 4), d += 4, s += 4;
+    if (n & 2) memcpy(d, s, 2), d += 2, s += 2;
+    if (n & 1) *d = (char)*s;
+}
 /* The pending bytes, with normal stores. */
-static void wr_flush(rk_wr *w) {
-    if (w->la) memcpy(w->la + w->lo, w->line + w->lo, (size_t)(w->hi - w->lo));
+RK_INLINE void wr_flush(rk_wr *w) {
+    if (w->la) wr_bytes(w->la + w->lo, w->line + w->lo, w->hi - w->lo);
     w->la = NULL;
 }
-/* n bytes from src (any alignment) to dst (any alignment). */
-static void wr_put(rk_wr *w, char *dst, const char *src, int64_t n) {
+/* n bytes from src to dst (any alignment); src may be read up to 64 bytes past its n. */
+RK_INLINE void wr_put(rk_wr *w, char *dst, const char *src, int64_t n) {
     if (n <= 0) return;
     const int off = (int)((uintptr_t)dst & 63);
     char *la = dst - off;
@@ -199,20 +213,20 @@ static void wr_put(rk_wr *w, char *dst, const char *src, int64_t n) {
     if (off) { /* the first line, from off */
         const int k = n < 64 - off ? (int)n : 64 - off;
         if (!w->la) w->la = la, w->lo = off;
-        memcpy(w->line + off, src, (size_t)k);
+        wr_copy64(w->line + off, src); /* bytes past off + k are never stored */
         w->hi = off + k;
         if (w->hi < 64) return; /* the line goes on in the next row, or is flushed */
         if (w->lo == 0)
             wr_line_nt(la, w->line);
         else
-            memcpy(la + w->lo, w->line + w->lo, (size_t)(64 - w->lo));
+            wr_bytes(la + w->lo, w->line + w->lo, 64 - w->lo);
         w->la = NULL;
         dst += k, src += k, n -= k;
     }
     for (; n >= 64; dst += 64, src += 64, n -= 64)
         wr_line_nt(dst, (const unsigned char *)src);
     if (n > 0) { /* the last line's first n bytes: pending */
-        memcpy(w->line, src, (size_t)n);
+        wr_copy64(w->line, src);
         w->la = dst, w->lo = 0, w->hi = (int)n;
     }
 }
@@ -440,8 +454,19 @@ RK_INLINE void prefetch_row(uintptr_t a, int64_t n, int w) {
 RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dtype tdt, int wide,
                            int nt, int hw, int stg) {
     const int64_t h = p->R / 2, es = (int64_t)esz(dt), rowb = p->H * es;
-#ifdef RK_HAVE_NT
-    char rowbuf[RK_STAGE] __attribute__((aligned(64))); /* stg: the row, then the writer */
+#if defined(RK_HAVE_NT) && defined(RK_WR_DEFER)
+    /* knob: each staged row handed to the writer after the next row is computed (two buffers) */
+    char rowbufs[2][RK_STAGE + 64] __attribute__((aligned(64)));
+    rk_wr wr;
+    wr_init(&wr);
+    char *prev_y = NULL;
+    int cur = 0;
+#define RK_ROWOUT(y) (stg ? rowbufs[cur] : (y))
+#define RK_ROWPUT(y)                                                                               \
+    (stg ? (prev_y ? wr_put(&wr, prev_y, rowbufs[cur ^ 1], rowb) : (void)0), prev_y = (y),          \
+     cur ^= 1 : 0)
+#elif defined(RK_HAVE_NT)
+    char rowbuf[RK_STAGE + 64] __attribute__((aligned(64))); /* stg: the row, then the writer */
     rk_wr wr;
     wr_init(&wr);
 #define RK_ROWOUT(y) (stg ? rowbuf : (y))
@@ -528,6 +553,9 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
 #undef RK_YADDR
 #undef RK_ROWOUT
 #undef RK_ROWPUT
+#if defined(RK_HAVE_NT) && defined(RK_WR_DEFER)
+    if (stg && prev_y) wr_put(&wr, prev_y, rowbufs[cur ^ 1], rowb);
+#endif
 #ifdef RK_HAVE_NT
     if (stg) wr_flush(&wr);
 #endif
@@ -816,7 +844,7 @@ RK_INLINE void qknorm_head(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
 RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, int hw, int stg) {
     const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
 #ifdef RK_HAVE_NT
-    char rowbuf[RK_STAGE] __attribute__((aligned(64)));
+    char rowbuf[RK_STAGE + 64] __attribute__((aligned(64)));
     rk_wr qw;
     wr_init(&qw);
 #else
@@ -984,7 +1012,7 @@ RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt, 
     const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
     float v[RK_MAXROPE] __attribute__((aligned(64)));
 #ifdef RK_HAVE_NT
-    char rowbuf[RK_STAGE] __attribute__((aligned(64))); /* stg: the head's row, then rk_wr */
+    char rowbuf[RK_STAGE + 64] __attribute__((aligned(64))); /* stg: the head's row, then rk_wr */
     rk_wr wr;
     wr_init(&wr);
 #define RK_GOUT(y) (stg ? rowbuf : (y))
