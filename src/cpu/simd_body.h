@@ -171,12 +171,11 @@ RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
  * the partial lines at a run's two ends as normal stores. Only out of place (the output overlaps
  * no input: validation), so holding a line's bytes back changes nothing that is read later. */
 #ifdef RK_HAVE_NT
-#define RK_STAGE 4096 /* bytes of one staged row at most (its buffer has 64 more: wr_put reads
-                       * whole 64-byte blocks from it) */
+#define RK_STAGE 4096 /* bytes of one staged row at most */
 typedef struct rk_wr {
-    unsigned char line[128] __attribute__((aligned(64))); /* the pending line's bytes, + slack */
-    char *la;                                             /* its address (NULL: none pending) */
-    int lo, hi;                                           /* its bytes [lo, hi) are pending */
+    unsigned char line[64] __attribute__((aligned(64))); /* the pending line's bytes */
+    char *la;                                            /* its address (NULL: none pending) */
+    int lo, hi;                                          /* its bytes [lo, hi) are pending */
 } rk_wr;
 
 RK_INLINE void wr_init(rk_wr *w) {
@@ -186,12 +185,10 @@ RK_INLINE void wr_line_nt(char *dst, const unsigned char *src) { /* dst 64-byte 
     for (int i = 0; i < 64; i += 4 * VL)
         f_st_nt((float *)(dst + i), f_ld((const float *)(src + i)));
 }
-RK_INLINE void wr_copy64(unsigned char *dst, const char *src) { /* 64 bytes, fixed size */
-    for (int i = 0; i < 64; i += 4 * VL)
-        f_st((float *)(dst + i), f_ld((const float *)(src + i)));
-}
-/* n < 64 bytes with normal stores, by fixed-size pieces (no library call per row end) */
-RK_INLINE void wr_bytes(char *d, const unsigned char *s, int n) {
+/* n < 64 bytes, by fixed-size pieces (no library call per row end) */
+RK_INLINE void wr_bytes(void *dst, const void *src, int n) {
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
     if (n & 32) memcpy(d, s, 32), d += 32, s += 32;
     if (n & 16) memcpy(d, s, 16), d += 16, s += 16;
     if (n & 8) memcpy(d, s, 8), d += 8, s += 8;
@@ -204,7 +201,7 @@ RK_INLINE void wr_flush(rk_wr *w) {
     if (w->la) wr_bytes(w->la + w->lo, w->line + w->lo, w->hi - w->lo);
     w->la = NULL;
 }
-/* n bytes from src to dst (any alignment); src may be read up to 64 bytes past its n. */
+/* n bytes from src to dst (any alignment). */
 RK_INLINE void wr_put(rk_wr *w, char *dst, const char *src, int64_t n) {
     if (n <= 0) return;
     const int off = (int)((uintptr_t)dst & 63);
@@ -213,7 +210,7 @@ RK_INLINE void wr_put(rk_wr *w, char *dst, const char *src, int64_t n) {
     if (off) { /* the first line, from off */
         const int k = n < 64 - off ? (int)n : 64 - off;
         if (!w->la) w->la = la, w->lo = off;
-        wr_copy64(w->line + off, src); /* bytes past off + k are never stored */
+        wr_bytes(w->line + off, src, k);
         w->hi = off + k;
         if (w->hi < 64) return; /* the line goes on in the next row, or is flushed */
         if (w->lo == 0)
@@ -226,7 +223,7 @@ RK_INLINE void wr_put(rk_wr *w, char *dst, const char *src, int64_t n) {
     for (; n >= 64; dst += 64, src += 64, n -= 64)
         wr_line_nt(dst, (const unsigned char *)src);
     if (n > 0) { /* the last line's first n bytes: pending */
-        wr_copy64(w->line, src);
+        wr_bytes(w->line, src, (int)n);
         w->la = dst, w->lo = 0, w->hi = (int)n;
     }
 }
@@ -456,26 +453,31 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
     const int64_t h = p->R / 2, es = (int64_t)esz(dt), rowb = p->H * es;
 #if defined(RK_HAVE_NT) && defined(RK_WR_DEFER)
     /* knob: each staged row handed to the writer after the next row is computed (two buffers) */
-    char rowbufs[2][RK_STAGE + 64] __attribute__((aligned(64)));
+    char rowbufs[2][RK_STAGE] __attribute__((aligned(64)));
     rk_wr wr;
     wr_init(&wr);
     char *prev_y = NULL;
+    const char *prev_x = NULL;
     int cur = 0;
 #define RK_ROWOUT(y) (stg ? rowbufs[cur] : (y))
-#define RK_ROWPUT(y)                                                                               \
-    (stg ? (prev_y ? wr_put(&wr, prev_y, rowbufs[cur ^ 1], rowb) : (void)0), prev_y = (y),          \
-     cur ^= 1 : 0)
+#define RK_ROWPUT(y, x)                                                                            \
+    (stg ? (prev_y ? wr_row(&wr, prev_y, rowbufs[cur ^ 1], prev_x) : (void)0), prev_y = (y),        \
+     prev_x = (x), cur ^= 1 : 0)
 #elif defined(RK_HAVE_NT)
-    char rowbuf[RK_STAGE + 64] __attribute__((aligned(64))); /* stg: the row, then the writer */
+    char rowbuf[RK_STAGE] __attribute__((aligned(64))); /* stg: the row, then the writer */
     rk_wr wr;
     wr_init(&wr);
 #define RK_ROWOUT(y) (stg ? rowbuf : (y))
-#define RK_ROWPUT(y) (stg ? wr_put(&wr, (y), rowbuf, rowb) : (void)0)
+#define RK_ROWPUT(y, x) (stg ? wr_row(&wr, (y), rowbuf, (x)) : (void)0)
 #else
     (void)stg;
 #define RK_ROWOUT(y) (y)
-#define RK_ROWPUT(y) ((void)0)
+#define RK_ROWPUT(y, x) ((void)0)
 #endif
+    /* a staged row: its rotated channels from the buffer, the copied ones [R, H) straight from x */
+#define wr_row(w, y, buf, x)                                                                       \
+    (wr_put((w), (y), (buf), p->R * es),                                                           \
+     wr_put((w), (y) + p->R * es, (x) + p->R * es, (p->H - p->R) * es))
     const int il = p->interleaved, eo = RK_EO(dt);
     float c[RK_CHUNK], sn[RK_CHUNK];
     union {
@@ -541,9 +543,9 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
                         char *y = RK_YROW(b, s, hd), *yo = RK_ROWOUT(y);
                         rotate_row(x, yo, dt, wide, nt, hw, il, eo, h, k0, n, tab.f[0] + j * m0,
                                    tab.f[1] + j * m0, tab.d[0] + j * m0, tab.d[1] + j * m0);
-                        if (copy_tail && last)
+                        if (copy_tail && last && !stg)
                             copy_bytes(yo + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
-                        RK_ROWPUT(y);
+                        RK_ROWPUT(y, x);
                     }
             }
         }
@@ -554,8 +556,9 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
 #undef RK_ROWOUT
 #undef RK_ROWPUT
 #if defined(RK_HAVE_NT) && defined(RK_WR_DEFER)
-    if (stg && prev_y) wr_put(&wr, prev_y, rowbufs[cur ^ 1], rowb);
+    if (stg && prev_y) wr_row(&wr, prev_y, rowbufs[cur ^ 1], prev_x);
 #endif
+#undef wr_row
 #ifdef RK_HAVE_NT
     if (stg) wr_flush(&wr);
 #endif
@@ -844,7 +847,7 @@ RK_INLINE void qknorm_head(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
 RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, int hw, int stg) {
     const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
 #ifdef RK_HAVE_NT
-    char rowbuf[RK_STAGE + 64] __attribute__((aligned(64)));
+    char rowbuf[RK_STAGE] __attribute__((aligned(64)));
     rk_wr qw;
     wr_init(&qw);
 #else
@@ -1012,15 +1015,11 @@ RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt, 
     const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
     float v[RK_MAXROPE] __attribute__((aligned(64)));
 #ifdef RK_HAVE_NT
-    char rowbuf[RK_STAGE + 64] __attribute__((aligned(64))); /* stg: the head's row, then rk_wr */
+    char rowbuf[RK_STAGE] __attribute__((aligned(64))); /* stg: the rotated tail, then rk_wr */
     rk_wr wr;
     wr_init(&wr);
-#define RK_GOUT(y) (stg ? rowbuf : (y))
-#define RK_GPUT(y) (stg ? wr_put(&wr, (y), rowbuf, hd * es) : (void)0)
 #else
     (void)stg;
-#define RK_GOUT(y) (y)
-#define RK_GPUT(y) ((void)0)
 #endif
     for (int64_t n = 0; n < p->N; ++n) {
         const char *xn = p->x + n * p->xs[0] * es;
@@ -1029,22 +1028,30 @@ RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt, 
         for (int64_t h = 0; h < p->num_heads; ++h) {
             int64_t f0 = h * hd, g = f0 / p->group_dim, gc = f0 % p->group_dim;
             const char *x = xn + f0 * es;
-            char *yd = p->out + (g * p->os[0] + n * p->os[1] + gc) * es, *y = RK_GOUT(yd);
-            copy_bytes(y, x, nope * es, nt);
-            if (rd > 0) {
-                const char *xr = x + nope * es;
-                int64_t t = 0;
-                for (; t + VL <= rd; t += VL)
-                    f_st(v + t, ld_t(xr + t * es, dt));
-                for (; t < rd; ++t)
-                    v[t] = rk_load(xr, dt, t);
-                tail_rotate(v, cs, sn, rd, 1, y + nope * es, dt, nt, 0);
+            char *y = p->out + (g * p->os[0] + n * p->os[1] + gc) * es;
+#ifdef RK_HAVE_NT
+            if (stg) /* the copied channels straight from x, the rotated ones from rowbuf */
+                wr_put(&wr, y, x, nope * es);
+            else
+#endif
+                copy_bytes(y, x, nope * es, nt);
+            if (rd == 0) continue;
+            const char *xr = x + nope * es;
+            int64_t t = 0;
+            for (; t + VL <= rd; t += VL)
+                f_st(v + t, ld_t(xr + t * es, dt));
+            for (; t < rd; ++t)
+                v[t] = rk_load(xr, dt, t);
+#ifdef RK_HAVE_NT
+            if (stg) {
+                tail_rotate(v, cs, sn, rd, 1, rowbuf, dt, 0, 0);
+                wr_put(&wr, y + nope * es, rowbuf, rd * es);
+                continue;
             }
-            RK_GPUT(yd);
+#endif
+            tail_rotate(v, cs, sn, rd, 1, y + nope * es, dt, nt, 0);
         }
     }
-#undef RK_GOUT
-#undef RK_GPUT
 #ifdef RK_HAVE_NT
     if (stg) wr_flush(&wr);
 #endif
@@ -1064,7 +1071,7 @@ static void RK_SUFFIX(regroup)(const rk_regroup_plan *p) {
              (p->os[1] * es) % w == 0 && (p->head_dim * es) % w == 0 && (p->nope * es) % w == 0;
 #ifdef RK_HAVE_NT
     /* otherwise through staged rows (rk_wr) */
-    const int stg = !nt && large && p->head_dim * es <= RK_STAGE;
+    const int stg = !nt && large && p->rope_dim * es <= RK_STAGE;
 #else
     const int stg = 0;
 #endif
