@@ -16,6 +16,7 @@
  * ROPEKIT_WEBGPU_CONFIGS=NAME[,NAME...] runs only those configurations (then the other checks),
  * for short runs on a GPU machine.
  * Progress: a line per configuration and case file, as it goes (stdout is line-buffered). */
+#define _POSIX_C_SOURCE 200112L /* setenv, unsetenv */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -73,63 +74,113 @@ static ropekit_webgpu_backend backend_from_env(void) {
     return ROPEKIT_WEBGPU_BACKEND_ANY;
 }
 
-static WGPUBuffer upload(ropekit_webgpu *ctx, const ropekit_tensor *t, uint64_t pad_to) {
-    size_t n = rk_tensor_nbytes(t);
-    uint64_t bytes = n > pad_to ? n : pad_to;
+/* A buffer of at least 16 bytes holding n bytes of data (NULL on failure). */
+static WGPUBuffer upload_bytes(ropekit_webgpu *ctx, const void *data, size_t n) {
     WGPUBuffer b = NULL;
-    if (ropekit_webgpu_buffer_create(ctx, bytes, &b) != ROPEKIT_OK) return NULL;
-    if (n && ropekit_webgpu_write(ctx, b, 0, t->data, n) != ROPEKIT_OK) {
+    if (ropekit_webgpu_buffer_create(ctx, n > 16 ? n : 16, &b) != ROPEKIT_OK) return NULL;
+    if (n && ropekit_webgpu_write(ctx, b, 0, data, n) != ROPEKIT_OK) {
         wgpuBufferRelease(b);
         return NULL;
     }
     return b;
 }
 
+static WGPUBuffer upload(ropekit_webgpu *ctx, const ropekit_tensor *t) {
+    return upload_bytes(ctx, t->data, rk_tensor_nbytes(t));
+}
+
 static ropekit_webgpu_tensor gview(WGPUBuffer b, const ropekit_tensor *t) {
     return ropekit_webgpu_tensor_contiguous(b, 0, t->dtype, t->rank, t->shape);
 }
 
-/* Run case c on the GPU; in_place: the rotary output is the input buffer. Returns the status;
- * outputs read back into out[] (host tensors allocated by rk_case_alloc_outputs). */
-static ropekit_status run_gpu(ropekit_webgpu *ctx, const rk_case *c, int in_place,
+/* A context for one test; a failure to create it is a failed check (NULL returned). */
+static ropekit_webgpu *open_context(const ropekit_webgpu_options *opt) {
+    ropekit_webgpu *ctx = NULL;
+    if (ropekit_webgpu_create(opt, &ctx) != ROPEKIT_OK) {
+        CHECK(0, "context: %s", ropekit_webgpu_last_error());
+        return NULL;
+    }
+    return ctx;
+}
+
+/* A call of the tests of their own as a case for run_gpu: the operator and its host inputs in
+ * the C API's order (NULL: an absent optional input); the caller sets the attributes. */
+static rk_case make_case(rk_case_op op, const ropekit_tensor *const *in) {
+    static const int n_in[RK_OP_COUNT] = {4, 4, 4, 5, 3};
+    rk_case c;
+    memset(&c, 0, sizeof c);
+    c.op = op;
+    c.n_inputs = n_in[op];
+    c.n_outputs = op == RK_OP_QKNORM_ROTARY_EMBEDDING ? 2 : 1;
+    for (int i = 0; i < c.n_inputs; ++i)
+        if (in[i]) c.present[i] = 1, c.inputs[i] = *in[i];
+    return c;
+}
+
+/* Run case c on the GPU (the one place the tests upload, view, call and read back): each present
+ * input in a buffer of its own (int64 inputs, the ids and offsets, stay on the host); each output
+ * in a buffer of its own, first filled with the byte 0xa5 so that an element the kernel does not
+ * write differs from the CPU, or (in_place) in the buffer of input i (x; query and key/value).
+ * lead: bytes before the views of input 0 and output 0 in their buffers (input 0's host data
+ * starts lead bytes before in->data: those bytes are uploaded too). Returns the status of the
+ * call or of the first failed step; the outputs read back into out[] (host tensors of the
+ * outputs' shapes; rk_case_alloc_outputs). */
+static ropekit_status run_gpu(ropekit_webgpu *ctx, const rk_case *c, int in_place, uint64_t lead,
                               const ropekit_tensor *out) {
     WGPUBuffer in[RK_CASE_MAX_INPUTS] = {0}, ob[RK_CASE_MAX_OUTPUTS] = {0};
     ropekit_webgpu_tensor gi[RK_CASE_MAX_INPUTS], go[RK_CASE_MAX_OUTPUTS];
     ropekit_status st = ROPEKIT_OK;
     for (int i = 0; i < c->n_inputs; ++i) {
         if (!c->present[i] || c->inputs[i].dtype == ROPEKIT_INT64) continue; /* ids stay on host */
-        in[i] = upload(ctx, &c->inputs[i], 16);
+        const uint64_t l = i == 0 ? lead : 0;
+        in[i] = upload_bytes(ctx, (const char *)c->inputs[i].data - l, rk_tensor_nbytes(&c->inputs[i]) + l);
         if (!in[i]) {
             st = ROPEKIT_ERROR_DEVICE;
             goto done;
         }
-        gi[i] = gview(in[i], &c->inputs[i]);
+        gi[i] = ropekit_webgpu_tensor_contiguous(in[i], l, c->inputs[i].dtype, c->inputs[i].rank,
+                                                 c->inputs[i].shape);
     }
     for (int i = 0; i < c->n_outputs; ++i) {
-        size_t n = rk_tensor_nbytes(&out[i]);
-        if ((st = ropekit_webgpu_buffer_create(ctx, n > 16 ? n : 16, &ob[i])) != ROPEKIT_OK) goto done;
-        go[i] = gview(ob[i], &out[i]);
+        const uint64_t l = i == 0 ? lead : 0;
+        const size_t n = rk_tensor_nbytes(&out[i]);
+        if (in_place) {
+            go[i] = ropekit_webgpu_tensor_contiguous(in[i], l, out[i].dtype, out[i].rank, out[i].shape);
+            continue;
+        }
+        unsigned char *fill = malloc(n + l + 1);
+        if (!fill) {
+            st = ROPEKIT_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(fill, 0xa5, n + l + 1);
+        ob[i] = upload_bytes(ctx, fill, n + l);
+        free(fill);
+        if (!ob[i]) {
+            st = ROPEKIT_ERROR_DEVICE;
+            goto done;
+        }
+        go[i] = ropekit_webgpu_tensor_contiguous(ob[i], l, out[i].dtype, out[i].rank, out[i].shape);
     }
     const ropekit_tensor *ids = NULL;
     switch (c->op) {
     case RK_OP_ROTARY_EMBEDDING:
         ids = c->present[3] ? &c->inputs[3] : NULL;
-        st = ropekit_webgpu_rotary_embedding(ctx, &gi[0], &gi[1], &gi[2], ids, &c->attrs.rotary,
-                                             in_place ? &gi[0] : &go[0]);
+        st = ropekit_webgpu_rotary_embedding(ctx, &gi[0], &gi[1], &gi[2], ids, &c->attrs.rotary, &go[0]);
         break;
     case RK_OP_MS_ROTARY_EMBEDDING:
         st = ropekit_webgpu_ms_rotary_embedding(ctx, &gi[0], &c->inputs[1], &gi[2], &gi[3],
-                                                &c->attrs.ms, in_place ? &gi[0] : &go[0]);
+                                                &c->attrs.ms, &go[0]);
         break;
     case RK_OP_MROTARY_EMBEDDING:
         st = ropekit_webgpu_mrotary_embedding(ctx, &gi[0], &c->inputs[1], &gi[2], &gi[3],
-                                              &c->attrs.mrope, in_place ? &gi[0] : &go[0]);
+                                              &c->attrs.mrope, &go[0]);
         break;
     case RK_OP_QKNORM_ROTARY_EMBEDDING:
-        st = ropekit_webgpu_qknorm_rotary_embedding(
-            ctx, &gi[0], &gi[1], &gi[2], c->present[3] ? &gi[3] : NULL,
-            c->present[4] ? &gi[4] : NULL, &c->attrs.qknorm, in_place ? &gi[0] : &go[0],
-            in_place ? &gi[1] : &go[1]);
+        st = ropekit_webgpu_qknorm_rotary_embedding(ctx, &gi[0], &gi[1], &gi[2],
+                                                    c->present[3] ? &gi[3] : NULL,
+                                                    c->present[4] ? &gi[4] : NULL,
+                                                    &c->attrs.qknorm, &go[0], &go[1]);
         break;
     case RK_OP_INVERSE_ROTARY_REGROUP:
         st = ropekit_webgpu_inverse_rotary_regroup(ctx, &gi[0], c->present[1] ? &gi[1] : NULL,
@@ -140,8 +191,8 @@ static ropekit_status run_gpu(ropekit_webgpu *ctx, const rk_case *c, int in_plac
     }
     if (st != ROPEKIT_OK) goto done;
     for (int i = 0; i < c->n_outputs; ++i) {
-        WGPUBuffer src = in_place ? in[i] : ob[i];
-        st = ropekit_webgpu_read(ctx, src, 0, out[i].data, rk_tensor_nbytes(&out[i]));
+        st = ropekit_webgpu_read(ctx, in_place ? in[i] : ob[i], i == 0 ? lead : 0, out[i].data,
+                                 rk_tensor_nbytes(&out[i]));
         if (st != ROPEKIT_OK) goto done;
     }
 done:
@@ -224,7 +275,7 @@ static void run_config(const config *cfg, size_t cfg_index, const rk_case_file *
             }
             CHECK(rk_case_run_cpu(c, ref) == ROPEKIT_OK, "cpu run: %s", ropekit_last_error());
             for (int in_place = 0; in_place <= (rotary_op(c->op) ? 1 : 0); ++in_place) {
-                st = run_gpu(ctx, c, in_place, gpu);
+                st = run_gpu(ctx, c, in_place, 0, gpu);
                 const char *variant = ropekit_webgpu_last_variant(ctx);
                 CHECK(st == ROPEKIT_OK, "[%s] %s case %zu%s: %s: %s", cfg->name, rk_case_op_name(c->op),
                       c->index, in_place ? " in place" : "", ropekit_status_str(st),
@@ -375,11 +426,8 @@ static void run_errors(ropekit_webgpu_backend backend) {
  * CPU reference must show the double rounding (checked), and the GPU its bits. */
 static void run_double_rounding(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 1, 0, 0, 0};
-    ropekit_webgpu *ctx = NULL;
-    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
-        CHECK(0, "context: %s", ropekit_webgpu_last_error());
-        return;
-    }
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
     enum { n = 64 };
     float x[2 * n], cs[n], sn[n], yr[2 * n], yg[2 * n];
     int midpoint[n] = {0};
@@ -422,18 +470,18 @@ static void run_double_rounding(ropekit_webgpu_backend backend) {
             ties += even;
         }
     CHECK(ties > 0, "no even-tie column");
-    WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16), by = upload(ctx, &hy, 16);
-    ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc), gs = gview(bs, &hs);
-    ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy);
+    rk_case cs_ = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+    cs_.attrs.rotary = at;
+    const ropekit_tensor hg = ropekit_tensor_contiguous(yg, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_status st = run_gpu(ctx, &cs_, 0, 0, &hg);
     CHECK(st == ROPEKIT_OK, "double rounding: %s", ropekit_webgpu_last_error());
     CHECK(strstr(ropekit_webgpu_last_variant(ctx), " exact32 ") != NULL, "variant '%s'", ropekit_webgpu_last_variant(ctx));
-    if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, sizeof yg) == ROPEKIT_OK) {
+    if (st == ROPEKIT_OK) {
         int bad = 0;
         for (int i = 0; i < 2 * n; ++i) bad += memcmp(&yr[i], &yg[i], 4) != 0;
         CHECK(bad == 0, "exact32 double rounding / zeros / subnormals: %d of %d elements differ from the CPU", bad, 2 * n);
         printf("exact32 edge cases: %d ties to even after the double rounding, %d elements compared\n", ties, 2 * n);
     }
-    wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(by);
     ropekit_webgpu_destroy(ctx);
 }
 
@@ -444,11 +492,8 @@ static void run_double_rounding(ropekit_webgpu_backend backend) {
  * vector one. */
 static void run_vector_layouts(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = NULL;
-    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
-        CHECK(0, "context: %s", ropekit_webgpu_last_error());
-        return;
-    }
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
     enum { B = 2, S = 3, N = 5, H = 48, R = 32, P = 16 };
     static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
     float cs[P * R / 2], sn[P * R / 2];
@@ -485,23 +530,20 @@ static void run_vector_layouts(ropekit_webgpu_backend backend) {
                 ropekit_rotary_embedding_attrs at = {il, R, N, 0};
                 CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
                       ropekit_last_error());
-                WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
-                WGPUBuffer by = in_place ? bx : upload(ctx, &hy, 16);
-                ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc),
-                                      gs = gview(bs, &hs);
-                ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy);
+                rk_case c = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+                c.attrs.rotary = at;
+                const ropekit_tensor hg = ropekit_tensor_contiguous(yg, dts[d], 3, xs);
+                ropekit_status st = run_gpu(ctx, &c, in_place, 0, &hg);
                 CHECK(st == ROPEKIT_OK, "vector layout %s il=%d in_place=%d: %s", ropekit_dtype_name(dts[d]),
                       il, in_place, ropekit_webgpu_last_error());
                 CHECK(strstr(ropekit_webgpu_last_variant(ctx), " vec16 ") != NULL, "variant '%s'",
                       ropekit_webgpu_last_variant(ctx));
-                if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, n * es) == ROPEKIT_OK) {
+                if (st == ROPEKIT_OK) {
                     size_t bad = 0; /* bit for bit: wide64 with shader-f64, exact32 without */
                     for (size_t i = 0; i < n; ++i) bad += memcmp(yr + i * es, yg + i * es, es) != 0;
                     CHECK(bad == 0, "vector layout %s il=%d in_place=%d: %zu elements differ from the CPU",
                           ropekit_dtype_name(dts[d]), il, in_place, bad);
                 }
-                wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
-                if (!in_place) wgpuBufferRelease(by);
                 free(x), free(yr), free(yg);
             }
     ropekit_webgpu_destroy(ctx);
@@ -522,11 +564,8 @@ static void run_vector_narrowing(ropekit_webgpu_backend backend) {
     size_t inf_n[2] = {0, 0}, sub_n[2] = {0, 0};
     int64_t xs[3] = {B, S, N * H}, ts[2] = {P, R / 2}, ps[2] = {B, S}, pos[B * S] = {5, 0, 7, 2};
     for (int o = 0; o < 3; ++o) {
-        ropekit_webgpu *ctx = NULL;
-        if (ropekit_webgpu_create(&opts[o], &ctx) != ROPEKIT_OK) {
-            CHECK(0, "context: %s", ropekit_webgpu_last_error());
-            return;
-        }
+        ropekit_webgpu *ctx = open_context(&opts[o]);
+        if (!ctx) return;
         for (int d = 0; d < 2; ++d)
             for (int t32 = 0; t32 <= 1; ++t32)
                 for (int il = 0; il <= 1; ++il) {
@@ -584,16 +623,15 @@ static void run_vector_narrowing(ropekit_webgpu_backend backend) {
                     ropekit_rotary_embedding_attrs at = {il, R, N, 0};
                     CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
                           ropekit_last_error());
-                    WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
-                    WGPUBuffer by = upload(ctx, &hy, 16);
-                    ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc),
-                                          gs = gview(bs, &hs);
-                    ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy);
+                    rk_case c = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+                    c.attrs.rotary = at;
+                    const ropekit_tensor hg = ropekit_tensor_contiguous(yg, dt, 3, xs);
+                    ropekit_status st = run_gpu(ctx, &c, 0, 0, &hg);
                     const char *var = ropekit_webgpu_last_variant(ctx);
                     CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && (il || strstr(var, " tv ")),
                           "narrowing %s tables %s il=%d opt %d: %s (variant '%s')", ropekit_dtype_name(dt),
                           ropekit_dtype_name(tdt), il, o, ropekit_webgpu_last_error(), var);
-                    if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, n * 2) == ROPEKIT_OK) {
+                    if (st == ROPEKIT_OK) {
                         size_t bad = 0, inf = 0, sub = 0;
                         for (size_t i = 0; i < n; ++i) {
                             bad += yr[i] != yg[i];
@@ -604,7 +642,6 @@ static void run_vector_narrowing(ropekit_webgpu_backend backend) {
                               ropekit_dtype_name(dt), ropekit_dtype_name(tdt), il, o, bad);
                         inf_n[d] += inf, sub_n[d] += sub;
                     }
-                    wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(by);
                 }
         ropekit_webgpu_destroy(ctx);
     }
@@ -620,11 +657,8 @@ static void run_vector_narrowing(ropekit_webgpu_backend backend) {
  * of x's type and float32, bit for bit with the CPU. */
 static void run_mrope_vector_tables(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = NULL;
-    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
-        CHECK(0, "context: %s", ropekit_webgpu_last_error());
-        return;
-    }
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
     enum { B = 2, S = 3, N = 2, H = 80, R = 64, P = 7 };
     static const int64_t secs[3][3] = {{8, 16, 8}, {16, 8, 8}, {4, 12, 16}}; /* aligned to 8, 8, 4 */
     static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
@@ -663,20 +697,18 @@ static void run_mrope_vector_tables(ropekit_webgpu_backend backend) {
                 at.rotary_embedding_dim = R, at.num_heads = N;
                 CHECK(ropekit_mrotary_embedding(&hx, &ids, &hc, &hs, &at, &hy) == ROPEKIT_OK, "cpu: %s",
                       ropekit_last_error());
-                WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
-                WGPUBuffer by = upload(ctx, &hy, 16);
-                ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc),
-                                      gs = gview(bs, &hs);
-                ropekit_status st = ropekit_webgpu_mrotary_embedding(ctx, &gx, &ids, &gc, &gs, &at, &gy);
+                rk_case c = make_case(RK_OP_MROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &ids, &hc, &hs});
+                c.attrs.mrope = at;
+                const ropekit_tensor hg = ropekit_tensor_contiguous(yg, dt, 3, xs);
+                ropekit_status st = run_gpu(ctx, &c, 0, 0, &hg);
                 const char *var = ropekit_webgpu_last_variant(ctx);
                 const int aligned = k == 0 || k == 1 || (k == 2 && dt == ROPEKIT_FLOAT32); /* 4 | 4, 12 */
                 CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && (strstr(var, " tv ") != NULL) == aligned,
                       "mrope %s tables %s sections %d: %s (variant '%s')", ropekit_dtype_name(dt),
                       ropekit_dtype_name(tdt), k, ropekit_webgpu_last_error(), var);
-                if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, n * es) == ROPEKIT_OK)
+                if (st == ROPEKIT_OK)
                     CHECK(memcmp(yr, yg, n * es) == 0, "mrope %s tables %s sections %d: differs from the CPU",
                           ropekit_dtype_name(dt), ropekit_dtype_name(tdt), k);
-                wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(by);
                 free(x), free(yr), free(yg), free(cs), free(sn);
             }
     ropekit_webgpu_destroy(ctx);
@@ -696,11 +728,8 @@ static void run_vector_blocks(ropekit_webgpu_backend backend) {
                                             {backend, 0, 0, 64, 16, 0}};
     uint32_t seed = 4242u;
     for (int o = 0; o < 3; ++o) {
-        ropekit_webgpu *ctx = NULL;
-        if (ropekit_webgpu_create(&opts[o], &ctx) != ROPEKIT_OK) {
-            CHECK(0, "context: %s", ropekit_webgpu_last_error());
-            return;
-        }
+        ropekit_webgpu *ctx = open_context(&opts[o]);
+        if (!ctx) return;
         for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; ++k) {
             const shape *sh = &shapes[k];
             const int64_t P = sh->S + 3, h = sh->R / 2;
@@ -734,23 +763,19 @@ static void run_vector_blocks(ropekit_webgpu_backend backend) {
             ropekit_rotary_embedding_attrs at = {0, sh->R, sh->N, 0};
             CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
                   ropekit_last_error());
-            WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
-            WGPUBuffer by = upload(ctx, &hy, 16);
-            ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc),
-                                  gs = gview(bs, &hs);
-            memset(yg, 0xa5, n * es);
-            ropekit_webgpu_write(ctx, by, 0, yg, n * es); /* every element must be written */
-            ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy);
+            rk_case c = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+            c.attrs.rotary = at;
+            const ropekit_tensor hg = ropekit_tensor_contiguous(yg, sh->dt, 3, xs);
+            ropekit_status st = run_gpu(ctx, &c, 0, 0, &hg); /* y starts 0xa5: every element written */
             CHECK(st == ROPEKIT_OK && strstr(ropekit_webgpu_last_variant(ctx), " vec16 "),
                   "blocks shape %zu opt %d: %s (variant '%s')", k, o, ropekit_webgpu_last_error(),
                   ropekit_webgpu_last_variant(ctx));
-            if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, n * es) == ROPEKIT_OK) {
+            if (st == ROPEKIT_OK) {
                 size_t bad = 0;
                 for (size_t i = 0; i < n; ++i) bad += memcmp(yr + i * es, yg + i * es, es) != 0;
                 CHECK(bad == 0, "blocks shape %zu opt %d (%s): %zu elements differ from the CPU", k, o,
                       ropekit_webgpu_last_variant(ctx), bad);
             }
-            wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(by);
             free(x), free(yr), free(yg), free(cs), free(sn), free(pos);
         }
         ropekit_webgpu_destroy(ctx);
@@ -808,11 +833,8 @@ static int qk_is_nan(const unsigned char *p, ropekit_dtype dt) {
 
 static void run_qknorm_layouts(ropekit_webgpu_backend backend, int no_f64) {
     ropekit_webgpu_options opt = {backend, 0, no_f64, 0, 0, 0};
-    ropekit_webgpu *ctx = NULL;
-    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
-        CHECK(0, "context: %s", ropekit_webgpu_last_error());
-        return;
-    }
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
     static const qk_layout lays[] = {
         {2, 3, 3, 512, 64, 1, 0, 0, 1}, {1, 2, 2, 1024, 64, 1, 1, 0, 1},
         {1, 3, 5, 40, 6, 0, 0, 0, 1},   {2, 1, 2, 40, 6, 0, 1, 0, 1},
@@ -863,21 +885,14 @@ static void run_qknorm_layouts(ropekit_webgpu_backend backend, int no_f64) {
                                                   L->rope ? &hs : NULL, &at, &hqo,
                                                   &hkvo) == ROPEKIT_OK,
                   "cpu: %s", ropekit_last_error());
-            ropekit_tensor hqall =
-                ropekit_tensor_contiguous(q, dt, 1, (int64_t[1]){(int64_t)nq + off});
-            WGPUBuffer bq = upload(ctx, &hqall, 16), bkv = upload(ctx, &hkv, 16),
-                       bw = upload(ctx, &hw, 16);
-            WGPUBuffer bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
-            WGPUBuffer bqo = L->in_place ? bq : upload(ctx, &hqall, 16),
-                       bkvo = L->in_place ? bkv : upload(ctx, &hkv, 16);
-            ropekit_webgpu_tensor gq =
-                ropekit_webgpu_tensor_contiguous(bq, (uint64_t)off * es, dt, 3, qsh);
-            ropekit_webgpu_tensor gqo =
-                ropekit_webgpu_tensor_contiguous(bqo, (uint64_t)off * es, dt, 4, qosh);
-            ropekit_webgpu_tensor gkv = gview(bkv, &hkv), gkvo = gview(bkvo, &hkv),
-                                  gw = gview(bw, &hw), gc = gview(bc, &hc), gs = gview(bs, &hs);
-            ropekit_status st = ropekit_webgpu_qknorm_rotary_embedding(
-                ctx, &gq, &gkv, &gw, L->rope ? &gc : NULL, L->rope ? &gs : NULL, &at, &gqo, &gkvo);
+            /* query (and query_out) at an offset of q_off elements in its buffer */
+            rk_case c = make_case(RK_OP_QKNORM_ROTARY_EMBEDDING,
+                                  (const ropekit_tensor *[]){&hq, &hkv, &hw, L->rope ? &hc : NULL,
+                                                             L->rope ? &hs : NULL});
+            c.attrs.qknorm = at;
+            const ropekit_tensor hg[2] = {ropekit_tensor_contiguous(qg, dt, 4, qosh),
+                                          ropekit_tensor_contiguous(kvg, dt, 3, kvsh)};
+            ropekit_status st = run_gpu(ctx, &c, L->in_place, (uint64_t)off * es, hg);
             const char *variant = ropekit_webgpu_last_variant(ctx);
             CHECK(st == ROPEKIT_OK, "qknorm layout %zu %s in_place=%d: %s", li,
                   ropekit_dtype_name(dt), L->in_place, ropekit_webgpu_last_error());
@@ -886,9 +901,7 @@ static void run_qknorm_layouts(ropekit_webgpu_backend backend, int no_f64) {
             const int want_row = L->row == -1 ? dt != ROPEKIT_FLOAT32 : L->row;
             CHECK((strstr(variant, "qknorm row ") != NULL) == want_row,
                   "qknorm layout %zu %s: variant '%s'", li, ropekit_dtype_name(dt), variant);
-            if (st == ROPEKIT_OK &&
-                ropekit_webgpu_read(ctx, bqo, (uint64_t)off * es, qg, nq * es) == ROPEKIT_OK &&
-                ropekit_webgpu_read(ctx, bkvo, 0, kvg, nkv * es) == ROPEKIT_OK) {
+            if (st == ROPEKIT_OK) {
                 size_t bad = 0, first = 0;
                 uint32_t gb = 0, cb = 0; /* bits of the first difference: gpu, cpu */
                 for (size_t i = 0; i < nq + nkv; ++i) {
@@ -905,9 +918,6 @@ static void run_qknorm_layouts(ropekit_webgpu_backend backend, int no_f64) {
                       (unsigned)gb, (unsigned)cb);
                 ++ran;
             }
-            wgpuBufferRelease(bq), wgpuBufferRelease(bkv), wgpuBufferRelease(bw);
-            wgpuBufferRelease(bc), wgpuBufferRelease(bs);
-            if (!L->in_place) wgpuBufferRelease(bqo), wgpuBufferRelease(bkvo);
             free(q), free(kv), free(qr), free(kvr), free(qg), free(kvg), free(w), free(cs),
                 free(sn);
         }
@@ -950,8 +960,8 @@ static void run_timestamps(ropekit_webgpu_backend backend) {
     ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
     ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
     ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
-    WGPUBuffer bx = upload(ctx, &hx, 16), by = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16),
-               bs = upload(ctx, &hs, 16);
+    WGPUBuffer bx = upload(ctx, &hx), by = upload(ctx, &hx), bc = upload(ctx, &hc),
+               bs = upload(ctx, &hs);
     ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hx), gc = gview(bc, &hc), gs = gview(bs, &hs);
     ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
     CHECK(ropekit_webgpu_kernel_time(ctx, &sec, &passes) == ROPEKIT_OK && passes == 0 && sec == 0,
@@ -975,11 +985,8 @@ static void run_timestamps(ropekit_webgpu_backend backend) {
  * kept bind group of the old buffer), must all give the CPU's results bit for bit. */
 static void run_repeated_calls(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = NULL;
-    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
-        CHECK(0, "context: %s", ropekit_webgpu_last_error());
-        return;
-    }
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
     enum { S = 3, N = 2, H = 8, P = 16, ITERS = 24 };
     float x[S * N * H], y[S * N * H], ref[S * N * H], c[P * H / 2], sn[P * H / 2];
     for (int i = 0; i < P * H / 2; ++i) c[i] = cosf((float)i * 0.37f), sn[i] = sinf((float)i * 0.37f);
@@ -990,7 +997,7 @@ static void run_repeated_calls(ropekit_webgpu_backend backend) {
     ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
     ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
     ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
-    WGPUBuffer bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16), bx = NULL, by = NULL;
+    WGPUBuffer bc = upload(ctx, &hc), bs = upload(ctx, &hs), bx = NULL, by = NULL;
     ropekit_webgpu_tensor gc = gview(bc, &hc), gs = gview(bs, &hs);
     int bad = 0;
     for (int it = 0; it < 2 * ITERS; ++it) {
@@ -999,10 +1006,10 @@ static void run_repeated_calls(ropekit_webgpu_backend backend) {
         for (int s = 0; s < S; ++s) pos[s] = (it * 5 + s * 3) % P;
         if (!bx || (fresh && it % 2)) { /* both buffers new */
             if (bx) wgpuBufferRelease(bx), wgpuBufferRelease(by);
-            bx = upload(ctx, &hx, 16), by = upload(ctx, &hx, 16);
+            bx = upload(ctx, &hx), by = upload(ctx, &hx);
         } else if (fresh) { /* only the output new: its handle may take the released one's place */
             wgpuBufferRelease(by);
-            by = upload(ctx, &hx, 16);
+            by = upload(ctx, &hx);
             if (ropekit_webgpu_write(ctx, bx, 0, x, sizeof x) != ROPEKIT_OK) {
                 ++bad;
                 break;
@@ -1035,11 +1042,8 @@ static void run_repeated_calls(ropekit_webgpu_backend backend) {
  * once and records nothing; bad batch sizes are refused. */
 static void run_batched_calls(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = NULL;
-    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
-        CHECK(0, "context: %s", ropekit_webgpu_last_error());
-        return;
-    }
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
     CHECK(ropekit_webgpu_set_batch(ctx, -1) == ROPEKIT_ERROR_INVALID_ATTRIBUTE &&
               ropekit_webgpu_set_batch(ctx, 257) == ROPEKIT_ERROR_INVALID_ATTRIBUTE &&
               strstr(ropekit_webgpu_last_error(), "257") != NULL,
@@ -1058,7 +1062,7 @@ static void run_batched_calls(ropekit_webgpu_backend backend) {
                             ropekit_tensor_contiguous(ref[1], ROPEKIT_FLOAT32, 3, xs)};
     ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
     ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
-    WGPUBuffer bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16), bb[2] = {upload(ctx, &hx, 16), upload(ctx, &hx, 16)};
+    WGPUBuffer bc = upload(ctx, &hc), bs = upload(ctx, &hs), bb[2] = {upload(ctx, &hx), upload(ctx, &hx)};
     ropekit_webgpu_tensor gc = gview(bc, &hc), gs = gview(bs, &hs), gb[2] = {gview(bb[0], &hx), gview(bb[1], &hx)};
     memcpy(ref[0], x, sizeof x);
     int cur = 0, bad = 0;
@@ -1092,6 +1096,309 @@ static void run_batched_calls(ropekit_webgpu_backend backend) {
     CHECK(ropekit_webgpu_set_batch(ctx, 0) == ROPEKIT_OK, "set_batch 0");
     wgpuBufferRelease(bb[0]), wgpuBufferRelease(bb[1]), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
     ropekit_webgpu_destroy(ctx);
+}
+
+/* Edge values (issue 16, item 4: bit for bit with the CPU on every adapter, whatever it does
+ * with subnormals, which WGSL lets an implementation flush (NVIDIA's Vulkan driver flushes
+ * float32 ones), and with fused multiply-adds, which it may contract a*b + c*d into): x and tables
+ * drawn from value classes — moderate, subnormals of the type, the smallest and largest normal
+ * exponents, magnitudes whose products leave float32's normal range (below 2^-126, above its
+ * largest finite value), zeros, infinities and NaNs — for every dtype combination (x float32,
+ * float16, bfloat16; tables of x's type and float32), both rotary kernels (vector: contiguous
+ * heads, element: H = 10), half-split and interleaved, MS RotaryEmbedding with scale 1.5 (the
+ * scaled tables), MRoPE, QKNormRotaryEmbedding (row kernel, fp8 on and off) and the regroup, in
+ * the default, shader-f16-off and shader-f64-off configurations. A NaN matches any NaN. The
+ * premises are checked: the data reach subnormal, infinite and NaN results, and (16-bit x and
+ * tables, float arithmetic) products below 2^-126 and above float32's range. */
+static uint32_t edge_seed = 31337u;
+
+static uint32_t edge_rand(void) {
+    edge_seed = edge_seed * 1664525u + 1013904223u;
+    return edge_seed >> 8;
+}
+
+/* bits of a random value of dtype dt from the classes above */
+static uint32_t edge_bits(ropekit_dtype dt) {
+    const uint32_t r = edge_rand() % 100u, m = edge_rand(), sg = edge_rand() & 1u;
+    const int f16 = dt == ROPEKIT_FLOAT16;
+    const int mb = dt == ROPEKIT_FLOAT32 ? 23 : f16 ? 10 : 7, eb = f16 ? 5 : 8, bias = f16 ? 15 : 127;
+    const uint32_t mant = m & ((1u << mb) - 1u), emax = (1u << eb) - 1u;
+    int e; /* unbiased exponent of a normal value */
+    if (r < 30) e = (int)(m % 9u) - 4;                               /* moderate */
+    else if (r < 40) return (sg << (mb + eb)) | (mant ? mant : 1u); /* subnormal */
+    else if (r < 43) return sg << (mb + eb);                        /* zero */
+    else if (r < 53) e = 1 - bias + (int)(m % 3u);                   /* smallest normal */
+    else if (r < 63) e = bias - (int)(m % 3u);                       /* largest finite */
+    else if (r < 80) e = f16 ? -10 + (int)(m % 6u) : -80 + (int)(m % 40u); /* products tiny */
+    else if (r < 96) e = f16 ? 8 + (int)(m % 5u) : 50 + (int)(m % 40u);    /* products huge */
+    else if (r < 98) return (sg << (mb + eb)) | (emax << mb);              /* infinity */
+    else return (sg << (mb + eb)) | (emax << mb) | (1u << (mb - 1)) | (mant >> 1); /* NaN */
+    return (sg << (mb + eb)) | ((uint32_t)(e + bias) << mb) | mant;
+}
+
+static void edge_fill(void *p, ropekit_dtype dt, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        const uint32_t b = edge_bits(dt);
+        if (dt == ROPEKIT_FLOAT32) memcpy((char *)p + 4 * i, &b, 4);
+        else ((uint16_t *)p)[i] = (uint16_t)b;
+    }
+}
+
+/* element i of a host tensor's data as a float (the CPU's exact widening) */
+static float edge_f(const void *p, ropekit_dtype dt, size_t i) { return to_f32(p, dt, i); }
+
+static int edge_is_nan(const void *p, ropekit_dtype dt, size_t i) {
+    return qk_is_nan((const unsigned char *)p + i * ropekit_dtype_size(dt), dt);
+}
+
+/* elements of n that differ (a NaN matches any NaN); *first: the first one */
+static size_t edge_diff(const void *gpu, const void *cpu, ropekit_dtype dt, size_t n, size_t *first) {
+    const size_t es = ropekit_dtype_size(dt);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i)
+        if (memcmp((const char *)gpu + i * es, (const char *)cpu + i * es, es) != 0 &&
+            !(edge_is_nan(gpu, dt, i) && edge_is_nan(cpu, dt, i)) && !bad++)
+            *first = i;
+    return bad;
+}
+
+typedef struct edge_stats {
+    size_t out_sub[3], out_inf[3], out_nan[3]; /* CPU results by x dtype (0 f32, 1 f16, 2 bf16) */
+    size_t prod_small, prod_big;               /* 16-bit x and tables: products out of range */
+} edge_stats;
+
+static int edge_di(ropekit_dtype dt) { return dt == ROPEKIT_FLOAT32 ? 0 : dt == ROPEKIT_FLOAT16 ? 1 : 2; }
+
+static void edge_count(edge_stats *st, const void *y, ropekit_dtype dt, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        const float v = edge_f(y, dt, i);
+        const double a = fabs((double)v);
+        const double minn = dt == ROPEKIT_FLOAT16 ? 0x1p-14 : 0x1p-126;
+        st->out_sub[edge_di(dt)] += a > 0 && a < minn;
+        st->out_inf[edge_di(dt)] += isinf(v) != 0;
+        st->out_nan[edge_di(dt)] += isnan(v) != 0;
+    }
+}
+
+/* compare, count, check one call */
+static void edge_check(ropekit_status st, ropekit_webgpu *ctx, const char *what, const ropekit_tensor *gpu,
+                       const ropekit_tensor *cpu, int n_out, edge_stats *es) {
+    const char *var = ropekit_webgpu_last_variant(ctx);
+    CHECK(st == ROPEKIT_OK, "edge values %s: %s (%s)", what, ropekit_status_str(st), ropekit_webgpu_last_error());
+    if (st != ROPEKIT_OK) return;
+    size_t bad = 0, first = 0, n0 = 0;
+    int fo = 0;
+    for (int o = 0; o < n_out; ++o) {
+        const size_t n = rk_tensor_nbytes(&cpu[o]) / ropekit_dtype_size(cpu[o].dtype);
+        size_t f = 0, b = edge_diff(gpu[o].data, cpu[o].data, cpu[o].dtype, n, &f);
+        if (b && !bad) first = f, fo = o;
+        bad += b, n0 += n;
+        edge_count(es, cpu[o].data, cpu[o].dtype, n);
+    }
+    uint32_t gb = 0, cb = 0;
+    if (bad) {
+        const size_t e = ropekit_dtype_size(cpu[fo].dtype);
+        memcpy(&gb, (const char *)gpu[fo].data + first * e, e);
+        memcpy(&cb, (const char *)cpu[fo].data + first * e, e);
+    }
+    CHECK(bad == 0, "edge values %s (%s): %zu of %zu elements differ from the CPU, first output %d element %zu: gpu 0x%x cpu 0x%x",
+          what, var, bad, n0, fo, first, (unsigned)gb, (unsigned)cb);
+}
+
+/* products c*a of 16-bit x and tables outside float32's normal range (the premise) */
+static void edge_products(edge_stats *es, const void *x, const void *t, ropekit_dtype dt, size_t nx, size_t nt) {
+    for (size_t i = 0; i < nx; i += 7)
+        for (size_t k = 0; k < nt; k += 5) {
+            const double p = fabs((double)edge_f(x, dt, i) * (double)edge_f(t, dt, k));
+            if (isnan(p) || isinf(p) || p == 0) continue;
+            es->prod_small += p < 0x1p-126;
+            es->prod_big += p > (double)FLT_MAX;
+        }
+}
+
+static void run_edge_values(ropekit_webgpu_backend backend, int integer_paths) {
+    const ropekit_webgpu_options opts[3] = {{backend, 0, 0, 0, 0, 0}, {backend, 1, 0, 0, 0, 0},
+                                            {backend, 0, 1, 0, 0, 0}};
+    /* integer_paths: ROPEKIT_WEBGPU_INTEGER_PATHS=1 for these contexts (every element on the
+     * integer paths, which an adapter that does not flush subnormals otherwise reaches only for
+     * the edge elements) */
+    if (integer_paths) setenv("ROPEKIT_WEBGPU_INTEGER_PATHS", "1", 1);
+    static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    edge_stats es;
+    memset(&es, 0, sizeof es);
+    int runs = 0, vec = 0, elem = 0;
+    /* ROPEKIT_WEBGPU_EDGE_OPTS=digits: only those of the three configurations (device rounds) */
+    const char *eo = getenv("ROPEKIT_WEBGPU_EDGE_OPTS");
+    for (int o = 0; o < 3; ++o) {
+        if (eo && *eo && !strchr(eo, '0' + o)) continue;
+        ropekit_webgpu *ctx = open_context(&opts[o]);
+        if (!ctx) break;
+        for (int d = 0; d < 3; ++d)
+            for (int t32 = 0; t32 <= (d != 0); ++t32) {
+                const ropekit_dtype dt = dts[d], tdt = t32 ? ROPEKIT_FLOAT32 : dt;
+                const size_t es_ = ropekit_dtype_size(dt), ts_ = ropekit_dtype_size(tdt);
+                char what[160];
+                /* RotaryEmbedding, vector (H 64, R 48) and element (H 10, R 8) kernels */
+                for (int lay = 0; lay < 2; ++lay)
+                    for (int il = 0; il <= 1; ++il) {
+                        const int64_t S = 3, N = lay ? 3 : 2, H = lay ? 10 : 64, R = lay ? 8 : 48, P = 5;
+                        const size_t n = (size_t)(S * N * H), nt = (size_t)(P * R / 2);
+                        void *x = malloc(n * es_), *yr = malloc(n * es_), *yg = malloc(n * es_);
+                        void *c = malloc(nt * ts_), *sn = malloc(nt * ts_);
+                        edge_fill(x, dt, n), edge_fill(c, tdt, nt), edge_fill(sn, tdt, nt);
+                        if (!t32) edge_products(&es, x, c, dt, n, nt);
+                        int64_t xs[3] = {1, S, N * H}, tsh[2] = {P, R / 2}, ps[2] = {1, S}, pos[3] = {4, 0, 2};
+                        ropekit_tensor hx = ropekit_tensor_contiguous(x, dt, 3, xs);
+                        ropekit_tensor hy = ropekit_tensor_contiguous(yr, dt, 3, xs);
+                        ropekit_tensor hg = ropekit_tensor_contiguous(yg, dt, 3, xs);
+                        ropekit_tensor hc = ropekit_tensor_contiguous(c, tdt, 2, tsh);
+                        ropekit_tensor hs = ropekit_tensor_contiguous(sn, tdt, 2, tsh);
+                        ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+                        rk_case cs = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+                        cs.attrs.rotary = (ropekit_rotary_embedding_attrs){il, R, N, 0};
+                        CHECK(rk_case_run_cpu(&cs, &hy) == ROPEKIT_OK, "cpu: %s", ropekit_last_error());
+                        ropekit_status st = run_gpu(ctx, &cs, 0, 0, &hg);
+                        snprintf(what, sizeof what, "rotary x %s tables %s H %d il %d opt %d", ropekit_dtype_name(dt),
+                                 ropekit_dtype_name(tdt), (int)H, il, o);
+                        edge_check(st, ctx, what, &hg, &hy, 1, &es);
+                        if (st == ROPEKIT_OK) {
+                            const char *var = ropekit_webgpu_last_variant(ctx);
+                            const int v = strstr(var, " vec16 ") != NULL;
+                            CHECK(v == !lay && (strstr(var, " intpaths ") != NULL) == integer_paths,
+                                  "edge values %s: variant '%s'", what, var);
+                            ++*(v ? &vec : &elem), ++runs;
+                        }
+                        /* MS RotaryEmbedding with scale 1.5 (offset form), and MRoPE, on the vector layout */
+                        if (!lay && !il) {
+                            ropekit_ms_rotary_embedding_attrs ms = ROPEKIT_MS_ROTARY_EMBEDDING_ATTRS_INIT;
+                            ms.rotary_embedding_dim = R, ms.num_heads = N, ms.scale = 1.5f;
+                            int64_t off = 1, os[1] = {1};
+                            ropekit_tensor ho = ropekit_tensor_contiguous(&off, ROPEKIT_INT64, 1, os);
+                            rk_case cm = make_case(RK_OP_MS_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &ho, &hc, &hs});
+                            cm.attrs.ms = ms;
+                            CHECK(rk_case_run_cpu(&cm, &hy) == ROPEKIT_OK, "cpu: %s", ropekit_last_error());
+                            snprintf(what, sizeof what, "ms scale 1.5 x %s tables %s opt %d", ropekit_dtype_name(dt),
+                                     ropekit_dtype_name(tdt), o);
+                            edge_check(run_gpu(ctx, &cm, 0, 0, &hg), ctx, what, &hg, &hy, 1, &es);
+                            ropekit_mrotary_embedding_attrs mr = ROPEKIT_MROTARY_EMBEDDING_ATTRS_INIT;
+                            mr.mrope_section[0] = 8, mr.mrope_section[1] = 8, mr.mrope_section[2] = 8;
+                            mr.rotary_embedding_dim = R, mr.num_heads = N;
+                            int64_t mp[9] = {0, 1, 2, 3, 4, 0, 2, 4, 1}, mps[3] = {3, 1, S};
+                            ropekit_tensor hm = ropekit_tensor_contiguous(mp, ROPEKIT_INT64, 3, mps);
+                            rk_case cr = make_case(RK_OP_MROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hm, &hc, &hs});
+                            cr.attrs.mrope = mr;
+                            CHECK(rk_case_run_cpu(&cr, &hy) == ROPEKIT_OK, "cpu: %s", ropekit_last_error());
+                            snprintf(what, sizeof what, "mrope x %s tables %s opt %d", ropekit_dtype_name(dt),
+                                     ropekit_dtype_name(tdt), o);
+                            edge_check(run_gpu(ctx, &cr, 0, 0, &hg), ctx, what, &hg, &hy, 1, &es);
+                        }
+                        free(x), free(yr), free(yg), free(c), free(sn);
+                    }
+                if (t32) continue;
+                /* QKNormRotaryEmbedding (float32 weight and tables) and the regroup, per dtype */
+                for (int fp8 = 0; fp8 <= 1; ++fp8) {
+                    const int64_t S = 2, nh = 2, hd = 80, rope = 16;
+                    const size_t nq = (size_t)(S * nh * hd), nkv = (size_t)(S * hd), nt = (size_t)(S * rope);
+                    void *q = malloc(nq * es_), *kv = malloc(nkv * es_), *out = malloc((nq + nkv) * es_ * 2);
+                    float w[80], cs_[32], sn_[32];
+                    edge_fill(q, dt, nq), edge_fill(kv, dt, nkv);
+                    edge_fill(w, ROPEKIT_FLOAT32, 80), edge_fill(cs_, ROPEKIT_FLOAT32, nt), edge_fill(sn_, ROPEKIT_FLOAT32, nt);
+                    int64_t qsh[3] = {1, S, nh * hd}, kvsh[3] = {1, S, hd}, wsh[1] = {hd}, tsh[3] = {1, S, rope},
+                            qosh[4] = {1, S, nh, hd};
+                    ropekit_tensor hq = ropekit_tensor_contiguous(q, dt, 3, qsh), hkv = ropekit_tensor_contiguous(kv, dt, 3, kvsh);
+                    ropekit_tensor hw = ropekit_tensor_contiguous(w, ROPEKIT_FLOAT32, 1, wsh);
+                    ropekit_tensor hc = ropekit_tensor_contiguous(cs_, ROPEKIT_FLOAT32, 3, tsh);
+                    ropekit_tensor hs = ropekit_tensor_contiguous(sn_, ROPEKIT_FLOAT32, 3, tsh);
+                    char *ob = out;
+                    ropekit_tensor cpu[2] = {ropekit_tensor_contiguous(ob, dt, 4, qosh),
+                                             ropekit_tensor_contiguous(ob + nq * es_, dt, 3, kvsh)};
+                    ropekit_tensor gpu[2] = {ropekit_tensor_contiguous(ob + (nq + nkv) * es_, dt, 4, qosh),
+                                             ropekit_tensor_contiguous(ob + (2 * nq + nkv) * es_, dt, 3, kvsh)};
+                    rk_case cq = make_case(RK_OP_QKNORM_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hq, &hkv, &hw, &hc, &hs});
+                    cq.attrs.qknorm = (ropekit_qknorm_rotary_embedding_attrs){nh, hd, rope, 1e-6f, fp8};
+                    CHECK(rk_case_run_cpu(&cq, cpu) == ROPEKIT_OK, "cpu: %s", ropekit_last_error());
+                    snprintf(what, sizeof what, "qknorm %s fp8 %d opt %d", ropekit_dtype_name(dt), fp8, o);
+                    edge_check(run_gpu(ctx, &cq, 0, 0, gpu), ctx, what, gpu, cpu, 2, &es);
+                    if (fp8) { /* the regroup of q's rows: 2 groups, tails of 16 rotated back */
+                        int64_t gsh[3] = {2, S, nh * hd / 2}, rsh[2] = {S, rope};
+                        ropekit_tensor hx = ropekit_tensor_contiguous(q, dt, 2, (int64_t[2]){S, nh * hd});
+                        ropekit_tensor rc = ropekit_tensor_contiguous(cs_, ROPEKIT_FLOAT32, 2, rsh);
+                        ropekit_tensor rs = ropekit_tensor_contiguous(sn_, ROPEKIT_FLOAT32, 2, rsh);
+                        ropekit_tensor rcpu = ropekit_tensor_contiguous(ob, dt, 3, gsh);
+                        ropekit_tensor rgpu = ropekit_tensor_contiguous(ob + (nq + nkv) * es_, dt, 3, gsh);
+                        rk_case cg = make_case(RK_OP_INVERSE_ROTARY_REGROUP, (const ropekit_tensor *[]){&hx, &rc, &rs});
+                        cg.attrs.regroup = (ropekit_inverse_rotary_regroup_attrs){nh, hd, rope, 2};
+                        CHECK(rk_case_run_cpu(&cg, &rcpu) == ROPEKIT_OK, "cpu: %s", ropekit_last_error());
+                        snprintf(what, sizeof what, "regroup %s opt %d", ropekit_dtype_name(dt), o);
+                        edge_check(run_gpu(ctx, &cg, 0, 0, &rgpu), ctx, what, &rgpu, &rcpu, 1, &es);
+                    }
+                    free(q), free(kv), free(out);
+                }
+            }
+        ropekit_webgpu_destroy(ctx);
+    }
+    if (integer_paths) unsetenv("ROPEKIT_WEBGPU_INTEGER_PATHS");
+    printf("edge values%s: %d rotary runs (vector %d, element %d); CPU results subnormal/inf/NaN: "
+           "float32 %zu/%zu/%zu, float16 %zu/%zu/%zu, bfloat16 %zu/%zu/%zu; 16-bit products below "
+           "2^-126 %zu, above FLT_MAX %zu\n", integer_paths ? " (integer paths)" : "", runs, vec, elem, es.out_sub[0], es.out_inf[0],
+           es.out_nan[0], es.out_sub[1], es.out_inf[1], es.out_nan[1], es.out_sub[2], es.out_inf[2],
+           es.out_nan[2], es.prod_small, es.prod_big);
+    for (int d = 0; d < 3; ++d)
+        CHECK(es.out_sub[d] > 0 && es.out_inf[d] > 0 && es.out_nan[d] > 0,
+              "edge values premise: %s results reach subnormal, inf and NaN", ropekit_dtype_name(dts[d]));
+    CHECK(es.prod_small > 0 && es.prod_big > 0, "edge values premise: 16-bit products out of float32's range");
+}
+
+/* options.workgroup_size: 0 gives the vector rotary kernel workgroups of 128 (the element kernel
+ * 256, both capped by the device); an explicit size is used by the vector kernel too (it was
+ * capped at 128 whatever was asked). Variant names and results, bit for bit, of a layout whose
+ * grid has many workgroups of each size. */
+static void run_workgroup_sizes(ropekit_webgpu_backend backend) {
+    static const int sizes[4] = {0, 64, 256, 512};
+    enum { S = 64, N = 8, H = 64 };
+    float x[S * N * H], yr[S * N * H], yg[S * N * H], c[S * H / 2], sn[S * H / 2];
+    uint32_t seed = 5u;
+    for (int i = 0; i < S * N * H; ++i) x[i] = (float)((int)((seed = seed * 1664525u + 1013904223u) >> 20) - 2048) / 64.0f;
+    for (int i = 0; i < S * H / 2; ++i) c[i] = cosf((float)i * 0.01f), sn[i] = sinf((float)i * 0.01f);
+    int64_t xs[3] = {1, S, N * H}, ts[2] = {S, H / 2}, ps[2] = {1, S}, pos[S];
+    for (int i = 0; i < S; ++i) pos[i] = (i * 7) % S;
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hy = ropekit_tensor_contiguous(yr, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hg = ropekit_tensor_contiguous(yg, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, ts);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, ts);
+    ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+    rk_case cs = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+    cs.attrs.rotary = (ropekit_rotary_embedding_attrs){0, 0, N, 0};
+    CHECK(rk_case_run_cpu(&cs, &hy) == ROPEKIT_OK, "cpu: %s", ropekit_last_error());
+    for (int k = 0; k < 4; ++k) {
+        ropekit_webgpu_options opt = {backend, 0, 0, sizes[k], 0, 0};
+        ropekit_webgpu *ctx = open_context(&opt);
+        if (!ctx) return;
+        ropekit_status st = run_gpu(ctx, &cs, 0, 0, &hg);
+        const char *var = ropekit_webgpu_last_variant(ctx);
+        /* the device's limit caps an explicit size (lavapipe and the H200 allow 1024) */
+        char want[32];
+        snprintf(want, sizeof want, " wg%d ", sizes[k] ? sizes[k] : 128);
+        CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && strstr(var, want),
+              "workgroup_size %d: %s, variant '%s' (want%s)", sizes[k], ropekit_webgpu_last_error(), var, want);
+        if (st == ROPEKIT_OK)
+            CHECK(memcmp(yr, yg, sizeof yr) == 0, "workgroup_size %d: differs from the CPU", sizes[k]);
+        ropekit_webgpu_destroy(ctx);
+    }
+}
+
+/* ROPEKIT_WEBGPU_TESTS=name[,name...]: only those of the tests after the configurations (device
+ * rounds); default all */
+static int want_test(const char *name) {
+    const char *only = getenv("ROPEKIT_WEBGPU_TESTS");
+    if (!only || !*only) return 1;
+    char want[64], list[512];
+    snprintf(want, sizeof want, ",%s,", name);
+    snprintf(list, sizeof list, ",%s,", only);
+    if (strstr(list, want)) return 1;
+    printf("%s: not in ROPEKIT_WEBGPU_TESTS: not run\n", name);
+    return 0;
 }
 
 int main(void) {
@@ -1160,17 +1467,24 @@ int main(void) {
         }
         run_config(&cfgs[i], i, files, 5);
     }
-    run_errors(backend);
-    run_vector_layouts(backend);
-    run_vector_narrowing(backend);
-    run_mrope_vector_tables(backend);
-    run_vector_blocks(backend);
-    run_qknorm_layouts(backend, 0);
-    run_qknorm_layouts(backend, 1);
-    run_timestamps(backend);
-    run_repeated_calls(backend);
-    run_batched_calls(backend);
-    run_double_rounding(backend);
+#define RUN(name, ...) \
+    do { \
+        if (want_test(#name)) run_##name(__VA_ARGS__); \
+    } while (0)
+    RUN(errors, backend);
+    RUN(vector_layouts, backend);
+    RUN(vector_narrowing, backend);
+    RUN(mrope_vector_tables, backend);
+    RUN(vector_blocks, backend);
+    if (want_test("qknorm_layouts")) run_qknorm_layouts(backend, 0), run_qknorm_layouts(backend, 1);
+    RUN(timestamps, backend);
+    RUN(repeated_calls, backend);
+    RUN(batched_calls, backend);
+    RUN(double_rounding, backend);
+    RUN(workgroup_sizes, backend);
+    RUN(edge_values, backend, 0);
+    if (want_test("edge_values_integer")) run_edge_values(backend, 1);
+#undef RUN
     for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);
     return REPORT();
 }
