@@ -720,11 +720,8 @@ static void run_narrowing_ties(ropekit_webgpu_backend backend) {
     for (int i = 0; i < S; ++i) pos[i] = (i * 37) % P;
     size_t runs = 0;
     for (int o = 0; o < 3; ++o) {
-        ropekit_webgpu *ctx = NULL;
-        if (ropekit_webgpu_create(&opts[o], &ctx) != ROPEKIT_OK) {
-            CHECK(0, "context: %s", ropekit_webgpu_last_error());
-            break;
-        }
+        ropekit_webgpu *ctx = open_context(&opts[o]);
+        if (!ctx) break;
         for (int d = 0; d < 2; ++d) {
             const ropekit_dtype dt = dts[d];
             uint32_t seed = 4242u + (uint32_t)d;
@@ -739,16 +736,15 @@ static void run_narrowing_ties(ropekit_webgpu_backend backend) {
             ropekit_rotary_embedding_attrs at = {0, R, N, 0};
             CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
                   ropekit_last_error());
-            WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
-            WGPUBuffer by = upload(ctx, &hy, 16);
-            ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc), gs = gview(bs, &hs);
-            memset(yg, 0, n * 2);
-            ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy);
+            rk_case c = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+            c.attrs.rotary = at;
+            const ropekit_tensor hg = ropekit_tensor_contiguous(yg, dt, 3, xs);
+            ropekit_status st = run_gpu(ctx, &c, 0, 0, &hg);
             const char *var = ropekit_webgpu_last_variant(ctx);
             CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && strstr(var, " tv "),
                   "narrowing ties %s opt %d: %s (variant '%s')", ropekit_dtype_name(dt), o,
                   ropekit_webgpu_last_error(), var);
-            if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, n * 2) == ROPEKIT_OK) {
+            if (st == ROPEKIT_OK) {
                 size_t bad = 0;
                 for (size_t i = 0; i < n; ++i) {
                     if (yr[i] != yg[i] && bad++ < 3)
@@ -759,7 +755,6 @@ static void run_narrowing_ties(ropekit_webgpu_backend backend) {
                       ropekit_dtype_name(dt), o, bad, n);
                 runs++;
             }
-            wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(by);
         }
         ropekit_webgpu_destroy(ctx);
     }
@@ -1214,6 +1209,15 @@ static void run_batched_calls(ropekit_webgpu_backend backend) {
     ropekit_webgpu_destroy(ctx);
 }
 
+static int test_wanted(const char *name) {
+    const char *only = getenv("ROPEKIT_WEBGPU_TESTS");
+    if (!only || !*only) return 1;
+    char want[64], list[512];
+    snprintf(want, sizeof want, ",%s,", name);
+    snprintf(list, sizeof list, ",%s,", only);
+    return strstr(list, want) != NULL;
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines appear as they are printed */
     static const char *names[] = {"rotary_embedding", "ms_rotary_embedding", "mrotary_embedding",
@@ -1280,18 +1284,24 @@ int main(void) {
         }
         run_config(&cfgs[i], i, files, 5);
     }
-    run_errors(backend);
-    run_vector_layouts(backend);
-    run_vector_narrowing(backend);
-    run_narrowing_ties(backend);
-    run_mrope_vector_tables(backend);
-    run_vector_blocks(backend);
-    run_qknorm_layouts(backend, 0);
-    run_qknorm_layouts(backend, 1);
-    run_timestamps(backend);
-    run_repeated_calls(backend);
-    run_batched_calls(backend);
-    run_double_rounding(backend);
+    /* ROPEKIT_WEBGPU_TESTS=name,name: only those of the checks below (device rounds) */
+#define RUN_TEST(name, call)                                                                      \
+    do {                                                                                          \
+        if (test_wanted(name)) call;                                                              \
+        else printf("[%s] not in ROPEKIT_WEBGPU_TESTS: not run\n", name);                         \
+    } while (0)
+    RUN_TEST("errors", run_errors(backend));
+    RUN_TEST("vector_layouts", run_vector_layouts(backend));
+    RUN_TEST("vector_narrowing", run_vector_narrowing(backend));
+    RUN_TEST("narrowing_ties", run_narrowing_ties(backend));
+    RUN_TEST("mrope_vector_tables", run_mrope_vector_tables(backend));
+    RUN_TEST("vector_blocks", run_vector_blocks(backend));
+    RUN_TEST("qknorm_layouts", (run_qknorm_layouts(backend, 0), run_qknorm_layouts(backend, 1)));
+    RUN_TEST("timestamps", run_timestamps(backend));
+    RUN_TEST("repeated_calls", run_repeated_calls(backend));
+    RUN_TEST("batched_calls", run_batched_calls(backend));
+    RUN_TEST("double_rounding", run_double_rounding(backend));
+#undef RUN_TEST
     for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);
     return REPORT();
 }
