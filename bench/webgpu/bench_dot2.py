@@ -61,10 +61,14 @@ FLOAT = "fn dot2(a: f32, b: f32, c: f32, d: f32) -> f32 { return a * b + c * d; 
 
 
 def source(arith, kernel=KERNEL):
-    common = open(os.path.join(SHADERS, "common.wgsl")).read().replace("WG +", "64u +")
+    # the prelude of src/webgpu/kernels.c: FAST (common.wgsl's narrowing reads it too), the
+    # integer primitives and the slow paths
+    common = "const FAST: bool = true;\n" + open(os.path.join(SHADERS, "common.wgsl")).read().replace("WG +", "64u +")
     if arith == "float":
         return common + FLOAT + kernel
-    return common + open(os.path.join(SHADERS, arith)).read() + kernel
+    core = "".join(
+        open(os.path.join(SHADERS, f)).read() for f in ("exact_f32.wgsl", "slow_int.wgsl"))
+    return common + core + open(os.path.join(SHADERS, arith)).read() + kernel
 
 
 def acc_reference(v16):

@@ -55,7 +55,7 @@ fn linear_index(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
 // Four words of two 16-bit values each (element lo[i] in the low half of word i, hi[i] in the
 // high half), rounded to nearest even with the same bits as f32_to_f16_bits / f32_to_bf16_bits.
 // z is a zero the shader compiler cannot see (the kernel passes a uniform that is always 0).
-// float16: the common case (every magnitude a normal float16 after rounding, 2^-14 <= |v| <
+// float16: the common case (FAST, every magnitude a normal float16 after rounding, 2^-14 <= |v| <
 // 65520, checked on the bits) is rounded in float32 arithmetic (f16_round_common) and converted
 // by pack2x16float, which is exact there (the rounded values are normal float16s); otherwise each
 // value goes through the scalar function. bfloat16: the scalar rounding, branch-free (a NaN is
@@ -82,7 +82,7 @@ fn f16_words4(lo: vec4<f32>, hi: vec4<f32>, z: u32) -> vec4<u32> {
     // 2|v| in [2^-13, 131040): (u << 1) drops the sign
     let dl = (ul << vec4<u32>(1u)) - vec4<u32>(0x71000000u);
     let dh = (uh << vec4<u32>(1u)) - vec4<u32>(0x71000000u);
-    if (all(dl < vec4<u32>(0x1dffe000u)) && all(dh < vec4<u32>(0x1dffe000u))) {
+    if (FAST && all(dl < vec4<u32>(0x1dffe000u)) && all(dh < vec4<u32>(0x1dffe000u))) {
         let rl = f16_round_common(lo, z);
         let rh = f16_round_common(hi, z);
         return vec4<u32>(pack2x16float(vec2<f32>(rl.x, rh.x)), pack2x16float(vec2<f32>(rl.y, rh.y)),
