@@ -138,10 +138,10 @@ void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c) {
             "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bitcast<vec4<u32>>(lo); }\n",
             "fn elem_to_f32(b: u32) -> f32 { return f16_bits_to_f32(b); }\n"
             "fn f32_to_elem(f: f32) -> u32 { return f32_to_f16_bits(f); }\n"
-            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return f16_words4(lo, hi); }\n",
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return f16_words4(lo, hi, P.flags >> 31u); }\n",
             "fn elem_to_f32(b: u32) -> f32 { return bf16_bits_to_f32(b); }\n"
             "fn f32_to_elem(f: f32) -> u32 { return f32_to_bf16_bits(f); }\n"
-            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bf16_words4(lo, hi); }\n"};
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bf16_words4(lo, hi, P.flags >> 31u); }\n"};
         const unsigned ve = 16u / (unsigned)ropekit_dtype_size(c->dtype);
         rk_buf_printf(s, "const VE: u32 = %uu;\nconst EW: u32 = %uu;\n%s", ve, ve / 4,
                       conv[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
