@@ -18,22 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <wgpu.h> /* wgpuQueueGetTimestampPeriod */
 
+#include "bench_common.h"
 #include "ropekit_webgpu.h"
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 
 static uint16_t f2h(float f) { /* values in [-1, 1): normal float16, truncation is fine here */

@@ -358,6 +358,8 @@ ropekit_status ropekit_webgpu_create_from_device(WGPUInstance instance, WGPUDevi
     return ROPEKIT_OK;
 }
 
+static int staging_destroy(ropekit_webgpu *ctx);
+
 void ropekit_webgpu_destroy(ropekit_webgpu *ctx) {
     if (!ctx) return;
     if (ctx->device) {
@@ -365,6 +367,7 @@ void ropekit_webgpu_destroy(ropekit_webgpu *ctx) {
         pump(ctx, 1);
     }
     if (ctx->enc) wgpuCommandEncoderRelease(ctx->enc);
+    const int ring_done = staging_destroy(ctx);
     rk_wg_bg_cache_clear(ctx);
     for (int i = 0; i < ctx->n_pipes; ++i) wgpuComputePipelineRelease(ctx->pipes[i].pipeline);
     for (int l = 0; l < 3; ++l) {
@@ -381,7 +384,7 @@ void ropekit_webgpu_destroy(ropekit_webgpu *ctx) {
     if (ctx->adapter) wgpuAdapterRelease(ctx->adapter);
     if (ctx->instance) wgpuInstanceRelease(ctx->instance);
     free(ctx->args_host);
-    free(ctx);
+    if (ring_done) free(ctx); /* else a mapping callback may still write into it: kept */
 }
 
 WGPUDevice ropekit_webgpu_device(const ropekit_webgpu *ctx) { return ctx ? ctx->device : NULL; }
@@ -452,10 +455,10 @@ ropekit_status ropekit_webgpu_read(ropekit_webgpu *ctx, WGPUBuffer buffer, uint6
     WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
     wgpuCommandEncoderCopyBufferToBuffer(enc, buffer, lo, staging, 0, hi - lo);
     WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
-    wgpuQueueSubmit(ctx->queue, 1, &cmd);
-    wgpuCommandBufferRelease(cmd);
+    ropekit_status st = pop_scope(ctx, "read"); /* before submitting (see rk_wg_dispatch) */
+    if (st == ROPEKIT_OK) wgpuQueueSubmit(ctx->queue, 1, &cmd);
+    if (cmd) wgpuCommandBufferRelease(cmd);
     wgpuCommandEncoderRelease(enc);
-    ropekit_status st = pop_scope(ctx, "read");
     if (st == ROPEKIT_OK) {
         map_result r = {0, 0, ""};
         WGPUBufferMapCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_map, &r, NULL};
@@ -493,10 +496,11 @@ ropekit_status ropekit_webgpu_kernel_time(ropekit_webgpu *ctx, double *seconds, 
     wgpuCommandEncoderResolveQuerySet(enc, ctx->ts_set, 0, 2 * n, ctx->ts_resolve, 0);
     wgpuCommandEncoderCopyBufferToBuffer(enc, ctx->ts_resolve, 0, ctx->ts_read, 0, 16 * (uint64_t)n);
     WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
-    wgpuQueueSubmit(ctx->queue, 1, &cmd);
-    wgpuCommandBufferRelease(cmd);
+    ropekit_status st = pop_scope(ctx, "kernel_time"); /* before submitting (see rk_wg_dispatch) */
+    if (st == ROPEKIT_OK) wgpuQueueSubmit(ctx->queue, 1, &cmd);
+    if (cmd) wgpuCommandBufferRelease(cmd);
     wgpuCommandEncoderRelease(enc);
-    RK_TRY(pop_scope(ctx, "kernel_time"));
+    RK_TRY(st);
     map_result r = {0, 0, ""};
     WGPUBufferMapCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_map, &r, NULL};
     wgpuBufferMapAsync(ctx->ts_read, WGPUMapMode_Read, 0, 16 * (size_t)n, cb);
@@ -783,17 +787,90 @@ ropekit_status rk_wg_flush(ropekit_webgpu *ctx) {
     const int n = ctx->n_pending;
     wgpuQueueWriteBuffer(ctx->queue, ctx->args, 0, ctx->args_host, (size_t)ctx->args_used);
     WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(ctx->enc, NULL);
-    wgpuQueueSubmit(ctx->queue, 1, &cmd);
-    wgpuCommandBufferRelease(cmd);
+    char what[64];
+    snprintf(what, sizeof what, "a batch of %d recorded call%s", n, n == 1 ? "" : "s");
+    /* popped (pushed by the batch's first call) before submitting: wgpu-native aborts the
+     * process on a submission of an invalid command buffer */
+    ropekit_status st = pop_scope(ctx, what);
+    if (st == ROPEKIT_OK) wgpuQueueSubmit(ctx->queue, 1, &cmd);
+    if (cmd) wgpuCommandBufferRelease(cmd);
     wgpuCommandEncoderRelease(ctx->enc);
     ctx->enc = NULL;
     ctx->n_pending = 0;
     ctx->args_used = 0;
-    char what[64];
-    snprintf(what, sizeof what, "a batch of %d recorded call%s", n, n == 1 ? "" : "s");
-    ropekit_status st = pop_scope(ctx, what); /* pushed by the batch's first call */
     if (st != ROPEKIT_OK) rk_wg_bg_cache_clear(ctx); /* a kept bind group may be the cause */
     return st;
+}
+
+/* ---- upload ring (unbatched calls) ------------------------------------------------------------ */
+
+static void on_staging_map(WGPUMapAsyncStatus status, WGPUStringView msg, void *u1, void *u2) {
+    (void)msg, (void)u2;
+    rk_wg_staging *s = u1;
+    s->state = status == WGPUMapAsyncStatus_Success ? RK_STAGING_MAPPED : RK_STAGING_FAILED;
+}
+
+static void staging_release(rk_wg_staging *s) {
+    if (s->buf) wgpuBufferRelease(s->buf);
+    s->buf = NULL;
+    s->bytes = 0;
+    s->state = RK_STAGING_NONE;
+}
+
+/* A mapped upload buffer of at least `bytes` and its mapped memory, or NULL (the caller uses a
+ * queue write): a mapped one of the ring, else a new one made mapped in a free slot (an empty
+ * one, one whose mapping failed, or a mapped one too small). */
+static rk_wg_staging *staging_take(ropekit_webgpu *ctx, uint64_t bytes, void **mem) {
+    if (bytes > RK_WG_RING_MAX_BYTES) return NULL;
+    int spare = -1;
+    for (int k = 0; k < RK_WG_RING; ++k) {
+        const int i = (ctx->ring_next + k) % RK_WG_RING;
+        rk_wg_staging *s = &ctx->ring[i];
+        if (s->state == RK_STAGING_MAPPED && s->bytes >= bytes) {
+            void *p = wgpuBufferGetMappedRange(s->buf, 0, (size_t)s->bytes);
+            if (!p) {
+                staging_release(s);
+                if (spare < 0) spare = i;
+                continue;
+            }
+            ctx->ring_next = (i + 1) % RK_WG_RING;
+            *mem = p;
+            return s;
+        }
+        if (spare < 0 && s->state != RK_STAGING_BUSY) spare = i;
+    }
+    if (spare < 0) return NULL; /* all in flight */
+    rk_wg_staging *s = &ctx->ring[spare];
+    staging_release(s);
+    uint64_t size = RK_WG_RING_MIN_BYTES;
+    while (size < bytes) size *= 2;
+    WGPUBufferDescriptor d = {NULL, sv("ropekit upload"), WGPUBufferUsage_MapWrite | WGPUBufferUsage_CopySrc,
+                              size, 1};
+    s->buf = wgpuDeviceCreateBuffer(ctx->device, &d);
+    void *p = s->buf ? wgpuBufferGetMappedRange(s->buf, 0, (size_t)size) : NULL;
+    if (!p) {
+        staging_release(s);
+        return NULL;
+    }
+    s->bytes = size;
+    s->state = RK_STAGING_MAPPED;
+    ctx->ring_next = (spare + 1) % RK_WG_RING;
+    *mem = p;
+    return s;
+}
+
+/* Releases the ring; waits for pending mappings first (their callbacks point into ctx).
+ * Returns 0 when one never completed (the caller must then keep ctx's memory). */
+static int staging_destroy(ropekit_webgpu *ctx) {
+    int busy = 1;
+    for (int spins = 0; busy && spins < 1000; ++spins) {
+        busy = 0;
+        for (int i = 0; i < RK_WG_RING; ++i) busy |= ctx->ring[i].state == RK_STAGING_BUSY;
+        if (busy) pump(ctx, 1);
+    }
+    for (int i = 0; i < RK_WG_RING; ++i)
+        if (ctx->ring[i].state != RK_STAGING_BUSY) staging_release(&ctx->ring[i]);
+    return !busy;
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
@@ -841,11 +918,28 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
             ctx->enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
         }
         ctx->args_used = slot + ctx->slot_bytes;
-    } else {
+    }
+    /* unbatched: the bytes of args this call writes, through a mapped upload buffer copied in
+     * this call's encoder (queue order: after the previous calls' dispatches), else a queue write */
+    const uint64_t wbytes =
+        ids_bytes ? ctx->ids_off + ((ids_bytes + 3) & ~(uint64_t)3) : ((params_bytes + 3) & ~(size_t)3);
+    rk_wg_staging *up = NULL;
+    WGPUCommandEncoder enc = ctx->enc;
+    if (!ctx->batch) {
         push_scope(ctx);
-        wgpuQueueWriteBuffer(ctx->queue, ctx->args, 0, ctx->args_host,
-                             ids_bytes ? (size_t)(ctx->ids_off + ((ids_bytes + 3) & ~(uint64_t)3))
-                                       : params_bytes);
+        enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
+        void *mem = NULL;
+        up = staging_take(ctx, wbytes, &mem);
+        if (up) {
+            memcpy(mem, ctx->args_host, (size_t)wbytes);
+            wgpuBufferUnmap(up->buf);
+            up->state = RK_STAGING_BUSY;
+            wgpuCommandEncoderCopyBufferToBuffer(enc, up->buf, 0, ctx->args, 0, wbytes);
+            ctx->ring_uploads++;
+        } else {
+            wgpuQueueWriteBuffer(ctx->queue, ctx->args, 0, ctx->args_host, (size_t)wbytes);
+            ctx->queue_uploads++;
+        }
     }
     WGPUBindGroupEntry e[RK_WG_MAX_BINDINGS];
     memset(e, 0, sizeof e);
@@ -873,7 +967,6 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
         WGPUBindGroupDescriptor bd = {NULL, sv("ropekit"), ctx->bgl[layout], (size_t)n_bindings, e};
         bg = wgpuDeviceCreateBindGroup(ctx->device, &bd);
     }
-    WGPUCommandEncoder enc = ctx->batch ? ctx->enc : wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
     WGPUPassTimestampWrites tw = {NULL, ctx->ts_set, 2 * ctx->ts_n, 2 * ctx->ts_n + 1};
     WGPUComputePassDescriptor pd = {NULL, sv("ropekit"), NULL};
     if (ctx->ts_set && ctx->ts_n < RK_WG_TS_PASSES) {
@@ -892,10 +985,16 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
         return ++ctx->n_pending >= ctx->batch ? rk_wg_flush(ctx) : ROPEKIT_OK;
     }
     WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
-    wgpuQueueSubmit(ctx->queue, 1, &cmd);
-    wgpuCommandBufferRelease(cmd);
-    wgpuCommandEncoderRelease(enc);
+    /* the errors of encoding, popped before submitting: wgpu-native aborts the process on a
+     * submission of an invalid command buffer (nothing is submitted then: no output written) */
     ropekit_status st = pop_scope(ctx, "dispatch");
+    if (st == ROPEKIT_OK) wgpuQueueSubmit(ctx->queue, 1, &cmd);
+    if (cmd) wgpuCommandBufferRelease(cmd);
+    wgpuCommandEncoderRelease(enc);
+    if (up) { /* mapped again once this submission is done (or at once: not submitted) */
+        WGPUBufferMapCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_staging_map, up, NULL};
+        wgpuBufferMapAsync(up->buf, WGPUMapMode_Write, 0, (size_t)up->bytes, cb);
+    }
     /* only a bind group whose creation and use raised no error is kept */
     if (bg && !cached) {
         if (st == ROPEKIT_OK)

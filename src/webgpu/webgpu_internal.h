@@ -61,6 +61,26 @@ typedef struct rk_wg_pipeline {
     WGPUComputePipeline pipeline;
 } rk_wg_cached_pipeline;
 
+/* Upload buffers of the unbatched calls' parameters and ids (MapWrite | CopySrc): a call
+ * writes into one that is mapped, unmaps it, copies it into args in its own command encoder
+ * and maps it again after the submission (wgpuQueueWriteBuffer makes a staging buffer per
+ * write in wgpu-native: measured ~6 us per call on the H200). Up to RK_WG_RING of them, made on
+ * demand when none is mapped; calls above RK_WG_RING_MAX_BYTES use a queue write. */
+#define RK_WG_RING 16
+#define RK_WG_RING_MIN_BYTES 4096u
+#define RK_WG_RING_MAX_BYTES (64u << 10)
+typedef enum rk_wg_staging_state {
+    RK_STAGING_NONE = 0,   /* no buffer */
+    RK_STAGING_MAPPED = 1, /* mapped for writing: free to take */
+    RK_STAGING_BUSY = 2,   /* taken: unmapped, in a submission, or its mapping pending */
+    RK_STAGING_FAILED = 3  /* its mapping failed: released when the slot is reused */
+} rk_wg_staging_state;
+typedef struct rk_wg_staging {
+    WGPUBuffer buf;
+    uint64_t bytes;
+    int state; /* rk_wg_staging_state; set by the map callback (inside a poll or submit) */
+} rk_wg_staging;
+
 typedef struct rk_wg_cached_bg {
     WGPUBindGroup bg; /* NULL: empty slot */
     int layout, n;
@@ -100,6 +120,9 @@ struct ropekit_webgpu {
     WGPUCommandEncoder enc;
     uint64_t args_used;
     WGPUBuffer dummy;    /* bound where a binding is unused (in place, no ids, no tables) */
+    rk_wg_staging ring[RK_WG_RING];
+    int ring_next;       /* slot tried first by the next call */
+    uint64_t ring_uploads, queue_uploads; /* calls uploaded each way (tests, benchmarks) */
     rk_wg_cached_pipeline pipes[RK_WG_MAX_PIPELINES];
     int n_pipes;
     rk_wg_cached_bg bgs[RK_WG_BG_CACHE];

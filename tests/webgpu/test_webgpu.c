@@ -25,6 +25,8 @@
 #include "cases.h"
 #include "check.h"
 #include "ropekit_webgpu.h"
+/* the context's upload counters (run_upload_ring checks which upload path calls took) */
+#include "../../src/webgpu/webgpu_internal.h"
 
 static float to_f32(const void *p, ropekit_dtype dt, size_t i) {
     if (dt == ROPEKIT_FLOAT32) return ((const float *)p)[i];
@@ -1094,6 +1096,116 @@ static void run_batched_calls(ropekit_webgpu_backend backend) {
     ropekit_webgpu_destroy(ctx);
 }
 
+/* The upload ring of unbatched calls (mapped upload buffers copied into the parameter buffer in
+ * each call's encoder): a chain of calls of different sizes back to back, without waiting (the
+ * ring's buffers in flight, grown for 1,100 and 3,000 ids, a queue write for 20,000 ids: above
+ * RK_WG_RING_MAX_BYTES), ping-pong between two buffers, with a refused call (id out of range:
+ * an error before anything is uploaded, no output touched) and a call failing in WebGPU (its
+ * output buffer destroyed: the submission is rejected) in the middle; the chain must equal the
+ * same chain on the CPU bit for bit and the counters must show both upload paths. Then
+ * contexts destroyed with calls in flight (ASan: no use after free by a late map callback). */
+static void run_upload_ring(ropekit_webgpu_backend backend) {
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = NULL;
+    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
+        CHECK(0, "context: %s", ropekit_webgpu_last_error());
+        return;
+    }
+    enum { N = 1, H = 8, P = 64, SMAX = 20000, CALLS = 14 };
+    static const int seq[CALLS] = {3, 1100, 5, 20000, 2, 3000, 7, 1, 3000, 4, 20000, 6, 1100, 9};
+    const size_t ne = (size_t)SMAX * N * H;
+    float *x = malloc(ne * 4), *ref[2] = {malloc(ne * 4), malloc(ne * 4)}, *y = malloc(ne * 4);
+    int64_t *pos = malloc((size_t)SMAX * sizeof *pos);
+    float c[P * H / 2], sn[P * H / 2];
+    if (!x || !ref[0] || !ref[1] || !y || !pos) {
+        CHECK(0, "out of memory");
+        free(x), free(ref[0]), free(ref[1]), free(y), free(pos);
+        ropekit_webgpu_destroy(ctx);
+        return;
+    }
+    for (int i = 0; i < P * H / 2; ++i) c[i] = cosf((float)i * 0.37f), sn[i] = sinf((float)i * 0.37f);
+    for (size_t i = 0; i < ne; ++i) x[i] = (float)((i * 13) % 41) / 8.0f - 2.5f;
+    int64_t xs[3] = {1, SMAX, N * H}, tsh[2] = {P, H / 2};
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
+    WGPUBuffer bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16), bb[2] = {upload(ctx, &hx, 16), upload(ctx, &hx, 16)};
+    WGPUBuffer dead = upload(ctx, &hx, 16);
+    memcpy(ref[0], x, ne * 4);
+    memcpy(ref[1], x, ne * 4);
+    const uint64_t ring0 = ctx->ring_uploads, queue0 = ctx->queue_uploads;
+    ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
+    ropekit_webgpu_tensor gc = gview(bc, &hc), gs = gview(bs, &hs);
+    int cur = 0, bad = 0, refused = 0, failed = 0;
+    for (int k = 0; k < CALLS; ++k) {
+        const int S = seq[k], nxt = 1 - cur;
+        int64_t sh[3] = {1, S, N * H}, ps[2] = {1, S};
+        for (int i = 0; i < S; ++i) pos[i] = (k * 11 + i * 3) % P;
+        ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+        ropekit_tensor hin = ropekit_tensor_contiguous(ref[cur], ROPEKIT_FLOAT32, 3, sh);
+        ropekit_tensor hout = ropekit_tensor_contiguous(ref[nxt], ROPEKIT_FLOAT32, 3, sh);
+        ropekit_webgpu_tensor gin = ropekit_webgpu_tensor_contiguous(bb[cur], 0, ROPEKIT_FLOAT32, 3, sh);
+        ropekit_webgpu_tensor gout = ropekit_webgpu_tensor_contiguous(bb[nxt], 0, ROPEKIT_FLOAT32, 3, sh);
+        if (ropekit_rotary_embedding(&hin, &hc, &hs, &ids, &at, &hout) != ROPEKIT_OK ||
+            ropekit_webgpu_rotary_embedding(ctx, &gin, &gc, &gs, &ids, &at, &gout) != ROPEKIT_OK)
+            ++bad;
+        if (k == 4) { /* refused before dispatch: nothing uploaded, nothing written */
+            pos[S / 2] = P;
+            const uint64_t r = ctx->ring_uploads, q = ctx->queue_uploads;
+            refused = ropekit_webgpu_rotary_embedding(ctx, &gout, &gc, &gs, &ids, &at, &gin) ==
+                          ROPEKIT_ERROR_POSITION_OUT_OF_RANGE &&
+                      ctx->ring_uploads == r && ctx->queue_uploads == q;
+        }
+        if (k == 8) { /* rejected by WebGPU: the output buffer is destroyed (the bind group's
+                       * creation fails; nothing is submitted: wgpu-native aborts the process on
+                       * a submission of an invalid command buffer, as before 2026-12-01) */
+            ropekit_webgpu_tensor gdead = ropekit_webgpu_tensor_contiguous(dead, 0, ROPEKIT_FLOAT32, 3, sh);
+            wgpuBufferDestroy(dead);
+            failed = ropekit_webgpu_rotary_embedding(ctx, &gout, &gc, &gs, &ids, &at, &gdead) ==
+                     ROPEKIT_ERROR_DEVICE;
+        }
+        cur = nxt;
+    }
+    CHECK(bad == 0, "upload ring chain: %d of %d calls failed (%s)", bad, CALLS, ropekit_webgpu_last_error());
+    CHECK(refused, "upload ring: a call with an id out of range must be refused before any upload");
+    CHECK(failed, "upload ring: a call on a destroyed buffer must fail with ROPEKIT_ERROR_DEVICE (%s)",
+          ropekit_webgpu_last_error());
+    for (int b = 0; b < 2; ++b) {
+        ropekit_status st = ropekit_webgpu_read(ctx, bb[b], 0, y, ne * 4);
+        CHECK(st == ROPEKIT_OK && memcmp(y, ref[b], ne * 4) == 0,
+              "upload ring chain of %d calls: buffer %d differs from the CPU (%s)", CALLS, b,
+              ropekit_webgpu_last_error());
+    }
+    const uint64_t nring = ctx->ring_uploads - ring0, nqueue = ctx->queue_uploads - queue0;
+    /* 12 calls of at most 3,000 ids through the ring (one more: the call on the destroyed
+     * buffer), 2 queue writes (20,000 ids); a ring fully in flight may add queue writes */
+    CHECK(nqueue >= 2 && nring + nqueue == CALLS + 1 && nring >= 1,
+          "upload paths: %llu through the ring, %llu queue writes", (unsigned long long)nring,
+          (unsigned long long)nqueue);
+    printf("upload ring: %d calls of 1-%d tokens bit for bit; uploads %llu through the ring, %llu "
+           "queue writes\n", CALLS, SMAX, (unsigned long long)nring, (unsigned long long)nqueue);
+    wgpuBufferRelease(dead);
+    /* destroyed with work in flight: unbatched calls, then recorded ones (batch of 8) */
+    for (int k = 0; k < 2; ++k) {
+        int64_t sh[3] = {1, 1000, N * H}, ps[2] = {1, 1000};
+        for (int i = 0; i < 1000; ++i) pos[i] = i % P;
+        ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+        ropekit_webgpu_tensor g0 = ropekit_webgpu_tensor_contiguous(bb[0], 0, ROPEKIT_FLOAT32, 3, sh);
+        ropekit_webgpu_tensor g1 = ropekit_webgpu_tensor_contiguous(bb[1], 0, ROPEKIT_FLOAT32, 3, sh);
+        int nbad = 0;
+        for (int i = 0; i < 20; ++i) {
+            if (k == 1 && i == 10) nbad += ropekit_webgpu_set_batch(ctx, 8) != ROPEKIT_OK;
+            nbad += ropekit_webgpu_rotary_embedding(ctx, i % 2 ? &g1 : &g0, &gc, &gs, &ids, &at,
+                                                    i % 2 ? &g0 : &g1) != ROPEKIT_OK;
+        }
+        CHECK(nbad == 0, "calls before destroy: %d failed (%s)", nbad, ropekit_webgpu_last_error());
+        if (k == 1) break; /* the context is destroyed below with its work in flight */
+    }
+    wgpuBufferRelease(bb[0]), wgpuBufferRelease(bb[1]), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
+    ropekit_webgpu_destroy(ctx);
+    free(x), free(ref[0]), free(ref[1]), free(y), free(pos);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines appear as they are printed */
     static const char *names[] = {"rotary_embedding", "ms_rotary_embedding", "mrotary_embedding",
@@ -1170,6 +1282,7 @@ int main(void) {
     run_timestamps(backend);
     run_repeated_calls(backend);
     run_batched_calls(backend);
+    run_upload_ring(backend);
     run_double_rounding(backend);
     for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);
     return REPORT();
