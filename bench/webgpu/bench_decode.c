@@ -11,8 +11,10 @@
  *            row, to see what each step costs on this adapter: empty submit; + compute pass;
  *            + 1 queue write (params); + 2 queue writes (params, ids); + error scopes (2 pushed,
  *            2 popped); + a new bind group per call; and 8 dispatches per submission.
- *   --float16: x and tables float16 (else float32).
- * Usage: bench_decode [--backend vulkan|gl] [--calls N] [--turns T] [--raw] [--float16] */
+ *   --float16: x and tables float16 (else float32). --op-only: the first row only, 8 calls of
+ *   warm-up (slow software adapters; reads nothing of the library but its public API, so it
+ *   can time another build's library through LD_LIBRARY_PATH).
+ * Usage: bench_decode [--backend vulkan|gl] [--calls N] [--turns T] [--raw] [--float16] [--op-only] */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -208,7 +210,7 @@ static void report(const char *name, double *t) {
 
 int main(int argc, char **argv) {
     ropekit_webgpu_options opt = {ROPEKIT_WEBGPU_BACKEND_ANY, 0, 0, 0, 0, 0};
-    int do_raw = 0;
+    int do_raw = 0, op_only = 0;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
             ++i;
@@ -217,9 +219,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--turns") && i + 1 < argc) g_turns = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--raw")) do_raw = 1;
         else if (!strcmp(argv[i], "--float16")) g_dtype = ROPEKIT_FLOAT16;
+        else if (!strcmp(argv[i], "--op-only")) op_only = 1;
     }
     if (g_calls < 8 || g_turns < 1 || g_turns > 64) {
-        fprintf(stderr, "usage: bench_decode [--backend vulkan|gl] [--calls N>=8] [--turns 1..64] [--raw] [--float16]\n");
+        fprintf(stderr, "usage: bench_decode [--backend vulkan|gl] [--calls N>=8] [--turns 1..64] [--raw] [--float16] [--op-only]\n");
         return 2;
     }
     if (ropekit_webgpu_create(&opt, &g_ctx) != ROPEKIT_OK) {
@@ -261,7 +264,7 @@ int main(int argc, char **argv) {
     d.ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
     double t[64];
     for (int w = 0; w < 2; ++w) { /* warm up; then the rows, turns alternated */
-        for (int i = 0; i < 200; ++i) op_call(&d);
+        for (int i = 0; i < (op_only ? 4 : 200); ++i) op_call(&d);
         ropekit_webgpu_wait(g_ctx);
     }
     if (g_bad) {
@@ -276,6 +279,11 @@ int main(int argc, char **argv) {
         t[k] = (now() - t0) / g_calls;
     }
     report("op: back-to-back calls", t);
+    if (op_only) {
+        ropekit_webgpu_destroy(g_ctx);
+        free(hx), free(hc), free(pos);
+        return g_bad;
+    }
     printf("| uploads so far: through the mapped ring %llu, queue writes %llu | | | |\n",
            (unsigned long long)g_ctx->ring_uploads, (unsigned long long)g_ctx->queue_uploads);
     for (int k = 0; k < g_turns; ++k) {

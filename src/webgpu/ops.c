@@ -180,15 +180,18 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
         tv = p->cos_rs % vt == 0 && p->sin_rs % vt == 0;
     /* workgroup: the context's size, at most RK_WG_ROTARY_VEC_WG for the vector kernel */
     const uint32_t wg = vec && ctx->wg > RK_WG_ROTARY_VEC_WG ? RK_WG_ROTARY_VEC_WG : ctx->wg;
+    /* the layout flags and whether [R, H) is copied are constants of the variant (one path per
+     * pipeline: SwiftShader runs every run-time branch's both sides) */
+    const int flags = (int)prm[19], copy = units > units_rot;
     char key[160];
-    snprintf(key, sizeof key, "rotary %s x=%s y=%s t=%s %s%s%s %s wg%u hg%u", rk_wg_rows_name(rows_mode),
-             rk_wg_kind_name(xk), rk_wg_kind_name(yk), rk_wg_kind_name(tk), rk_wg_arith_name(ar),
-             vec ? " vec16" : "", tv ? " tv" : "", inplace ? "inplace" : "outofplace", wg,
-             (unsigned)hg);
+    snprintf(key, sizeof key, "rotary %s x=%s y=%s t=%s %s%s%s %s wg%u hg%u fl%d%s",
+             rk_wg_rows_name(rows_mode), rk_wg_kind_name(xk), rk_wg_kind_name(yk),
+             rk_wg_kind_name(tk), rk_wg_arith_name(ar), vec ? " vec16" : "", tv ? " tv" : "",
+             inplace ? "inplace" : "outofplace", wg, (unsigned)hg, flags, copy ? " copy" : "");
     WGPUComputePipeline pipe;
     if (!rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
         const rk_wg_rotary_cfg cfg = {rows_mode, xk, yk, tk, ar, vec, inplace, wg, sw,
-                                      (uint32_t)hg, p->dtype, tv};
+                                      (uint32_t)hg, p->dtype, tv, flags, copy};
         rk_buf s = {0};
         rk_wg_rotary_wgsl(&s, &cfg);
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")

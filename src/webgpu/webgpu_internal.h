@@ -209,6 +209,11 @@ typedef struct rk_wg_rotary_cfg {
     uint32_t wg, sw, hg;       /* workgroup size, elements per store, heads per invocation */
     ropekit_dtype dtype;       /* x's dtype (the vector kernel's element conversions) */
     int tv;                    /* vector kernel: tables bound as 16-byte vectors (rotary_vec_tv.wgsl) */
+    /* Layout flags as constants of the variant (-1: read from the parameters at run time, as the
+     * kernel packages do): flags 1 interleaved, 2 inverse, 4 scale; copy 1 when the dispatch has
+     * a range of invocations copying [R, H), 0 when not. With constants the compiler drops the
+     * paths the call cannot take: SwiftShader runs both sides of every run-time branch. */
+    int flags, copy;
 } rk_wg_rotary_cfg;
 typedef struct rk_wg_qknorm_cfg {
     rk_wg_kind k, ok;          /* input and output storage */
