@@ -128,6 +128,10 @@ struct ropekit_webgpu {
     rk_wg_cached_bg bgs[RK_WG_BG_CACHE];
     int bg_next; /* slot replaced next (round robin) */
     char last_variant[192];
+    /* The last rotary call's variant: a call with the same signature (decode loops) takes its
+     * pipeline without formatting the key (~5,000 instructions of snprintf per call). */
+    int rot_sig[12], rot_dims, variant_is_rot; /* variant_is_rot: last_variant is rot_sig's */
+    WGPUComputePipeline rot_pipe;              /* NULL: no signature kept */
     /* timestamps (options->timestamps): begin/end of each dispatch's pass, RK_WG_TS_PASSES */
     WGPUQuerySet ts_set;
     WGPUBuffer ts_resolve, ts_read;
