@@ -10,10 +10,12 @@
  *   raw/...  the same steps done directly with webgpu.h on a trivial kernel, one step added per
  *            row, to see what each step costs on this adapter: empty submit; + compute pass;
  *            + 1 queue write (params); + 2 queue writes (params, ids); + error scopes (2 pushed,
- *            2 popped); + a new bind group per call; and 8 dispatches per submission.
+ *            2 popped); + a new bind group per call; 8 dispatches per submission; and the
+ *            uploads through a ring of 8 mapped MapWrite buffers copied in the call's encoder
+ *            (re-mapped with mapAsync after the submission; a call finding none mapped falls
+ *            back to the queue writes: counted).
  *   --float16: x and tables float16 (else float32). --op-only: the first row only, 8 calls of
- *   warm-up (slow software adapters; reads nothing of the library but its public API, so it
- *   can time another build's library through LD_LIBRARY_PATH).
+ *   warm-up (slow software adapters).
  * Usage: bench_decode [--backend vulkan|gl] [--calls N] [--turns T] [--raw] [--float16] [--op-only] */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <dlfcn.h>
@@ -25,8 +27,6 @@
 
 #include "bench_common.h"
 #include "ropekit_webgpu.h"
-/* the context's upload counters (which path the calls' parameter uploads took) */
-#include "../../src/webgpu/webgpu_internal.h"
 
 
 static ropekit_webgpu *g_ctx;
@@ -284,8 +284,6 @@ int main(int argc, char **argv) {
         free(hx), free(hc), free(pos);
         return g_bad;
     }
-    printf("| uploads so far: through the mapped ring %llu, queue writes %llu | | | |\n",
-           (unsigned long long)g_ctx->ring_uploads, (unsigned long long)g_ctx->queue_uploads);
     for (int k = 0; k < g_turns; ++k) {
         double t0 = now();
         for (int i = 0; i < g_calls / 4; ++i) {

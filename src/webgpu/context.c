@@ -358,8 +358,6 @@ ropekit_status ropekit_webgpu_create_from_device(WGPUInstance instance, WGPUDevi
     return ROPEKIT_OK;
 }
 
-static int staging_destroy(ropekit_webgpu *ctx);
-
 void ropekit_webgpu_destroy(ropekit_webgpu *ctx) {
     if (!ctx) return;
     if (ctx->device) {
@@ -367,7 +365,6 @@ void ropekit_webgpu_destroy(ropekit_webgpu *ctx) {
         pump(ctx, 1);
     }
     if (ctx->enc) wgpuCommandEncoderRelease(ctx->enc);
-    const int ring_done = staging_destroy(ctx);
     rk_wg_bg_cache_clear(ctx);
     for (int i = 0; i < ctx->n_pipes; ++i) wgpuComputePipelineRelease(ctx->pipes[i].pipeline);
     for (int l = 0; l < 3; ++l) {
@@ -384,7 +381,7 @@ void ropekit_webgpu_destroy(ropekit_webgpu *ctx) {
     if (ctx->adapter) wgpuAdapterRelease(ctx->adapter);
     if (ctx->instance) wgpuInstanceRelease(ctx->instance);
     free(ctx->args_host);
-    if (ring_done) free(ctx); /* else a mapping callback may still write into it: kept */
+    free(ctx);
 }
 
 WGPUDevice ropekit_webgpu_device(const ropekit_webgpu *ctx) { return ctx ? ctx->device : NULL; }
@@ -802,77 +799,6 @@ ropekit_status rk_wg_flush(ropekit_webgpu *ctx) {
     return st;
 }
 
-/* ---- upload ring (unbatched calls) ------------------------------------------------------------ */
-
-static void on_staging_map(WGPUMapAsyncStatus status, WGPUStringView msg, void *u1, void *u2) {
-    (void)msg, (void)u2;
-    rk_wg_staging *s = u1;
-    s->state = status == WGPUMapAsyncStatus_Success ? RK_STAGING_MAPPED : RK_STAGING_FAILED;
-}
-
-static void staging_release(rk_wg_staging *s) {
-    if (s->buf) wgpuBufferRelease(s->buf);
-    s->buf = NULL;
-    s->bytes = 0;
-    s->state = RK_STAGING_NONE;
-}
-
-/* A mapped upload buffer of at least `bytes` and its mapped memory, or NULL (the caller uses a
- * queue write): a mapped one of the ring, else a new one made mapped in a free slot (an empty
- * one, one whose mapping failed, or a mapped one too small). */
-static rk_wg_staging *staging_take(ropekit_webgpu *ctx, uint64_t bytes, void **mem) {
-    if (bytes > RK_WG_RING_MAX_BYTES) return NULL;
-    int spare = -1;
-    for (int k = 0; k < RK_WG_RING; ++k) {
-        const int i = (ctx->ring_next + k) % RK_WG_RING;
-        rk_wg_staging *s = &ctx->ring[i];
-        if (s->state == RK_STAGING_MAPPED && s->bytes >= bytes) {
-            void *p = wgpuBufferGetMappedRange(s->buf, 0, (size_t)s->bytes);
-            if (!p) {
-                staging_release(s);
-                if (spare < 0) spare = i;
-                continue;
-            }
-            ctx->ring_next = (i + 1) % RK_WG_RING;
-            *mem = p;
-            return s;
-        }
-        if (spare < 0 && s->state != RK_STAGING_BUSY) spare = i;
-    }
-    if (spare < 0) return NULL; /* all in flight */
-    rk_wg_staging *s = &ctx->ring[spare];
-    staging_release(s);
-    uint64_t size = RK_WG_RING_MIN_BYTES;
-    while (size < bytes) size *= 2;
-    WGPUBufferDescriptor d = {NULL, sv("ropekit upload"), WGPUBufferUsage_MapWrite | WGPUBufferUsage_CopySrc,
-                              size, 1};
-    s->buf = wgpuDeviceCreateBuffer(ctx->device, &d);
-    void *p = s->buf ? wgpuBufferGetMappedRange(s->buf, 0, (size_t)size) : NULL;
-    if (!p) {
-        staging_release(s);
-        return NULL;
-    }
-    s->bytes = size;
-    s->state = RK_STAGING_MAPPED;
-    ctx->ring_next = (spare + 1) % RK_WG_RING;
-    *mem = p;
-    return s;
-}
-
-/* Releases the ring; waits for pending mappings first (their callbacks point into ctx).
- * Returns 0 when one never completed (the caller must then keep ctx's memory). */
-static int staging_destroy(ropekit_webgpu *ctx) {
-    int busy = 1;
-    for (int spins = 0; busy && spins < 1000; ++spins) {
-        busy = 0;
-        for (int i = 0; i < RK_WG_RING; ++i) busy |= ctx->ring[i].state == RK_STAGING_BUSY;
-        if (busy) pump(ctx, 1);
-    }
-    for (int i = 0; i < RK_WG_RING; ++i)
-        if (ctx->ring[i].state != RK_STAGING_BUSY) staging_release(&ctx->ring[i]);
-    return !busy;
-}
-
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
 ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
@@ -919,27 +845,13 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
         }
         ctx->args_used = slot + ctx->slot_bytes;
     }
-    /* unbatched: the bytes of args this call writes, through a mapped upload buffer copied in
-     * this call's encoder (queue order: after the previous calls' dispatches), else a queue write */
-    const uint64_t wbytes =
-        ids_bytes ? ctx->ids_off + ((ids_bytes + 3) & ~(uint64_t)3) : ((params_bytes + 3) & ~(size_t)3);
-    rk_wg_staging *up = NULL;
     WGPUCommandEncoder enc = ctx->enc;
     if (!ctx->batch) {
         push_scope(ctx);
+        wgpuQueueWriteBuffer(ctx->queue, ctx->args, 0, ctx->args_host,
+                             ids_bytes ? (size_t)(ctx->ids_off + ((ids_bytes + 3) & ~(uint64_t)3))
+                                       : params_bytes);
         enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
-        void *mem = NULL;
-        up = staging_take(ctx, wbytes, &mem);
-        if (up) {
-            memcpy(mem, ctx->args_host, (size_t)wbytes);
-            wgpuBufferUnmap(up->buf);
-            up->state = RK_STAGING_BUSY;
-            wgpuCommandEncoderCopyBufferToBuffer(enc, up->buf, 0, ctx->args, 0, wbytes);
-            ctx->ring_uploads++;
-        } else {
-            wgpuQueueWriteBuffer(ctx->queue, ctx->args, 0, ctx->args_host, (size_t)wbytes);
-            ctx->queue_uploads++;
-        }
     }
     WGPUBindGroupEntry e[RK_WG_MAX_BINDINGS];
     memset(e, 0, sizeof e);
@@ -991,10 +903,6 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
     if (st == ROPEKIT_OK) wgpuQueueSubmit(ctx->queue, 1, &cmd);
     if (cmd) wgpuCommandBufferRelease(cmd);
     wgpuCommandEncoderRelease(enc);
-    if (up) { /* mapped again once this submission is done (or at once: not submitted) */
-        WGPUBufferMapCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_staging_map, up, NULL};
-        wgpuBufferMapAsync(up->buf, WGPUMapMode_Write, 0, (size_t)up->bytes, cb);
-    }
     /* only a bind group whose creation and use raised no error is kept */
     if (bg && !cached) {
         if (st == ROPEKIT_OK)

@@ -62,11 +62,12 @@ typedef struct rotary_args {
 
 /* The pipeline key of a rotary variant from its signature (run_rotary's sig[]). */
 static void rotary_key(char *key, size_t cap, const int *g) {
-    snprintf(key, cap, "rotary %s x=%s y=%s t=%s %s%s%s %s wg%u hg%u fl%d%s",
+    snprintf(key, cap, "rotary %s x=%s y=%s t=%s %s%s%s %s wg%u hg%u%s%s",
              rk_wg_rows_name((uint32_t)g[0]), rk_wg_kind_name((rk_wg_kind)g[1]),
              rk_wg_kind_name((rk_wg_kind)g[2]), rk_wg_kind_name((rk_wg_kind)g[3]),
              rk_wg_arith_name((rk_wg_arith)g[4]), g[5] ? " vec16" : "", g[6] ? " tv" : "",
-             g[7] ? "inplace" : "outofplace", (unsigned)g[8], (unsigned)g[9], g[10], g[11] ? " copy" : "");
+             g[7] ? "inplace" : "outofplace", (unsigned)g[8], (unsigned)g[9], g[10] ? " il" : "",
+             g[11] ? " copy" : "");
 }
 
 static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const rotary_args *a) {
@@ -189,18 +190,18 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
         tv = p->cos_rs % vt == 0 && p->sin_rs % vt == 0;
     /* workgroup: the context's size, at most RK_WG_ROTARY_VEC_WG for the vector kernel */
     const uint32_t wg = vec && ctx->wg > RK_WG_ROTARY_VEC_WG ? RK_WG_ROTARY_VEC_WG : ctx->wg;
-    /* the layout flags and whether [R, H) is copied are constants of the variant (one path per
-     * pipeline: SwiftShader runs every run-time branch's both sides) */
-    const int flags = (int)prm[19], copy = units > units_rot;
+    /* interleaved or not and whether [R, H) is copied are constants of the variant (one path
+     * per pipeline: SwiftShader runs every run-time branch's both sides) */
+    const int il = p->interleaved ? 1 : 0, copy = units > units_rot;
     const int sig[12] = {(int)rows_mode, (int)xk, (int)yk, (int)tk, (int)ar, vec, tv, inplace,
-                         (int)wg, (int)hg, flags, copy};
+                         (int)wg, (int)hg, il, copy};
     const int same = ctx->rot_pipe && memcmp(sig, ctx->rot_sig, sizeof sig) == 0;
     char key[160] = "";
     if (!same) rotary_key(key, sizeof key, sig);
     WGPUComputePipeline pipe = ctx->rot_pipe;
     if (!same && !rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
         const rk_wg_rotary_cfg cfg = {rows_mode, xk, yk, tk, ar, vec, inplace, wg, sw,
-                                      (uint32_t)hg, p->dtype, tv, flags, copy};
+                                      (uint32_t)hg, p->dtype, tv, il, copy};
         rk_buf s = {0};
         rk_wg_rotary_wgsl(&s, &cfg);
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")

@@ -61,26 +61,6 @@ typedef struct rk_wg_pipeline {
     WGPUComputePipeline pipeline;
 } rk_wg_cached_pipeline;
 
-/* Upload buffers of the unbatched calls' parameters and ids (MapWrite | CopySrc): a call
- * writes into one that is mapped, unmaps it, copies it into args in its own command encoder
- * and maps it again after the submission (wgpuQueueWriteBuffer makes a staging buffer per
- * write in wgpu-native: measured ~6 us per call on the H200). Up to RK_WG_RING of them, made on
- * demand when none is mapped; calls above RK_WG_RING_MAX_BYTES use a queue write. */
-#define RK_WG_RING 16
-#define RK_WG_RING_MIN_BYTES 4096u
-#define RK_WG_RING_MAX_BYTES (64u << 10)
-typedef enum rk_wg_staging_state {
-    RK_STAGING_NONE = 0,   /* no buffer */
-    RK_STAGING_MAPPED = 1, /* mapped for writing: free to take */
-    RK_STAGING_BUSY = 2,   /* taken: unmapped, in a submission, or its mapping pending */
-    RK_STAGING_FAILED = 3  /* its mapping failed: released when the slot is reused */
-} rk_wg_staging_state;
-typedef struct rk_wg_staging {
-    WGPUBuffer buf;
-    uint64_t bytes;
-    int state; /* rk_wg_staging_state; set by the map callback (inside a poll or submit) */
-} rk_wg_staging;
-
 typedef struct rk_wg_cached_bg {
     WGPUBindGroup bg; /* NULL: empty slot */
     int layout, n;
@@ -120,9 +100,6 @@ struct ropekit_webgpu {
     WGPUCommandEncoder enc;
     uint64_t args_used;
     WGPUBuffer dummy;    /* bound where a binding is unused (in place, no ids, no tables) */
-    rk_wg_staging ring[RK_WG_RING];
-    int ring_next;       /* slot tried first by the next call */
-    uint64_t ring_uploads, queue_uploads; /* calls uploaded each way (tests, benchmarks) */
     rk_wg_cached_pipeline pipes[RK_WG_MAX_PIPELINES];
     int n_pipes;
     rk_wg_cached_bg bgs[RK_WG_BG_CACHE];
@@ -213,11 +190,13 @@ typedef struct rk_wg_rotary_cfg {
     uint32_t wg, sw, hg;       /* workgroup size, elements per store, heads per invocation */
     ropekit_dtype dtype;       /* x's dtype (the vector kernel's element conversions) */
     int tv;                    /* vector kernel: tables bound as 16-byte vectors (rotary_vec_tv.wgsl) */
-    /* Layout flags as constants of the variant (-1: read from the parameters at run time, as the
-     * kernel packages do): flags 1 interleaved, 2 inverse, 4 scale; copy 1 when the dispatch has
-     * a range of invocations copying [R, H), 0 when not. With constants the compiler drops the
-     * paths the call cannot take: SwiftShader runs both sides of every run-time branch. */
-    int flags, copy;
+    /* The layout as constants of the variant: il 1 interleaved, 0 half-split; copy 1 when the
+     * dispatch has a range of invocations copying [R, H), 0 when not. With constants the
+     * compiler drops the paths the call cannot take (SwiftShader runs both sides of every
+     * run-time branch). -1 (kernel packages): pipeline-overridable constants RK_IL (default 2:
+     * read P.flags at run time) and RK_COPY (default true), which the JavaScript runner sets
+     * per pipeline. (inverse and scale stay run-time flags: one negation, one multiply.) */
+    int il, copy;
 } rk_wg_rotary_cfg;
 typedef struct rk_wg_qknorm_cfg {
     rk_wg_kind k, ok;          /* input and output storage */

@@ -37,7 +37,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let h = P.R / 2u;
     // the unit's pairs: interleaved (2k, 2k+1), one pair; half-split (k, k + h), SW pairs
-    let il = (rk_flags() & 1u) != 0u;
+    let il = rk_il();
     let k0 = select(w.u * SW, w.u, il);
     let ia = select(k0, 2u * k0, il) * xc;       // x offsets of the first pair's two elements
     let ib = select(k0 + h, 2u * k0 + 1u, il) * xc;

@@ -8,8 +8,8 @@
 // invocation), ROWS (0: 2D table + position ids, 1: offset + s, 2: 3D table, 3: MRoPE ids and
 // sections), the x and y accessors (element kernel: ld_x/raw_x, st2_y/st2raw_y; vector kernel:
 // ld4_x, st4_y; x and y may be the same buffer: in place), ld_c/ld_s/rt_c (tables), the ids
-// array and dot2 (the arithmetic mode: narrow, wide64 or exact32), rk_flags() (P.flags, or the
-// variant's flags as a constant) and RK_COPY (false: the dispatch copies no [R, H) channels).
+// array and dot2 (the arithmetic mode: narrow, wide64 or exact32), rk_il() (interleaved: P.flags
+// bit 0, or the variant's constant) and RK_COPY (false: the dispatch copies no [R, H) channels).
 //
 // Both kernels: one invocation = one "unit" of one (token, group of HG heads) — SW pairs or a
 // 16-byte vector — for each head of the group. The group shares the index arithmetic, the id
@@ -71,11 +71,11 @@ fn cos_sin(b: u32, s: u32, k: u32) -> vec2<f32> {
     let i = table_index(b, s, k);
     var c = ld_c(i.x);
     var sn = ld_s(i.y);
-    if ((rk_flags() & 4u) != 0u) {
+    if ((P.flags & 4u) != 0u) {
         c = rt_c(c * P.scale);
         sn = rt_c(sn * P.scale);
     }
-    if ((rk_flags() & 2u) != 0u) { sn = -sn; }
+    if ((P.flags & 2u) != 0u) { sn = -sn; }
     return vec2<f32>(c, sn);
 }
 

@@ -70,7 +70,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let w = unit_in(g, P.units_rot, P.divs & 0xffu);
     let xo = w.xo / VE;
     let yo = w.yo / VE;
-    if ((rk_flags() & 1u) != 0u) { // interleaved: vector u holds VE/2 pairs (2k, 2k+1), k from k0
+    if (rk_il()) { // interleaved: vector u holds VE/2 pairs (2k, 2k+1), k from k0
         let k0 = w.u * (VE / 2u);
         var a: array<vec4<u32>, HG>;
         for (var j = 0u; j < HG; j = j + 1u) {
