@@ -1130,8 +1130,8 @@ static void run_call_chain(ropekit_webgpu_backend backend) {
     ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
     ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
     ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
-    WGPUBuffer bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16), bb[2] = {upload(ctx, &hx, 16), upload(ctx, &hx, 16)};
-    WGPUBuffer dead = upload(ctx, &hx, 16);
+    WGPUBuffer bc = upload(ctx, &hc), bs = upload(ctx, &hs), bb[2] = {upload(ctx, &hx), upload(ctx, &hx)};
+    WGPUBuffer dead = upload(ctx, &hx);
     memcpy(ref[0], x, ne * 4);
     memcpy(ref[1], x, ne * 4);
     ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
