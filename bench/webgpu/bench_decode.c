@@ -15,19 +15,29 @@
  *            (re-mapped with mapAsync after the submission; a call finding none mapped falls
  *            back to the queue writes: counted).
  *   --float16: x and tables float16 (else float32). --op-only: the first row only, 8 calls of
- *   warm-up (slow software adapters).
+ *   warm-up, and the process's CPU time per call (slow software adapters, whose threads'
+ *   wall time moves with the machine's load).
  * Usage: bench_decode [--backend vulkan|gl] [--calls N] [--turns T] [--raw] [--float16] [--op-only] */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <wgpu.h>
 
 #include "bench_common.h"
 #include "ropekit_webgpu.h"
 
+
+/* CPU time of the process (all threads), seconds */
+static double cpu_now(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 static ropekit_webgpu *g_ctx;
 static int g_calls = 2000, g_turns = 5, g_bad;
@@ -272,14 +282,17 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("| variant: %s | | | |\n", ropekit_webgpu_last_variant(g_ctx));
+    double cpu[64];
     for (int k = 0; k < g_turns; ++k) {
-        double t0 = now();
+        double t0 = now(), c0 = cpu_now();
         for (int i = 0; i < g_calls; ++i) op_call(&d);
         ropekit_webgpu_wait(g_ctx);
         t[k] = (now() - t0) / g_calls;
+        cpu[k] = (cpu_now() - c0) / g_calls;
     }
     report("op: back-to-back calls", t);
-    if (op_only) {
+    if (op_only) { /* a software adapter's threads: CPU time per call moves less with load */
+        report("op: process CPU time per call (user + system, all threads)", cpu);
         ropekit_webgpu_destroy(g_ctx);
         free(hx), free(hc), free(pos);
         return g_bad;
