@@ -130,6 +130,15 @@ void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c) {
     prelude(s, c->xk == RK_WG_F16 || c->tk == RK_WG_F16, c->wg, c->sw, arith_file(c->ar), c->integer_paths,
             c->ar == RK_ARITH_WIDE64 || c->f64);
     rk_buf_printf(s, "const ROWS: u32 = %uu;\nconst HG: u32 = %uu;\n", c->rows_mode, c->hg);
+    if (c->il < 0) /* kernel packages: pipeline-overridable constants, set by the runner */
+        rk_buf_puts(s, "override RK_IL: u32 = 2u; // 0 half-split, 1 interleaved, 2: read P.flags\n"
+                       "fn rk_il() -> bool {\n"
+                       "    if (RK_IL > 1u) { return (P.flags & 1u) != 0u; }\n"
+                       "    return RK_IL == 1u;\n}\n"
+                       "override RK_COPY: bool = true;\n");
+    else
+        rk_buf_printf(s, "fn rk_il() -> bool { return %s; }\nconst RK_COPY: bool = %s;\n",
+                      c->il ? "true" : "false", c->copy ? "true" : "false");
     const rk_wg_kind xv = c->vec ? RK_WG_V4 : c->xk, yv = c->vec ? RK_WG_V4 : c->yk;
     if (c->vec) {
         static const char *conv[] = {

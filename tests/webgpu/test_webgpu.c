@@ -1210,6 +1210,106 @@ static void run_batched_calls(ropekit_webgpu_backend backend) {
     ropekit_webgpu_destroy(ctx);
 }
 
+/* Unbatched calls back to back without waiting: a chain of calls of different sizes (1 to
+ * 20,000 tokens: the parameter buffer grows; ids of 4 B to 80 KB) ping-pong between two
+ * buffers, with a refused call (id out of range: an error before anything is uploaded, no
+ * output touched) and a call failing in WebGPU (its output buffer destroyed: the bind group's
+ * creation fails; nothing may be submitted, as wgpu-native aborts the process on the
+ * submission of an invalid command buffer: it did before 2026-12-01) in the middle; the chain
+ * must equal the same chain on the CPU bit for bit. Then the context destroyed with calls in
+ * flight, unbatched and recorded (ASan). */
+static void run_call_chain(ropekit_webgpu_backend backend) {
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = NULL;
+    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
+        CHECK(0, "context: %s", ropekit_webgpu_last_error());
+        return;
+    }
+    enum { N = 1, H = 8, P = 64, SMAX = 20000, CALLS = 14 };
+    static const int seq[CALLS] = {3, 1100, 5, 20000, 2, 3000, 7, 1, 3000, 4, 20000, 6, 1100, 9};
+    const size_t ne = (size_t)SMAX * N * H;
+    float *x = malloc(ne * 4), *ref[2] = {malloc(ne * 4), malloc(ne * 4)}, *y = malloc(ne * 4);
+    int64_t *pos = malloc((size_t)SMAX * sizeof *pos);
+    float c[P * H / 2], sn[P * H / 2];
+    if (!x || !ref[0] || !ref[1] || !y || !pos) {
+        CHECK(0, "out of memory");
+        free(x), free(ref[0]), free(ref[1]), free(y), free(pos);
+        ropekit_webgpu_destroy(ctx);
+        return;
+    }
+    for (int i = 0; i < P * H / 2; ++i) c[i] = cosf((float)i * 0.37f), sn[i] = sinf((float)i * 0.37f);
+    for (size_t i = 0; i < ne; ++i) x[i] = (float)((i * 13) % 41) / 8.0f - 2.5f;
+    int64_t xs[3] = {1, SMAX, N * H}, tsh[2] = {P, H / 2};
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
+    WGPUBuffer bc = upload(ctx, &hc), bs = upload(ctx, &hs), bb[2] = {upload(ctx, &hx), upload(ctx, &hx)};
+    WGPUBuffer dead = upload(ctx, &hx);
+    memcpy(ref[0], x, ne * 4);
+    memcpy(ref[1], x, ne * 4);
+    ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
+    ropekit_webgpu_tensor gc = gview(bc, &hc), gs = gview(bs, &hs);
+    int cur = 0, bad = 0, refused = 0, failed = 0;
+    for (int k = 0; k < CALLS; ++k) {
+        const int S = seq[k], nxt = 1 - cur;
+        int64_t sh[3] = {1, S, N * H}, ps[2] = {1, S};
+        for (int i = 0; i < S; ++i) pos[i] = (k * 11 + i * 3) % P;
+        ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+        ropekit_tensor hin = ropekit_tensor_contiguous(ref[cur], ROPEKIT_FLOAT32, 3, sh);
+        ropekit_tensor hout = ropekit_tensor_contiguous(ref[nxt], ROPEKIT_FLOAT32, 3, sh);
+        ropekit_webgpu_tensor gin = ropekit_webgpu_tensor_contiguous(bb[cur], 0, ROPEKIT_FLOAT32, 3, sh);
+        ropekit_webgpu_tensor gout = ropekit_webgpu_tensor_contiguous(bb[nxt], 0, ROPEKIT_FLOAT32, 3, sh);
+        if (ropekit_rotary_embedding(&hin, &hc, &hs, &ids, &at, &hout) != ROPEKIT_OK ||
+            ropekit_webgpu_rotary_embedding(ctx, &gin, &gc, &gs, &ids, &at, &gout) != ROPEKIT_OK)
+            ++bad;
+        if (k == 4) { /* refused before dispatch: nothing uploaded, nothing written */
+            pos[S / 2] = P;
+            refused = ropekit_webgpu_rotary_embedding(ctx, &gout, &gc, &gs, &ids, &at, &gin) ==
+                      ROPEKIT_ERROR_POSITION_OUT_OF_RANGE;
+        }
+        if (k == 8) { /* rejected by WebGPU: the output buffer is destroyed (the bind group's
+                       * creation fails; nothing is submitted: wgpu-native aborts the process on
+                       * a submission of an invalid command buffer, as before 2026-12-01) */
+            ropekit_webgpu_tensor gdead = ropekit_webgpu_tensor_contiguous(dead, 0, ROPEKIT_FLOAT32, 3, sh);
+            wgpuBufferDestroy(dead);
+            failed = ropekit_webgpu_rotary_embedding(ctx, &gout, &gc, &gs, &ids, &at, &gdead) ==
+                     ROPEKIT_ERROR_DEVICE;
+        }
+        cur = nxt;
+    }
+    CHECK(bad == 0, "call chain: %d of %d calls failed (%s)", bad, CALLS, ropekit_webgpu_last_error());
+    CHECK(refused, "call chain: a call with an id out of range must be refused before dispatch");
+    CHECK(failed, "call chain: a call on a destroyed buffer must fail with ROPEKIT_ERROR_DEVICE (%s)",
+          ropekit_webgpu_last_error());
+    for (int b = 0; b < 2; ++b) {
+        ropekit_status st = ropekit_webgpu_read(ctx, bb[b], 0, y, ne * 4);
+        CHECK(st == ROPEKIT_OK && memcmp(y, ref[b], ne * 4) == 0,
+              "call chain of %d calls: buffer %d differs from the CPU (%s)", CALLS, b,
+              ropekit_webgpu_last_error());
+    }
+    printf("call chain: %d calls of 1-%d tokens compared bit for bit\n", CALLS, SMAX);
+    wgpuBufferRelease(dead);
+    /* destroyed with work in flight: unbatched calls, then recorded ones (batch of 8) */
+    for (int k = 0; k < 2; ++k) {
+        int64_t sh[3] = {1, 1000, N * H}, ps[2] = {1, 1000};
+        for (int i = 0; i < 1000; ++i) pos[i] = i % P;
+        ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+        ropekit_webgpu_tensor g0 = ropekit_webgpu_tensor_contiguous(bb[0], 0, ROPEKIT_FLOAT32, 3, sh);
+        ropekit_webgpu_tensor g1 = ropekit_webgpu_tensor_contiguous(bb[1], 0, ROPEKIT_FLOAT32, 3, sh);
+        int nbad = 0;
+        for (int i = 0; i < 20; ++i) {
+            if (k == 1 && i == 10) nbad += ropekit_webgpu_set_batch(ctx, 8) != ROPEKIT_OK;
+            nbad += ropekit_webgpu_rotary_embedding(ctx, i % 2 ? &g1 : &g0, &gc, &gs, &ids, &at,
+                                                    i % 2 ? &g0 : &g1) != ROPEKIT_OK;
+        }
+        CHECK(nbad == 0, "calls before destroy: %d failed (%s)", nbad, ropekit_webgpu_last_error());
+        if (k == 1) break; /* the context is destroyed below with its work in flight */
+    }
+    wgpuBufferRelease(bb[0]), wgpuBufferRelease(bb[1]), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
+    ropekit_webgpu_destroy(ctx);
+    free(x), free(ref[0]), free(ref[1]), free(y), free(pos);
+}
+
 /* Edge values (issue 16, item 4: bit for bit with the CPU on every adapter, whatever it does
  * with subnormals, which WGSL lets an implementation flush (NVIDIA's Vulkan driver flushes
  * float32 ones), and with fused multiply-adds, which it may contract a*b + c*d into): x and tables
@@ -1595,6 +1695,7 @@ int main(void) {
     RUN(timestamps, backend);
     RUN(repeated_calls, backend);
     RUN(batched_calls, backend);
+    RUN(call_chain, backend);
     RUN(double_rounding, backend);
     RUN(workgroup_sizes, backend);
     RUN(edge_values, backend, 0);

@@ -8,7 +8,8 @@
 // invocation), ROWS (0: 2D table + position ids, 1: offset + s, 2: 3D table, 3: MRoPE ids and
 // sections), the x and y accessors (element kernel: ld_x/raw_x, st2_y/st2raw_y; vector kernel:
 // ld4_x, st4_y; x and y may be the same buffer: in place), ld_c/ld_s/rt_c (tables), the ids
-// array and dot2 (the arithmetic mode: narrow, wide64 or exact32).
+// array and dot2 (the arithmetic mode: narrow, wide64 or exact32), rk_il() (interleaved: P.flags
+// bit 0, or the variant's constant) and RK_COPY (false: the dispatch copies no [R, H) channels).
 //
 // Both kernels: one invocation = one "unit" of one (token, group of HG heads) — SW pairs or a
 // 16-byte vector — for each head of the group. The group shares the index arithmetic, the id

@@ -103,7 +103,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let xn = P.xs.z / VE; // head strides in vectors (the host checked every offset and stride)
     let yn = P.ys.z / VE;
     let nrot = P.nrot; // invocations of the rotation range: B S NG units_rot
-    if (g >= nrot) { // channels [R, H) are copied bit for bit (out of place only)
+    if (RK_COPY && g >= nrot) { // channels [R, H) are copied bit for bit (out of place only)
         let w = unit_in(g - nrot, P.units - P.units_rot, (P.divs >> 24u) & 0xffu);
         let q = P.R / VE + w.u;
         let xo = w.xo / VE;
@@ -120,7 +120,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let w = unit_in(g, P.units_rot, P.divs & 0xffu);
     let xo = w.xo / VE;
     let yo = w.yo / VE;
-    if ((P.flags & 1u) != 0u) { // interleaved: vector u holds VE/2 pairs (2k, 2k+1), k from k0
+    if (rk_il()) { // interleaved: vector u holds VE/2 pairs (2k, 2k+1), k from k0
         let k0 = w.u * (VE / 2u);
         var a: array<vec4<u32>, HG>;
         for (var j = 0u; j < HG; j = j + 1u) {

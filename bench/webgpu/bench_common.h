@@ -1,0 +1,20 @@
+/* Helpers shared by the WebGPU benchmark programs (bench_webgpu.c, bench_decode.c). */
+#ifndef ROPEKIT_BENCH_COMMON_H
+#define ROPEKIT_BENCH_COMMON_H
+
+#include <time.h>
+
+/* Monotonic wall clock in seconds. */
+static inline double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* qsort comparator of doubles, ascending. */
+static inline int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+#endif
