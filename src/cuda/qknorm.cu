@@ -984,9 +984,9 @@ __global__ void __launch_bounds__(32 * RK_QT_WARPS) qknorm_tma_kernel(const QkAr
  * split: on an H200 ncu measured SMs' active cycles from 198 k to 296 k, average 264 k, in one
  * launch); M > 0 = M items per warp and as many blocks as that takes, handed to the SMs by the
  * hardware as blocks finish. ROPEKIT_CUDA_QKNORM_ITEMS=0..64 (timing knob). */
-int qknorm_items() {
-    static const int v = env_int("ROPEKIT_CUDA_QKNORM_ITEMS", 0, 64, 0);
-    return v;
+int qknorm_items() { /* (small calls keep a resident-size grid: decode measured 8.1 vs 21.7 us) */
+    static const int v = env_int("ROPEKIT_CUDA_QKNORM_ITEMS", 0, 64, -1);
+    return v; /* -1: the kernel's default (bulk-copy 4, pipelined 0) */
 }
 template <int DT, bool W8>
 ropekit_status launch_qknorm_t(const QkArgs &a, int threads, size_t shm, cudaStream_t st) {
@@ -1027,9 +1027,10 @@ ropekit_status launch_qknorm_pipe_t(const QkArgs &a, cudaStream_t st) {
     const long long quads = (a.rows + 3) / 4;
     long long blocks = (quads + 3) / 4;
     const long long resident = (long long)per_sm * sm_count();
-    const int per_warp = qknorm_items();
-    if (per_warp > 0) { /* M quads per warp, blocks handed out by the hardware as SMs free up */
+    const int per_warp = qknorm_items() < 0 ? 0 : qknorm_items();
+    if (per_warp > 0 && blocks > resident) { /* M quads per warp, blocks handed out as SMs free up */
         blocks = (quads + 4ll * per_warp - 1) / (4ll * per_warp);
+        if (blocks < resident) blocks = resident;
         if (blocks > (1ll << 30)) blocks = 1ll << 30; /* the warps loop over the rest */
     } else if (blocks > resident) {
         blocks = resident;
@@ -1095,10 +1096,11 @@ ropekit_status launch_qknorm_tma_t(const QkArgs &a, cudaStream_t st) {
     const long long items = (a.T + KR - 1) / KR + (a.rows - a.T + 7) / 8;
     long long blocks = (items + RK_QT_WARPS - 1) / RK_QT_WARPS;
     const long long resident = (long long)per_sm * sm_count();
-    const int per_warp = qknorm_items();
+    const int per_warp = qknorm_items() < 0 ? 4 : qknorm_items();
     QkArgs b = a;
-    if (per_warp > 0) { /* M items per warp, blocks handed out by the hardware as SMs free up */
+    if (per_warp > 0 && blocks > resident) { /* M items per warp, blocks handed out as SMs free up */
         blocks = (items + (long long)RK_QT_WARPS * per_warp - 1) / ((long long)RK_QT_WARPS * per_warp);
+        if (blocks < resident) blocks = resident;
         if (blocks > (1ll << 30)) blocks = 1ll << 30; /* the warps loop over the rest */
         b.kvd = 0; /* the delay balances resident warps only */
     } else if (blocks > resident) {
@@ -1132,7 +1134,7 @@ template <int DT> ropekit_status launch_qknorm_reg(const QkArgs &a, int variant,
  * staged kernel. H200, same round (previous session's R3), DS-V4 2048 tokens, vs copy: float16
  * 77.9 / 80.5 / 84.7%, bfloat16 75.1 / 79.9 / 83.8% (staged / register / pipelined). */
 int qknorm_reg_variant() {
-    static const int v = env_int("ROPEKIT_CUDA_QKNORM_KERNEL", 0, 5, 3);
+    static const int v = env_int("ROPEKIT_CUDA_QKNORM_KERNEL", 0, 5, 5);
     /* 2 (a 64-register register kernel, measured slower: spills) is no longer built */
     return v;
 }
@@ -1215,7 +1217,7 @@ ropekit_status run_qknorm(const rk_qknorm_plan *p, void *stream) {
         /* the bulk-copy kernel also stores 8-byte pieces: 8-byte aligned output rows */
         const bool out8 = (uintptr_t)p->q_out % 8 == 0 && (uintptr_t)p->kv_out % 8 == 0 && p->qos[0] % 4 == 0 &&
                           p->qos[1] % 4 == 0 && p->qos[2] % 4 == 0 && p->kvos[0] % 4 == 0 && p->kvos[1] % 4 == 0;
-        /* 5: the bulk-copy kernel for large calls, the pipelined one for small calls
+        /* 5 (default): the bulk-copy kernel for large calls, the pipelined one for small calls
          * (decode: a warp has one item, whose latency the bulk-copy kernel's 8-row items and
          * 4-thread rows lengthen; H200: decode 64 tokens 10.4 vs 8.3 us) */
         if (v == 5) v = a.rows >= 65536 ? 4 : 3;
