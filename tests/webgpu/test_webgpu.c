@@ -651,6 +651,118 @@ static void run_vector_narrowing(ropekit_webgpu_backend backend) {
               ropekit_dtype_name(dts[d]), inf_n[d], sub_n[d]);
 }
 
+/* The vector kernel's 16-bit narrowing on chosen float32 values: x = +1 (first half) and -1
+ * (second half), sin = 0 and float32 cos tables, so every output is the float16 / bfloat16
+ * rounding of one table value (y0 = c*1 - 0*(-1), y1 = 0*1 + c*(-1)). The values: exact
+ * midpoints between neighbouring 16-bit values at every exponent (ties to even), the midpoints
+ * moved by 1-3 float32 steps either way, the 16-bit values themselves, random float32 bits over
+ * the 16-bit range, and the edges (largest finite, the overflow threshold, smallest normal,
+ * subnormal results, zeros, infinities); no float32 subnormals (flushed by some adapters, see
+ * bench/results-webgpu.md). Bit for bit with the CPU, with and without shader-f16 and f64. */
+static float narrowing_value(int bf16, uint32_t *seed, size_t i) {
+    static const float f16_edges[] = {65504.0f, 65520.0f, 65519.996f, 65536.0f, 65535.0f, 6.103515625e-05f,
+                                      6.1035152e-05f, 6.0975552e-05f, 5.9604645e-08f, 2.9802322e-08f,
+                                      2.9802326e-08f, 2.9802319e-08f, 0.0f, 1.0f, 2048.0f, 2049.0f};
+    static const float bf16_edges[] = {3.3895314e38f, 3.4028235e38f, 3.3961775e38f, 5.1922969e33f,
+                                       5.1922963e33f, 5.2125793e33f, 1.17549435e-38f, 1.1800858e-38f,
+                                       1.1777901e-38f, 1.1777903e-38f, 0.0f, 1.0f, 256.0f, 257.0f, 1.0039062f, 1.0058594f};
+    *seed = *seed * 1664525u + 1013904223u;
+    const uint32_t r = *seed;
+    const unsigned cls = (unsigned)(i % 5);
+    const int mbits = bf16 ? 7 : 10, emin = bf16 ? -133 : -26, emax = bf16 ? 127 : 16; /* emin: below the least subnormal */
+    const int e = emin + (int)((r >> 8) % (unsigned)(emax - emin + 1));
+    const double sign = (r & 1u) ? -1.0 : 1.0;
+    const double mant = (double)((1u << mbits) + ((r >> 1) & ((1u << mbits) - 1u)));
+    /* the 16-bit spacing at exponent e: subnormal below the least normal exponent */
+    const int enorm = bf16 ? -126 : -14;
+    const double u = ldexp(1.0, (e < enorm ? enorm : e) - mbits);
+    float v;
+    if (cls == 4) {
+        const float *edges = bf16 ? bf16_edges : f16_edges;
+        v = (float)(sign * (double)edges[(r >> 4) % 16]);
+        if ((r >> 9) % 7 == 0) v = (float)(sign * INFINITY);
+    } else if (cls == 3) { /* random bits, exponent within the 16-bit range (normal float32) */
+        const uint32_t be = (uint32_t)(127 + e < 1 ? 1 : 127 + e > 254 ? 254 : 127 + e);
+        uint32_t b = (r & 0x807fffffu) | (be << 23);
+        memcpy(&v, &b, 4);
+    } else {
+        double m = e < enorm ? ldexp((double)((r >> 1) & ((1u << mbits) - 1u)), enorm - mbits) : ldexp(mant, e - mbits);
+        if (cls != 2) m += 0.5 * u; /* a midpoint (exact in float32: 12 / 9 significant bits) */
+        v = (float)(sign * m);
+        if (cls == 1) { /* 1 to 3 float32 steps off the midpoint, either way */
+            uint32_t b;
+            memcpy(&b, &v, 4);
+            const uint32_t k = 1u + ((r >> 20) % 3u);
+            if ((b & 0x7fffffffu) > 0x00800000u + k) b = (r & 0x100000u) ? b + k : b - k;
+            memcpy(&v, &b, 4);
+        }
+    }
+    uint32_t b;
+    memcpy(&b, &v, 4);
+    if ((b & 0x7f800000u) == 0 && (b & 0x7fffffu) != 0) v = 0.0f; /* no float32 subnormals */
+    return v;
+}
+
+static void run_narrowing_ties(ropekit_webgpu_backend backend) {
+    enum { S = 256, N = 2, H = 128, R = 128, P = 256 };
+    const ropekit_webgpu_options opts[3] = {{backend, 0, 0, 0, 0, 0}, {backend, 1, 0, 0, 0, 0},
+                                            {backend, 0, 1, 0, 0, 0}};
+    static const ropekit_dtype dts[2] = {ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    const size_t n = (size_t)S * N * H, nt = (size_t)P * R / 2;
+    uint16_t *x = malloc(n * 2), *yr = malloc(n * 2), *yg = malloc(n * 2);
+    float *cf = malloc(nt * 4), *sf = calloc(nt, 4);
+    int64_t *pos = malloc(S * sizeof(int64_t));
+    if (!x || !yr || !yg || !cf || !sf || !pos) {
+        CHECK(0, "narrowing ties: out of memory");
+        free(x), free(yr), free(yg), free(cf), free(sf), free(pos);
+        return;
+    }
+    int64_t xs[3] = {1, S, N * H}, ts[2] = {P, R / 2}, ps[2] = {1, S};
+    for (int i = 0; i < S; ++i) pos[i] = (i * 37) % P;
+    size_t runs = 0;
+    for (int o = 0; o < 3; ++o) {
+        ropekit_webgpu *ctx = open_context(&opts[o]);
+        if (!ctx) break;
+        for (int d = 0; d < 2; ++d) {
+            const ropekit_dtype dt = dts[d];
+            uint32_t seed = 4242u + (uint32_t)d;
+            for (size_t i = 0; i < nt; ++i) cf[i] = narrowing_value(d, &seed, i);
+            const uint16_t one = dt == ROPEKIT_FLOAT16 ? 0x3c00u : 0x3f80u;
+            for (size_t i = 0; i < n; ++i) x[i] = (uint16_t)(one | ((i % H) >= R / 2 ? 0x8000u : 0u));
+            ropekit_tensor hx = ropekit_tensor_contiguous(x, dt, 3, xs);
+            ropekit_tensor hy = ropekit_tensor_contiguous(yr, dt, 3, xs);
+            ropekit_tensor hc = ropekit_tensor_contiguous(cf, ROPEKIT_FLOAT32, 2, ts);
+            ropekit_tensor hs = ropekit_tensor_contiguous(sf, ROPEKIT_FLOAT32, 2, ts);
+            ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+            ropekit_rotary_embedding_attrs at = {0, R, N, 0};
+            CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
+                  ropekit_last_error());
+            rk_case c = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+            c.attrs.rotary = at;
+            const ropekit_tensor hg = ropekit_tensor_contiguous(yg, dt, 3, xs);
+            ropekit_status st = run_gpu(ctx, &c, 0, 0, &hg);
+            const char *var = ropekit_webgpu_last_variant(ctx);
+            CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && strstr(var, " tv "),
+                  "narrowing ties %s opt %d: %s (variant '%s')", ropekit_dtype_name(dt), o,
+                  ropekit_webgpu_last_error(), var);
+            if (st == ROPEKIT_OK) {
+                size_t bad = 0;
+                for (size_t i = 0; i < n; ++i) {
+                    if (yr[i] != yg[i] && bad++ < 3)
+                        printf("  narrowing ties %s opt %d: element %zu: GPU 0x%04x, CPU 0x%04x\n",
+                               ropekit_dtype_name(dt), o, i, yg[i], yr[i]);
+                }
+                CHECK(bad == 0, "narrowing ties %s opt %d: %zu of %zu elements differ from the CPU",
+                      ropekit_dtype_name(dt), o, bad, n);
+                runs++;
+            }
+        }
+        ropekit_webgpu_destroy(ctx);
+    }
+    printf("narrowing ties: %zu runs of %zu elements compared bit for bit\n", runs, n);
+    free(x), free(yr), free(yg), free(cf), free(sf), free(pos);
+}
+
 /* MRoPE through the vector kernel: its tables are read as 16-byte vectors (" tv ") when every
  * vector's columns share one id stream (sectioned layout, section boundaries multiples of the
  * elements per vector), with scalar loads otherwise; float32, float16 and bfloat16 x with tables
@@ -1294,6 +1406,8 @@ static void run_edge_values(ropekit_webgpu_backend backend, int integer_paths) {
                         }
                         free(x), free(yr), free(yg), free(c), free(sn);
                     }
+                printf("edge values: x %s tables %s configuration %d: rotary, MS, MRoPE done (%d failed so far)\n",
+                       ropekit_dtype_name(dt), ropekit_dtype_name(tdt), o, g_failed);
                 if (t32) continue;
                 /* QKNormRotaryEmbedding (float32 weight and tables) and the regroup, per dtype */
                 for (int fp8 = 0; fp8 <= 1; ++fp8) {
@@ -1474,6 +1588,7 @@ int main(void) {
     RUN(errors, backend);
     RUN(vector_layouts, backend);
     RUN(vector_narrowing, backend);
+    RUN(narrowing_ties, backend);
     RUN(mrope_vector_tables, backend);
     RUN(vector_blocks, backend);
     if (want_test("qknorm_layouts")) run_qknorm_layouts(backend, 0), run_qknorm_layouts(backend, 1);

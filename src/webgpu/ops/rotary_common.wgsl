@@ -20,7 +20,7 @@ struct Params {
     xs: vec4<u32>,                                       // strides of (b, s, n, channel)
     ys: vec4<u32>,
     B: u32, S: u32, N: u32, R: u32,
-    units_rot: u32, units: u32, total: u32, flags: u32, // flags: 1 interleaved, 2 inverse, 4 scale
+    units_rot: u32, units: u32, total: u32, flags: u32, // flags: 1 interleaved, 2 inverse, 4 scale; bit 31 always 0 (an opaque zero, common.wgsl)
     c_rs: u32, c_cs: u32, s_rs: u32, s_cs: u32,          // 2D tables: row and column strides
     c_bs: u32, c_ss: u32, s_bs: u32, s_ss: u32,          // 3D tables: batch and sequence strides
     offset: u32, sec0: u32, sec1: u32, mlayout: u32,     // offset form; MRoPE sections and layout
