@@ -602,7 +602,14 @@ __global__ void __launch_bounds__(256, MINB) qknorm_reg_kernel(const QkArgs a) {
  * word t + 8u of their rows, are free of bank conflicts). Needs 16-byte aligned rows. */
 #define RK_QP_RW (8 * RK_QR_MAXW + 8)
 
-/* (cp_async_x16, cp_async_commit, cp_async_wait: common.cuh) */
+__device__ __forceinline__ unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void cp_async_x16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
 
 template <int DT, int RT, int NN, int NS>
 __global__ void __launch_bounds__(128, 6) qknorm_pipe_kernel(const QkArgs a) {
