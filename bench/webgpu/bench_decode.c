@@ -43,14 +43,6 @@ static ropekit_webgpu *g_ctx;
 static int g_calls = 2000, g_turns = 5, g_bad;
 static ropekit_dtype g_dtype = ROPEKIT_FLOAT32;
 
-static uint16_t f2h(float f) { /* values in [-1, 1): normal float16, truncation is fine here */
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    uint32_t s = (u >> 16) & 0x8000, e = (u >> 23) & 0xff, m = u & 0x7fffff;
-    if (e < 103) return (uint16_t)s;
-    return (uint16_t)(s | ((e - 112) << 10) | (m >> 13));
-}
-
 /* ---- the operator ---- */
 typedef struct dec {
     ropekit_webgpu_tensor gx, gy, gc, gs;

@@ -26,14 +26,6 @@
 
 
 
-static uint16_t f2h(float f) { /* values in [-1, 1): normal float16, truncation is fine here */
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    uint32_t s = (u >> 16) & 0x8000, e = (u >> 23) & 0xff, m = u & 0x7fffff;
-    if (e < 103) return (uint16_t)s;
-    return (uint16_t)(s | ((e - 112) << 10) | (m >> 13));
-}
-
 static void fill(void *p, ropekit_dtype dt, size_t n) {
     for (size_t i = 0; i < n; ++i) {
         float v = (float)((i * 2654435761u) % 2000u) / 1000.0f - 1.0f;
