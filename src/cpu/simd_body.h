@@ -635,6 +635,12 @@ static int use_staging(const rk_rotary_plan *p) {
         break;                                                                                     \
     }
 
+/* The staged kernels in a function of their own (not inlined beside the direct ones): the direct
+ * kernels then compile as they did before the window existed (their frame holds no window). */
+static __attribute__((noinline)) void RK_SUFFIX(rotary_staged)(const rk_rotary_plan *p) {
+    const int tf = p->table_dtype == ROPEKIT_FLOAT32;
+    RK_ROTARY_CASES(0, 1)
+}
 static void RK_SUFFIX(rotary)(const rk_rotary_plan *p) {
     if (p->xs[3] != 1 || p->ys[3] != 1) {
         rk_ref_rotary(p);
@@ -644,7 +650,7 @@ static void RK_SUFFIX(rotary)(const rk_rotary_plan *p) {
     if (use_streaming(p)) {
         RK_ROTARY_CASES(1, 0)
     } else if (use_staging(p)) {
-        RK_ROTARY_CASES(0, 1)
+        RK_SUFFIX(rotary_staged)(p);
     } else {
         RK_ROTARY_CASES(0, 0)
     }
@@ -1008,6 +1014,9 @@ static int qknorm_staging(const rk_qknorm_plan *p) {
         break;                                                                                     \
     }
 
+static __attribute__((noinline)) void RK_SUFFIX(qknorm_staged)(const rk_qknorm_plan *p) {
+    RK_QKNORM_CASES(0, 1) /* apart from the direct kernels, as rotary_staged */
+}
 static void RK_SUFFIX(qknorm)(const rk_qknorm_plan *p) {
     if (p->qs[3] != 1 || p->qos[3] != 1 || p->kvs[2] != 1 || p->kvos[2] != 1 || p->ws != 1 ||
         p->rope_dim > RK_MAXROPE || (p->rope_dim > 0 && (p->cos_s[2] != 1 || p->sin_s[2] != 1))) {
@@ -1017,7 +1026,7 @@ static void RK_SUFFIX(qknorm)(const rk_qknorm_plan *p) {
     if (qknorm_streaming(p)) {
         RK_QKNORM_CASES(1, 0)
     } else if (qknorm_staging(p)) {
-        RK_QKNORM_CASES(0, 1)
+        RK_SUFFIX(qknorm_staged)(p);
     } else {
         RK_QKNORM_CASES(0, 0)
     }
