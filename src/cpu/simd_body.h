@@ -994,7 +994,10 @@ static int qknorm_streaming(const rk_qknorm_plan *p) {
 static int qknorm_staging(const rk_qknorm_plan *p) {
 #ifdef RK_HAVE_NT
     const int64_t es = (int64_t)esz(p->dtype);
-    return p->q != p->q_out && p->head_dim * es <= RK_STAGE &&
+    /* not with 8 lanes: there the kernel is compute bound (the sums of squares), the window's
+     * copy costs more than the streaming saves (Xeon EMR, avx2, dsv4 rows at +16 bytes:
+     * bfloat16 0.88-0.90x of direct normal stores, R1/R2 2026-12-01) */
+    return VL >= 16 && p->q != p->q_out && p->head_dim * es <= RK_STAGE &&
            large_output(p->B * p->S * p->num_heads * p->head_dim * es);
 #else
     (void)p;
