@@ -71,9 +71,6 @@ struct RotArgs {
     FastDiv d_per_tok, d_rot_items, d_copy_items, d_S;
     int hp;                /* tile kernel: row stride of the staged columns (h rounded up to 8) */
     FastDiv d_h;
-    int sp_ch, sp_rc, sp_hc; /* span kernel: chunks per head, rotated chunks, chunks per half */
-    long long sp_total;      /* span kernel: chunks of x */
-    FastDiv d_sp_ch, d_N;
 };
 
 #include "mrope.cuh"
@@ -365,7 +362,7 @@ template <int G>
 constexpr int flat_min_blocks() { return G == 4 ? 3 : 4; }
 
 template <int DT, int TDT, bool IL, int G>
-__global__ void __launch_bounds__(256, flat_min_blocks<G>()) rotary_flat_kernel(const RotArgs a) {
+__device__ __forceinline__ void rotary_flat_body(const RotArgs &a) {
     typedef typename Elt<DT>::raw raw;
     constexpr int V = 16 / sizeof(raw);
     constexpr int NC = IL ? V / 2 : V; /* table columns per chunk */
@@ -491,128 +488,14 @@ __global__ void __launch_bounds__(256, flat_min_blocks<G>()) rotary_flat_kernel(
     }
 }
 
-/* Span kernel (16-byte chunks, contiguous channels; not MRoPE): one thread per 16-byte chunk of x
- * in memory order (token, head, chunk), U chunks per thread (the block's chunk t and t + 256,
- * ...: a warp's loads are whole 512-byte runs of x, loaded before any table access). Chunks of
- * [R, H) are plain copies; a half-split rotated chunk also loads its partner chunk (the other
- * half, same head: adjacent lanes of the same warp, so L1/L2 serve it) and writes only its own
- * half; an adjacent-pair chunk holds its pairs. No shared memory, no barrier, few registers:
- * full occupancy. Same arithmetic and bits as rotate_chunk: 16-bit x with 16-bit tables goes
- * through rotate<false> (both outputs, then the own one is selected); wide pairs (products
- * exact in double) as c * own + s' * partner, s' = -s for the first half, which is the same
- * exactly rounded sum. */
-template <int DT, int TDT>
-__device__ __forceinline__ uint4 rotate_half_own(uint4 v, uint4 p, bool first,
-                                                 const float *cf, const float *sf, unsigned good) {
-    constexpr bool WIDE = DT == ROPEKIT_FLOAT32 || TDT == ROPEKIT_FLOAT32;
-    typedef typename Elt<DT>::raw raw;
-    auto one = [&](float own, float par, float c, float sn) -> float {
-        if constexpr (WIDE) {
-            const double cd = c, sd = first ? -(double)sn : (double)sn;
-            return (float)(cd * (double)own + sd * (double)par);
-        } else {
-            float y0, y1;
-            rotate<false>(first ? own : par, first ? par : own, c, sn, &y0, &y1);
-            return first ? y0 : y1;
-        }
-    };
-    if constexpr (sizeof(raw) == 4) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            unsigned &w = word(v, j);
-            const float y = one(__uint_as_float(w), __uint_as_float(word(p, j)), cf[j], sf[j]);
-            w = (good >> j) & 1 ? __float_as_uint(y) : w;
-        }
-    } else {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            unsigned &w = word(v, q);
-            const unsigned pw = word(p, q);
-            const unsigned gm = (good >> (2 * q)) & 3u;
-            const unsigned keep = (gm & 1u ? 0u : 0xffffu) | (gm & 2u ? 0u : 0xffff0000u);
-            const float ylo = one(lo_of<DT>(w), lo_of<DT>(pw), cf[2 * q], sf[2 * q]);
-            const float yhi = one(hi_of<DT>(w), hi_of<DT>(pw), cf[2 * q + 1], sf[2 * q + 1]);
-            const unsigned n = pack2<DT>(ylo, yhi);
-            w = (n & ~keep) | (w & keep);
-        }
-    }
-    return v;
+template <int DT, int TDT, bool IL, int G>
+__global__ void __launch_bounds__(256, flat_min_blocks<G>()) rotary_flat_kernel(const RotArgs a) {
+    rotary_flat_body<DT, TDT, IL, G>(a);
 }
-
-constexpr int SPAN_BLOCK = 256;
-template <int DT, int TDT, bool IL, int U, int MINB>
-__global__ void __launch_bounds__(SPAN_BLOCK, MINB) rotary_span_kernel(const RotArgs a) {
-    typedef typename Elt<DT>::raw raw;
-    constexpr int V = 16 / sizeof(raw);
-    constexpr int NC = IL ? V / 2 : V; /* table columns per chunk */
-    const long long base = (long long)blockIdx.x * (SPAN_BLOCK * U) + threadIdx.x;
-    const int hints = a.hints;
-    uint4 own[U], par[U];
-    raw *yp[U];
-    unsigned bb[U], ss[U];
-    int jj[U], nn[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-        const long long i = base + (long long)u * SPAN_BLOCK;
-        jj[u] = -1, yp[u] = nullptr, bb[u] = ss[u] = 0, nn[u] = 0;
-        if (i >= a.sp_total) continue;
-        const unsigned th = fdiv((unsigned)i, a.d_sp_ch), tok = fdiv(th, a.d_N), b = fdiv(tok, a.d_S);
-        const int j = (int)((unsigned)i - th * (unsigned)a.sp_ch), n = (int)(th - tok * (unsigned)a.N);
-        const unsigned s = tok - b * a.d_S.d;
-        jj[u] = j, nn[u] = n, bb[u] = b, ss[u] = s;
-        const raw *xp = reinterpret_cast<const raw *>(a.x) + b * a.xs[0] + s * a.xs[1] + n * a.xs[2] + j * V;
-        yp[u] = reinterpret_cast<raw *>(a.y) + b * a.ys[0] + s * a.ys[1] + n * a.ys[2] + j * V;
-        own[u] = ld_x(xp, hints);
-        if (!IL && j < a.sp_rc) par[u] = ld_x(xp + (j < a.sp_hc ? a.h : -a.h), hints);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-        const int j = jj[u];
-        if (j < 0) continue;
-        const long long b = bb[u], s = ss[u];
-        if (a.err && j == 0 && nn[u] == 0 && a.rows != RK_ROWS_TABLE_3D) record_if_bad(a, b, s, 0);
-        if (j < a.sp_rc) {
-            const bool first = IL || j < a.sp_hc;
-            const int k0 = IL ? j * NC : (first ? j : j - a.sp_hc) * V;
-            float cf[NC], sf[NC];
-            unsigned good = 0;
-            long long co = 0, so = 0;
-            if (a.rows == RK_ROWS_TABLE_3D) {
-                good = (1u << NC) - 1u;
-                co = b * a.cos_bs + s * a.cos_ss + k0 * a.cos_cs;
-                so = b * a.sin_bs + s * a.sin_ss + k0 * a.sin_cs;
-            } else {
-                long long row, value;
-                if (token_row(a, b, s, 0, &row, &value)) {
-                    good = (1u << NC) - 1u;
-                    co = row * a.cos_rs + k0 * a.cos_cs, so = row * a.sin_rs + k0 * a.sin_cs;
-                }
-            }
-            if (good) {
-                load_cols<TDT, NC>(a.cos, co, a.cos_cs, a.tab_vec, cf);
-                load_cols<TDT, NC>(a.sin, so, a.sin_cs, a.tab_vec, sf);
-            } else {
-#pragma unroll
-                for (int c = 0; c < NC; ++c) cf[c] = 1.0f, sf[c] = 0.0f;
-            }
-#pragma unroll
-            for (int c = 0; c < NC; ++c) {
-                if (a.apply_scale) {
-                    cf[c] = round_to<TDT>(__fmul_rn(cf[c], a.scale));
-                    sf[c] = round_to<TDT>(__fmul_rn(sf[c], a.scale));
-                }
-                if (a.inverse) sf[c] = -sf[c];
-            }
-            if constexpr (IL) {
-                uint4 va[1] = {own[u]}, vb[1] = {own[u]};
-                rotate_chunk<DT, TDT, true, 1, false>(va, vb, cf, sf, good);
-                own[u] = va[0];
-            } else {
-                own[u] = rotate_half_own<DT, TDT>(own[u], par[u], first, cf, sf, good);
-            }
-        }
-        st_y(yp[u], own[u], hints);
-    }
+constexpr int FLAT_CAP = 56;
+template <int DT, int TDT, bool IL, int G>
+__global__ void __maxnreg__(FLAT_CAP) rotary_flat_kernel_capped(const RotArgs a) {
+    rotary_flat_body<DT, TDT, IL, G>(a);
 }
 
 /* Tile kernel (16-byte chunks, contiguous channels, as the flat kernel): a block takes `tpb`
@@ -813,7 +696,11 @@ ropekit_status launch_rotary_flat(const RotArgs &a, long long threads_total, int
     const long long blocks = (threads_total + bs - 1) / bs;
     if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
     const dim3 grid((unsigned)blocks), block((unsigned)bs);
-    if (G == 2) {
+    static const int cap = env_int("ROPEKIT_CUDA_FLAT_CAP", 0, 1, 0);
+    if (G == 2 && cap) {
+        if (a.interleaved) rotary_flat_kernel_capped<DT, TDT, true, 2><<<grid, block, 0, st>>>(a);
+        else rotary_flat_kernel_capped<DT, TDT, false, 2><<<grid, block, 0, st>>>(a);
+    } else if (G == 2) {
         if (a.interleaved) rotary_flat_kernel<DT, TDT, true, 2><<<grid, block, 0, st>>>(a);
         else rotary_flat_kernel<DT, TDT, false, 2><<<grid, block, 0, st>>>(a);
     } else {
@@ -839,8 +726,7 @@ bool tile_preferred(const rk_rotary_plan *p, bool one_wave) {
     if (one_wave) return false;
     if (p->interleaved || p->R != p->H) return false;
     if (p->rows == RK_ROWS_MROPE) return true;
-    return p->rows == RK_ROWS_PER_TOKEN &&
-           !(p->dtype == ROPEKIT_FLOAT16 && p->table_dtype == ROPEKIT_FLOAT32);
+    return p->rows == RK_ROWS_PER_TOKEN && p->table_dtype == p->dtype;
 }
 int tile_threads() { /* 128 (one token per block on the benchmark shapes) measured faster than
                         * 256 on MRoPE 16-bit (82 -> 86-87% of the copy), level elsewhere */
@@ -867,27 +753,6 @@ ropekit_status launch_rotary_tile(const RotArgs &a, long long blocks, int thread
         if (a.interleaved) rotary_tile_kernel<DT, TDT, true, TILE_G><<<grid, block, shm, st>>>(a);
         else rotary_tile_kernel<DT, TDT, false, TILE_G><<<grid, block, shm, st>>>(a);
     }
-    return launched("rotary kernel launch");
-}
-
-/* Span kernel (rotary_span_kernel): chunks per thread, 0 = not used (default). */
-int span_chunks() {
-    static const int u = env_int("ROPEKIT_CUDA_SPAN", 0, 3, 0);
-    return u;
-}
-template <int DT, int TDT>
-ropekit_status launch_rotary_span(const RotArgs &a, int U, cudaStream_t st) {
-    const long long per = (long long)SPAN_BLOCK * (U == 2 ? 2 : 1), blocks = (a.sp_total + per - 1) / per;
-    const dim3 grid((unsigned)blocks), block(SPAN_BLOCK);
-#define RK_SPAN(U_, M_)                                                                          \
-    do {                                                                                         \
-        if (a.interleaved) rotary_span_kernel<DT, TDT, true, U_, M_><<<grid, block, 0, st>>>(a); \
-        else rotary_span_kernel<DT, TDT, false, U_, M_><<<grid, block, 0, st>>>(a);              \
-    } while (0)
-    if (U == 1) RK_SPAN(1, 1);
-    else if (U == 2) RK_SPAN(2, 1);
-    else RK_SPAN(1, 8);
-#undef RK_SPAN
     return launched("rotary kernel launch");
 }
 
@@ -980,8 +845,7 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
                       tile_preferred(p, one_wave);
     const int G = tile                      ? TILE_G
                   : flat_heads_per_thread() ? flat_heads_per_thread()
-                  : one_wave                ? 2
-                                            : 4;
+                                            : 2;
     a.ngroups = (int)((p->N + G - 1) / G);
     a.rot_total = a.ngroups * a.rot_items;
     a.copy_items = a.items - a.rot_items;
@@ -1018,18 +882,8 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
         tile_blocks = (a.T + tt - 1) / tt;
         tile_shm = (size_t)(tt * hp * 9);
     }
-    const int span_u = span_chunks();
-    a.sp_ch = (int)(p->H / V), a.sp_rc = (int)(p->R / V), a.sp_hc = (int)(h / V);
-    a.sp_total = a.T * (long long)a.N * a.sp_ch;
-    const bool span = vec && span_u > 0 && p->rows != RK_ROWS_MROPE && a.sp_total < (1ll << 31) - 4096 &&
-                      a.S < (1ll << 31);
-    if (span) {
-        a.d_sp_ch = make_div(a.sp_ch);
-        a.d_N = make_div(a.N);
-    }
 #define RK_ROT(DT_, TDT_)                                                                        \
-    return span ? launch_rotary_span<DT_, TDT_>(a, span_u, st)                                 \
-           : tile  ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)         \
+    return tile  ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)         \
            : vec ? launch_rotary_flat<DT_, TDT_>(a, flat_total, G, st)                           \
                  : launch_rotary_scalar<DT_, TDT_>(a, smem, (unsigned)blocks, shm, st)
     if (dt == ROPEKIT_FLOAT32) RK_ROT(ROPEKIT_FLOAT32, ROPEKIT_FLOAT32);
