@@ -4,6 +4,9 @@
  *
  * Rows:
  *   op       ropekit_webgpu_rotary_embedding, decode B=64, S=1, 32 heads x128, ids2d
+ *   op, new ids  the same calls with one position id changed before each call (the
+ *            arguments differ from every earlier call's: a library that skips the upload of
+ *            repeated arguments uploads them each time here)
  *   op+wait  the same call followed by ropekit_webgpu_wait each time (latency of one call)
  *   op, batch n   ropekit_webgpu_set_batch(ctx, n): n calls recorded per submission (libraries
  *            without set_batch: row left out)
@@ -283,6 +286,20 @@ int main(int argc, char **argv) {
         cpu[k] = (cpu_now() - c0) / g_calls;
     }
     report("op: back-to-back calls", t);
+    if (!op_only) {
+        const int64_t p0 = pos[0];
+        for (int k = 0; k < g_turns; ++k) {
+            double t0 = now();
+            for (int i = 0; i < g_calls; ++i) {
+                pos[0] = (p0 + 1 + i) % P; /* a new id each call (never the one before) */
+                op_call(&d);
+            }
+            ropekit_webgpu_wait(g_ctx);
+            t[k] = (now() - t0) / g_calls;
+        }
+        pos[0] = p0;
+        report("op, new ids: back-to-back calls, one id changed before each", t);
+    }
     if (op_only) { /* a software adapter's threads: CPU time per call moves less with load */
         report("op: process CPU time per call (user + system, all threads)", cpu);
         ropekit_webgpu_destroy(g_ctx);
