@@ -16,7 +16,10 @@
  *     and nothing is dispatched), narrowed to u32 and uploaded with the call. WGSL has no 64-bit
  *     integers; this is the "narrow on the host with a checked conversion" way.
  *   - Calls are asynchronous: they validate, upload the parameters and ids (one queue write),
- *     record one compute pass and submit it to the device's queue, then return.
+ *     record one compute pass and submit it to the device's queue, then return. A call whose
+ *     parameters and narrowed ids are byte for byte those of a recent upload (up to 8 kept: the
+ *     same ids for every layer's q and k in a decode step, a loop repeating a call) binds that
+ *     upload again and writes nothing.
  *     ropekit_webgpu_wait() blocks until the queue is idle; ropekit_webgpu_read() waits for
  *     everything submitted before it. ropekit_webgpu_set_batch() records several calls per
  *     submission instead (decode loops: less host time per call; see its rules below).
