@@ -774,11 +774,14 @@ static ropekit_status args_slot(ropekit_webgpu *ctx, uint64_t bytes) {
         args_forget(ctx);
         if (ctx->n_pending && ctx->args_used + bytes > ctx->args_bytes) RK_TRY(rk_wg_flush(ctx));
         const uint64_t at = ctx->n_pending ? ctx->args_used : 0;
-        if (at + bytes > ctx->args_bytes) { /* nothing recorded here: at == 0 */
+        /* nothing recorded (at == 0): room for a whole batch of calls of this size (up to
+         * RK_WG_ARGS_BATCH_MAX bytes; larger calls are submitted fewer at a time) */
+        uint64_t want = bytes * (uint64_t)ctx->batch;
+        if (want > RK_WG_ARGS_BATCH_MAX)
+            want = bytes > RK_WG_ARGS_BATCH_MAX ? bytes : RK_WG_ARGS_BATCH_MAX;
+        if (at == 0 && want > ctx->args_bytes) {
             uint64_t cap = ctx->args_bytes;
-            while (cap < bytes) cap *= 2;
-            if (cap < (uint64_t)ctx->batch * 2 * ctx->ids_off)
-                cap = (uint64_t)ctx->batch * 2 * ctx->ids_off; /* room for a batch of small calls */
+            while (cap < want) cap *= 2;
             RK_TRY(args_grow(ctx, cap));
         }
         ctx->slot = at;
@@ -867,7 +870,7 @@ ropekit_status rk_wg_flush(ropekit_webgpu *ctx) {
     ctx->enc = NULL;
     ctx->n_pending = 0;
     ctx->args_used = 0;
-    if (st != ROPEKIT_OK) rk_wg_bg_cache_clear(ctx); /* a kept bind group may be the cause */
+    rk_wg_bg_cache_clear(ctx); /* the next batch creates its own (see RK_WG_BG_CACHE) */
     return st;
 }
 
@@ -942,7 +945,7 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
     }
     WGPUBindGroup bg = NULL;
     int cached = 0;
-    for (int k = 0; RK_WG_BG_REUSE && k < RK_WG_BG_CACHE && !bg; ++k)
+    for (int k = 0; ctx->batch && k < RK_WG_BG_CACHE && !bg; ++k) /* this batch's */
         if (ctx->bgs[k].bg && ctx->bgs[k].layout == (int)layout && ctx->bgs[k].n == n_bindings &&
             same_entries(ctx->bgs[k].e, e, n_bindings))
             bg = ctx->bgs[k].bg, cached = 1;
@@ -964,8 +967,7 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
     wgpuComputePassEncoderEnd(pass);
     wgpuComputePassEncoderRelease(pass);
     if (ctx->batch) { /* recorded; errors are collected by rk_wg_flush */
-        if (bg && !cached && RK_WG_BG_REUSE) bg_insert(ctx, (int)layout, e, n_bindings, bg);
-        else if (bg && !cached) wgpuBindGroupRelease(bg); /* the encoder keeps it alive */
+        if (bg && !cached) bg_insert(ctx, (int)layout, e, n_bindings, bg);
         return ++ctx->n_pending >= ctx->batch ? rk_wg_flush(ctx) : ROPEKIT_OK;
     }
     WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
@@ -975,15 +977,6 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
     if (st == ROPEKIT_OK) wgpuQueueSubmit(ctx->queue, 1, &cmd);
     if (cmd) wgpuCommandBufferRelease(cmd);
     wgpuCommandEncoderRelease(enc);
-    /* only a bind group whose creation and use raised no error is kept */
-    if (bg && !cached) {
-        if (st == ROPEKIT_OK && RK_WG_BG_REUSE)
-            bg_insert(ctx, (int)layout, e, n_bindings, bg);
-        else
-            wgpuBindGroupRelease(bg);
-    } else if (bg && st != ROPEKIT_OK) {
-        for (int k = 0; k < RK_WG_BG_CACHE; ++k)
-            if (ctx->bgs[k].bg == bg) bg_evict(&ctx->bgs[k]);
-    }
+    if (bg) wgpuBindGroupRelease(bg); /* the submission keeps it alive while in use */
     return st;
 }

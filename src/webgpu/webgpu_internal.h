@@ -34,16 +34,18 @@ typedef enum rk_wg_layout { RK_LAYOUT_ROTARY = 0, RK_LAYOUT_QKNORM = 1, RK_LAYOU
 #define RK_WG_MAX_BINDINGS 8
 #define RK_WG_MAX_PIPELINES 256
 #define RK_WG_TS_PASSES 1024
-/* Bind groups of the last distinct bindings, reused by calls on the same buffers and ranges
- * (decode loops): each entry holds a reference to its buffers until evicted or destroyed. */
+/* Bind groups of the distinct bindings of the calls recorded for one submission (a batch),
+ * reused by its calls on the same buffers and ranges and released when it is submitted: each
+ * submission's calls create their bind groups, and the creation is where WebGPU reports a
+ * destroyed buffer (reusing an older one, wgpu-native finds it only in the submission, where it
+ * aborts the process). Each entry holds a reference to its buffers until then. */
 #define RK_WG_BG_CACHE 8
-#ifndef RK_WG_BG_REUSE
-#define RK_WG_BG_REUSE 1
-#endif
 /* Argument slots of unbatched calls remembered for reuse (see args_recs), and the largest slot
  * (bytes) for which the ring keeps room for that many. */
 #define RK_WG_ARGS_RECS 8
 #define RK_WG_ARGS_RING_SMALL (64u << 10)
+/* Batching: the parameter buffer holds a whole batch of calls up to this size (bytes). */
+#define RK_WG_ARGS_BATCH_MAX (4u << 20)
 
 /* Heads per invocation (HG) of the rotary kernels (the C host and the kernel packages): they
  * share the index arithmetic and the cos/sin loads (and conversions), and their loads are in

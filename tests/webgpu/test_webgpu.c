@@ -1380,6 +1380,67 @@ static void run_argument_reuse(ropekit_webgpu_backend backend) {
     free(x), free(ref[0]), free(ref[1]), free(y), free(pos);
 }
 
+/* A buffer destroyed (wgpuBufferDestroy) after calls have used it, then passed again: the call
+ * (unbatched) or the submission of its batch returns ROPEKIT_ERROR_DEVICE naming the destroyed
+ * buffer, nothing is submitted, and the context keeps working. Before 2026-12-02 a call on
+ * buffers whose bind group the context had kept from an earlier call reached the submission,
+ * where wgpu-native aborted the process. Each of x, y and cos_cache in turn. */
+static void run_destroyed_buffers(ropekit_webgpu_backend backend) {
+    enum { S = 4, N = 2, H = 8, P = 16 };
+    float x[S * N * H], y[S * N * H], ref[S * N * H], c[P * H / 2], sn[P * H / 2];
+    for (int i = 0; i < S * N * H; ++i) x[i] = (float)((i * 5) % 23) / 4.0f - 2.0f;
+    for (int i = 0; i < P * H / 2; ++i) c[i] = cosf((float)i * 0.3f), sn[i] = sinf((float)i * 0.3f);
+    int64_t pos[S] = {3, 1, 4, 1}, xs[3] = {1, S, N * H}, tsh[2] = {P, H / 2}, ps[2] = {1, S};
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hr = ropekit_tensor_contiguous(ref, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+    ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
+    CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hr) == ROPEKIT_OK, "CPU reference");
+    for (int batch = 0; batch < 2; ++batch)
+        for (int which = 0; which < 3; ++which) {
+            ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+            ropekit_webgpu *ctx = open_context(&opt);
+            if (!ctx) return;
+            WGPUBuffer b[3] = {upload(ctx, &hx), upload(ctx, &hx), upload(ctx, &hc)};
+            WGPUBuffer bs = upload(ctx, &hs), fresh = upload(ctx, &hx);
+            ropekit_webgpu_tensor gx = gview(b[0], &hx), gy = gview(b[1], &hx), gc = gview(b[2], &hc);
+            ropekit_webgpu_tensor gs = gview(bs, &hs), gf = gview(fresh, &hx);
+            int ok = batch ? ropekit_webgpu_set_batch(ctx, 4) == ROPEKIT_OK : 1;
+            for (int k = 0; k < 3; ++k) /* the same buffers and ranges each time */
+                ok = ok && ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy) == ROPEKIT_OK;
+            ok = ok && ropekit_webgpu_flush(ctx) == ROPEKIT_OK;
+            CHECK(ok, "destroyed buffers: calls before the destroy (%s)", ropekit_webgpu_last_error());
+            wgpuBufferDestroy(b[which]);
+            ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy);
+            if (batch) {
+                CHECK(st == ROPEKIT_OK, "destroyed buffers: a recorded call is answered by the "
+                      "submission (%d: %s)", (int)st, ropekit_webgpu_last_error());
+                st = ropekit_webgpu_flush(ctx);
+            }
+            CHECK(st == ROPEKIT_ERROR_DEVICE && strstr(ropekit_webgpu_last_error(), "destroyed"),
+                  "destroyed buffers (%s, batch %d): want ROPEKIT_ERROR_DEVICE naming the destroyed "
+                  "buffer, got %d (%s)", which == 0 ? "x" : which == 1 ? "y" : "cos_cache", batch,
+                  (int)st, ropekit_webgpu_last_error());
+            /* the context still works: the same call on live buffers */
+            ropekit_webgpu_tensor gx2 = which == 0 ? gf : gx, gy2 = which == 1 ? gf : gy;
+            WGPUBuffer cb = which == 2 ? upload(ctx, &hc) : NULL;
+            ropekit_webgpu_tensor gc2 = cb ? gview(cb, &hc) : gc;
+            if (which == 0 && ropekit_webgpu_write(ctx, fresh, 0, x, sizeof x) != ROPEKIT_OK) ok = 0;
+            st = ropekit_webgpu_rotary_embedding(ctx, &gx2, &gc2, &gs, &ids, &at, &gy2);
+            memset(y, 0, sizeof y);
+            ropekit_status rs = ropekit_webgpu_read(ctx, which == 1 ? fresh : b[1], 0, y, sizeof y);
+            CHECK(ok && st == ROPEKIT_OK && rs == ROPEKIT_OK && memcmp(y, ref, sizeof y) == 0,
+                  "destroyed buffers (%d, batch %d): the next call on live buffers (%s)", which,
+                  batch, ropekit_webgpu_last_error());
+            for (int i = 0; i < 3; ++i) wgpuBufferRelease(b[i]);
+            wgpuBufferRelease(bs), wgpuBufferRelease(fresh);
+            if (cb) wgpuBufferRelease(cb);
+            ropekit_webgpu_destroy(ctx);
+        }
+}
+
 /* Edge values (issue 16, item 4: bit for bit with the CPU on every adapter, whatever it does
  * with subnormals, which WGSL lets an implementation flush (NVIDIA's Vulkan driver flushes
  * float32 ones), and with fused multiply-adds, which it may contract a*b + c*d into): x and tables
@@ -1767,6 +1828,7 @@ int main(void) {
     RUN(batched_calls, backend);
     RUN(call_chain, backend);
     RUN(argument_reuse, backend);
+    RUN(destroyed_buffers, backend);
     RUN(double_rounding, backend);
     RUN(workgroup_sizes, backend);
     RUN(edge_values, backend, 0);
