@@ -1479,6 +1479,137 @@ static void run_call_chain(ropekit_webgpu_backend backend) {
     free(x), free(ref[0]), free(ref[1]), free(y), free(pos);
 }
 
+/* Unbatched calls that repeat earlier calls' arguments (parameters and position ids) bind the
+ * argument slot that holds them instead of uploading them again (context.c, args_place). A chain
+ * of 60 calls between two buffers, without a wait: ids from 11 sets (more than the 8 slots
+ * remembered), repeats of the previous call, the same parameters with other ids, other shapes
+ * (1 to 20,000 tokens: 80 KB of ids, slots that overlap and wrap around the ring), calls without
+ * ids (MS RotaryEmbedding with an offset) and a stretch recorded by set_batch; each call must
+ * use its own arguments: bit for bit as the same chain on the CPU. */
+static void run_argument_reuse(ropekit_webgpu_backend backend) {
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
+    enum { N = 1, H = 8, P = 64, SMAX = 20000, CALLS = 60 };
+    const size_t ne = (size_t)SMAX * N * H;
+    float *x = malloc(ne * 4), *ref[2] = {malloc(ne * 4), malloc(ne * 4)}, *y = malloc(ne * 4);
+    int64_t *pos = malloc((size_t)SMAX * sizeof *pos);
+    float c[P * H / 2], sn[P * H / 2];
+    if (!x || !ref[0] || !ref[1] || !y || !pos) {
+        CHECK(0, "out of memory");
+        free(x), free(ref[0]), free(ref[1]), free(y), free(pos);
+        ropekit_webgpu_destroy(ctx);
+        return;
+    }
+    for (int i = 0; i < P * H / 2; ++i) c[i] = cosf((float)i * 0.41f), sn[i] = sinf((float)i * 0.41f);
+    for (size_t i = 0; i < ne; ++i) x[i] = (float)((i * 17) % 43) / 8.0f - 2.5f;
+    int64_t xs[3] = {1, SMAX, N * H}, tsh[2] = {P, H / 2}, os[1] = {1};
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
+    WGPUBuffer bc = upload(ctx, &hc), bs = upload(ctx, &hs), bb[2] = {upload(ctx, &hx), upload(ctx, &hx)};
+    memcpy(ref[0], x, ne * 4);
+    memcpy(ref[1], x, ne * 4);
+    ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
+    ropekit_ms_rotary_embedding_attrs ms = ROPEKIT_MS_ROTARY_EMBEDDING_ATTRS_INIT;
+    ms.num_heads = N;
+    ropekit_webgpu_tensor gc = gview(bc, &hc), gs = gview(bs, &hs);
+    int cur = 0, bad = 0, set = 0;
+    for (int k = 0; k < CALLS; ++k) {
+        const int S = k % 13 == 6 ? SMAX : k % 7 == 3 ? 1 : k % 5 == 2 ? 37 : 4, nxt = 1 - cur;
+        if (k % 4 != 1) set = (k * 5) % 11; /* else the previous call's ids again */
+        for (int i = 0; i < S; ++i) pos[i] = (set * 7 + i * 3) % P;
+        int64_t sh[3] = {1, S, N * H}, ps[2] = {1, S}, off = set % (P - S > 0 ? P - S : 1);
+        ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+        ropekit_tensor ofs = ropekit_tensor_contiguous(&off, ROPEKIT_INT64, 1, os);
+        ropekit_tensor hin = ropekit_tensor_contiguous(ref[cur], ROPEKIT_FLOAT32, 3, sh);
+        ropekit_tensor hout = ropekit_tensor_contiguous(ref[nxt], ROPEKIT_FLOAT32, 3, sh);
+        ropekit_webgpu_tensor gin = ropekit_webgpu_tensor_contiguous(bb[cur], 0, ROPEKIT_FLOAT32, 3, sh);
+        ropekit_webgpu_tensor gout = ropekit_webgpu_tensor_contiguous(bb[nxt], 0, ROPEKIT_FLOAT32, 3, sh);
+        if (k == 40) bad += ropekit_webgpu_set_batch(ctx, 4) != ROPEKIT_OK;
+        if (k == 47) bad += ropekit_webgpu_set_batch(ctx, 0) != ROPEKIT_OK;
+        const int use_ms = k % 9 == 4 && S < P;
+        ropekit_status st = use_ms ? ropekit_ms_rotary_embedding(&hin, &ofs, &hc, &hs, &ms, &hout)
+                                   : ropekit_rotary_embedding(&hin, &hc, &hs, &ids, &at, &hout);
+        ropekit_status gst = use_ms ? ropekit_webgpu_ms_rotary_embedding(ctx, &gin, &ofs, &gc, &gs, &ms, &gout)
+                                    : ropekit_webgpu_rotary_embedding(ctx, &gin, &gc, &gs, &ids, &at, &gout);
+        if (st != ROPEKIT_OK || gst != ROPEKIT_OK) ++bad;
+        cur = nxt;
+    }
+    CHECK(bad == 0, "argument reuse: %d of %d calls failed (%s)", bad, CALLS, ropekit_webgpu_last_error());
+    for (int b = 0; b < 2; ++b) {
+        ropekit_status st = ropekit_webgpu_read(ctx, bb[b], 0, y, ne * 4);
+        CHECK(st == ROPEKIT_OK && memcmp(y, ref[b], ne * 4) == 0,
+              "argument reuse chain of %d calls: buffer %d differs from the CPU (%s)", CALLS, b,
+              ropekit_webgpu_last_error());
+    }
+    printf("argument reuse: %d calls of 1-%d tokens compared bit for bit\n", CALLS, SMAX);
+    wgpuBufferRelease(bb[0]), wgpuBufferRelease(bb[1]), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
+    ropekit_webgpu_destroy(ctx);
+    free(x), free(ref[0]), free(ref[1]), free(y), free(pos);
+}
+
+/* A buffer destroyed (wgpuBufferDestroy) after calls have used it, then passed again: the call
+ * (unbatched) or the submission of its batch returns ROPEKIT_ERROR_DEVICE naming the destroyed
+ * buffer, nothing is submitted, and the context keeps working. Before 2026-12-02 a call on
+ * buffers whose bind group the context had kept from an earlier call reached the submission,
+ * where wgpu-native aborted the process. Each of x, y and cos_cache in turn. */
+static void run_destroyed_buffers(ropekit_webgpu_backend backend) {
+    enum { S = 4, N = 2, H = 8, P = 16 };
+    float x[S * N * H], y[S * N * H], ref[S * N * H], c[P * H / 2], sn[P * H / 2];
+    for (int i = 0; i < S * N * H; ++i) x[i] = (float)((i * 5) % 23) / 4.0f - 2.0f;
+    for (int i = 0; i < P * H / 2; ++i) c[i] = cosf((float)i * 0.3f), sn[i] = sinf((float)i * 0.3f);
+    int64_t pos[S] = {3, 1, 4, 1}, xs[3] = {1, S, N * H}, tsh[2] = {P, H / 2}, ps[2] = {1, S};
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hr = ropekit_tensor_contiguous(ref, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+    ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
+    CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hr) == ROPEKIT_OK, "CPU reference");
+    for (int batch = 0; batch < 2; ++batch)
+        for (int which = 0; which < 3; ++which) {
+            ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+            ropekit_webgpu *ctx = open_context(&opt);
+            if (!ctx) return;
+            WGPUBuffer b[3] = {upload(ctx, &hx), upload(ctx, &hx), upload(ctx, &hc)};
+            WGPUBuffer bs = upload(ctx, &hs), fresh = upload(ctx, &hx);
+            ropekit_webgpu_tensor gx = gview(b[0], &hx), gy = gview(b[1], &hx), gc = gview(b[2], &hc);
+            ropekit_webgpu_tensor gs = gview(bs, &hs), gf = gview(fresh, &hx);
+            int ok = batch ? ropekit_webgpu_set_batch(ctx, 4) == ROPEKIT_OK : 1;
+            for (int k = 0; k < 3; ++k) /* the same buffers and ranges each time */
+                ok = ok && ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy) == ROPEKIT_OK;
+            ok = ok && ropekit_webgpu_flush(ctx) == ROPEKIT_OK;
+            CHECK(ok, "destroyed buffers: calls before the destroy (%s)", ropekit_webgpu_last_error());
+            wgpuBufferDestroy(b[which]);
+            ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy);
+            if (batch) {
+                CHECK(st == ROPEKIT_OK, "destroyed buffers: a recorded call is answered by the "
+                      "submission (%d: %s)", (int)st, ropekit_webgpu_last_error());
+                st = ropekit_webgpu_flush(ctx);
+            }
+            CHECK(st == ROPEKIT_ERROR_DEVICE && strstr(ropekit_webgpu_last_error(), "destroyed"),
+                  "destroyed buffers (%s, batch %d): want ROPEKIT_ERROR_DEVICE naming the destroyed "
+                  "buffer, got %d (%s)", which == 0 ? "x" : which == 1 ? "y" : "cos_cache", batch,
+                  (int)st, ropekit_webgpu_last_error());
+            /* the context still works: the same call on live buffers */
+            ropekit_webgpu_tensor gx2 = which == 0 ? gf : gx, gy2 = which == 1 ? gf : gy;
+            WGPUBuffer cb = which == 2 ? upload(ctx, &hc) : NULL;
+            ropekit_webgpu_tensor gc2 = cb ? gview(cb, &hc) : gc;
+            if (which == 0 && ropekit_webgpu_write(ctx, fresh, 0, x, sizeof x) != ROPEKIT_OK) ok = 0;
+            st = ropekit_webgpu_rotary_embedding(ctx, &gx2, &gc2, &gs, &ids, &at, &gy2);
+            memset(y, 0, sizeof y);
+            ropekit_status rs = ropekit_webgpu_read(ctx, which == 1 ? fresh : b[1], 0, y, sizeof y);
+            CHECK(ok && st == ROPEKIT_OK && rs == ROPEKIT_OK && memcmp(y, ref, sizeof y) == 0,
+                  "destroyed buffers (%d, batch %d): the next call on live buffers (%s)", which,
+                  batch, ropekit_webgpu_last_error());
+            for (int i = 0; i < 3; ++i) wgpuBufferRelease(b[i]);
+            wgpuBufferRelease(bs), wgpuBufferRelease(fresh);
+            if (cb) wgpuBufferRelease(cb);
+            ropekit_webgpu_destroy(ctx);
+        }
+}
+
 /* Edge values (issue 16, item 4: bit for bit with the CPU on every adapter, whatever it does
  * with subnormals, which WGSL lets an implementation flush (NVIDIA's Vulkan driver flushes
  * float32 ones), and with fused multiply-adds, which it may contract a*b + c*d into): x and tables
@@ -1886,6 +2017,8 @@ int main(void) {
     RUN(repeated_calls, backend);
     RUN(batched_calls, backend);
     RUN(call_chain, backend);
+    RUN(argument_reuse, backend);
+    RUN(destroyed_buffers, backend);
     RUN(double_rounding, backend);
     RUN(workgroup_sizes, backend);
     RUN(edge_values, backend, 0);
