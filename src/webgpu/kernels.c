@@ -144,16 +144,26 @@ void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c) {
         static const char *conv[] = {
             "fn elem_to_f32(b: u32) -> f32 { return bitcast<f32>(b); }\n"
             "fn f32_to_elem(f: f32) -> u32 { return bitcast<u32>(f); }\n"
-            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bitcast<vec4<u32>>(lo); }\n",
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bitcast<vec4<u32>>(lo); }\n"
+            "fn x_ok(v: vec4<u32>) -> bool { return ok4(v); }\n",
             "fn elem_to_f32(b: u32) -> f32 { return f16_bits_to_f32(b); }\n"
             "fn f32_to_elem(f: f32) -> u32 { return f32_to_f16_bits(f); }\n"
-            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return f16_words4(lo, hi, P.flags >> 31u); }\n",
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return f16_words4(lo, hi, P.flags >> 31u); }\n"
+            "fn x_ok(v: vec4<u32>) -> bool { return FAST & f16_finite8(v); }\n",
             "fn elem_to_f32(b: u32) -> f32 { return bf16_bits_to_f32(b); }\n"
             "fn f32_to_elem(f: f32) -> u32 { return f32_to_bf16_bits(f); }\n"
-            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bf16_words4(lo, hi, P.flags >> 31u); }\n"};
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bf16_words4(lo, hi, P.flags >> 31u); }\n"
+            "fn x_ok(v: vec4<u32>) -> bool { return ok4(v << vec4<u32>(16u)) & ok4(v & vec4<u32>(0xffff0000u)); }\n"};
         const unsigned ve = 16u / (unsigned)ropekit_dtype_size(c->dtype);
         rk_buf_printf(s, "const VE: u32 = %uu;\nconst EW: u32 = %uu;\n%s", ve, ve / 4,
                       conv[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
+        /* x_ok / t_ok: the vector kernel's operand checks, once per loaded x vector and per set of
+         * cos/sin values (arith_*.wgsl, ok4). A finite float16 (subnormals included) widens to a
+         * zero or a normal float32 in [2^-24, 65504], inside every fast window (common.wgsl,
+         * f16_finite8): float16 x and float16 tables need only the finiteness check. */
+        rk_buf_puts(s, c->tk == RK_WG_F16 || c->tk == RK_WG_F16P
+                           ? "fn t_ok(u: vec4<u32>) -> bool { return FAST & all((u & vec4<u32>(0x7f800000u)) != vec4<u32>(0x7f800000u)); }\n"
+                           : "fn t_ok(u: vec4<u32>) -> bool { return ok4(u); }\n");
         /* both 16-bit halves of a word as floats, with integer arithmetic (float16 is always
          * packed; unpack2x16float is exact for normal halves only, and its guarded form made
          * Chromium's translation for SwiftShader take minutes to compile the vector kernel) */

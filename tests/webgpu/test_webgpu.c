@@ -1563,6 +1563,77 @@ static void run_edge_values(ropekit_webgpu_backend backend, int integer_paths) {
     CHECK(es.prod_small > 0 && es.prod_big > 0, "edge values premise: 16-bit products out of float32's range");
 }
 
+/* float16 x with float16 tables (the vector kernel multiplies them with no per-operand check:
+ * arith_narrow.wgsl): every float16 bit pattern as x (65536 values: subnormals, zeros,
+ * infinities, NaNs included) against tables of edge float16 values — subnormals (2^-24 and the
+ * largest), the smallest normals, 1 and its neighbours, the largest finite value, zeros of both
+ * signs — so that products reach 2^-48 and sums reach 2^33 and cancel exactly; one table row
+ * holds an infinity and a NaN (the slow path). Half-split and interleaved, plus MS
+ * RotaryEmbedding with scale 1.5 (tables rounded to float16 after the scaling, up to infinity);
+ * bit for bit with the CPU (a NaN matches any NaN). */
+static void run_f16_products(ropekit_webgpu_backend backend) {
+    enum { S = 64, N = 8, H = 128, P = 16 };
+    static const uint16_t tv[] = {0x0001, 0x8001, 0x0002, 0x03ff, 0x83ff, 0x0200, 0x0400, 0x8400, 0x0401,
+                                  0x3c00, 0xbc00, 0x3bff, 0x3c01, 0x7bff, 0xfbff, 0x7bfe, 0x0000, 0x8000,
+                                  0x3555, 0xb7ff, 0x5bff, 0x1400, 0x2001, 0x0bff};
+    const size_t nt = (size_t)P * (H / 2), n = (size_t)S * N * H;
+    uint16_t *x = malloc(n * 2), *yr = malloc(n * 2), *yg = malloc(n * 2), *c = malloc(nt * 2), *sn = malloc(nt * 2);
+    uint32_t seed = 77u;
+    for (size_t i = 0; i < n; ++i) x[i] = (uint16_t)((i * 40503u) & 0xffffu); /* a permutation of all patterns */
+    for (size_t i = 0; i < nt; ++i) {
+        seed = seed * 1664525u + 1013904223u;
+        c[i] = tv[(seed >> 8) % (sizeof tv / sizeof tv[0])];
+        sn[i] = tv[(seed >> 20) % (sizeof tv / sizeof tv[0])];
+    }
+    c[(P - 1) * (H / 2) + 3] = 0x7c00, sn[(P - 1) * (H / 2) + 9] = 0x7e01; /* row P-1: inf, NaN */
+    int64_t xs[3] = {1, S, N * H}, ts[2] = {P, H / 2}, ps[2] = {1, S}, pos[S];
+    for (int i = 0; i < S; ++i) pos[i] = (i * 5) % P;
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT16, 3, xs);
+    ropekit_tensor hy = ropekit_tensor_contiguous(yr, ROPEKIT_FLOAT16, 3, xs);
+    ropekit_tensor hg = ropekit_tensor_contiguous(yg, ROPEKIT_FLOAT16, 3, xs);
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT16, 2, ts);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT16, 2, ts);
+    ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = open_context(&opt);
+    size_t sub = 0, inf = 0;
+    for (int k = 0; ctx && k < 3; ++k) {
+        rk_case cs;
+        if (k < 2) {
+            cs = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+            cs.attrs.rotary = (ropekit_rotary_embedding_attrs){k, 0, N, 0};
+        } else {
+            int64_t off = 0, os[1] = {1};
+            ropekit_tensor ho = ropekit_tensor_contiguous(&off, ROPEKIT_INT64, 1, os);
+            /* offset form: token s uses row s, so only S <= P rows fit: a 16-token x */
+            hx.shape[1] = hy.shape[1] = hg.shape[1] = P;
+            cs = make_case(RK_OP_MS_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &ho, &hc, &hs});
+            ropekit_ms_rotary_embedding_attrs ms = ROPEKIT_MS_ROTARY_EMBEDDING_ATTRS_INIT;
+            ms.num_heads = N, ms.scale = 1.5f;
+            cs.attrs.ms = ms;
+        }
+        CHECK(rk_case_run_cpu(&cs, &hy) == ROPEKIT_OK, "f16 products: cpu: %s", ropekit_last_error());
+        memset(yg, 0xa5, n * 2);
+        ropekit_status st = run_gpu(ctx, &cs, 0, 0, &hg);
+        const char *var = ropekit_webgpu_last_variant(ctx);
+        CHECK(st == ROPEKIT_OK, "f16 products %d: %s", k, ropekit_webgpu_last_error());
+        if (st != ROPEKIT_OK) continue;
+        CHECK(strstr(var, " vec16 ") && strstr(var, " narrow "), "f16 products %d: variant '%s'", k, var);
+        const size_t m = rk_tensor_nbytes(&hy) / 2;
+        size_t first = 0, bad = edge_diff(yg, yr, ROPEKIT_FLOAT16, m, &first);
+        CHECK(bad == 0, "f16 products %d (%s): %zu of %zu differ, first %zu: gpu 0x%04x cpu 0x%04x", k, var, bad, m,
+              first, bad ? yg[first] : 0, bad ? yr[first] : 0);
+        for (size_t i = 0; i < m; ++i) {
+            sub += (yr[i] & 0x7c00) == 0 && (yr[i] & 0x3ff) != 0;
+            inf += (yr[i] & 0x7fff) == 0x7c00;
+        }
+    }
+    printf("f16 products: %zu subnormal and %zu infinite float16 results compared\n", sub, inf);
+    CHECK(!ctx || (sub > 0 && inf > 0), "f16 products premise: subnormal and infinite results");
+    if (ctx) ropekit_webgpu_destroy(ctx);
+    free(x), free(yr), free(yg), free(c), free(sn);
+}
+
 /* options.workgroup_size: 0 gives the vector rotary kernel workgroups of 128 (the element kernel
  * 256, both capped by the device); an explicit size is used by the vector kernel too (it was
  * capped at 128 whatever was asked). Variant names and results, bit for bit, of a layout whose
@@ -1699,6 +1770,7 @@ int main(void) {
     RUN(double_rounding, backend);
     RUN(workgroup_sizes, backend);
     RUN(edge_values, backend, 0);
+    RUN(f16_products, backend);
     if (want_test("edge_values_integer")) run_edge_values(backend, 1);
 #undef RUN
     for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);

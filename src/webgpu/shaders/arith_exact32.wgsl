@@ -12,6 +12,8 @@ fn dot2(a: f32, b: f32, c: f32, d: f32) -> f32 {
 }
 fn dot2_fast(a: f32, b: f32, c: f32, d: f32) -> f32 { return dot2(a, b, c, d); } // never slow_hit
 fn dot2_slow(a: f32, b: f32, c: f32, d: f32) -> f32 { return dot2(a, b, c, d); }
+fn ok4(u: vec4<u32>) -> bool { return true; } // no fast path: nothing to check
+fn dot2_nc(a: f32, b: f32, c: f32, d: f32) -> f32 { return dot2(a, b, c, d); }
 
 // ---- doubles: (-1)^s * m * 2^e, m = 0 or 2^52 <= m < 2^53 ----
 // s bit 0: sign; bit 1: +infinity seen; bit 2: NaN seen (QKNorm's sums of non-finite inputs)

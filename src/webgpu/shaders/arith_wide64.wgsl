@@ -3,6 +3,8 @@
 //   dot2_fast: the hardware conversions, where they cannot depend on what the adapter does with
 //   subnormals (WGSL lets it flush them) or leave float32's range: every operand zero or normal,
 //   the double result zero or in float32's normal range; slow_hit set otherwise.
+//   ok4 / dot2_nc: dot2_fast with the operand check hoisted (the vector kernel checks each loaded
+//   x vector and its cos/sin once with ok4); dot2_nc still checks its result.
 //   dot2_slow / dot2: the same arithmetic written so that no step depends on it: the operands
 //   go to f64 exactly (f64_of), the result comes back with f32_of (slow_f64.wgsl), infinities
 //   and NaNs follow the CPU's rules (dot2_wide_special); branch-free. FAST false (tests): the
@@ -10,13 +12,21 @@
 // (& and | rather than && and ||: no short-circuit, so no control flow at each call, which slowed
 // the compilation of every kernel)
 fn wide_ok(u: u32) -> bool { return (((u >> 23u) & 0xffu) - 1u < 254u) | ((u & 0x7fffffffu) == 0u); }
-fn dot2_fast(a: f32, b: f32, c: f32, d: f32) -> f32 {
-    let ok = FAST & wide_ok(bitcast<u32>(a)) & wide_ok(bitcast<u32>(b)) & wide_ok(bitcast<u32>(c)) &
-             wide_ok(bitcast<u32>(d));
+fn ok4(u: vec4<u32>) -> bool {
+    return FAST & all((((u >> vec4<u32>(23u)) & vec4<u32>(0xffu)) - vec4<u32>(1u) < vec4<u32>(254u)) |
+                      ((u & vec4<u32>(0x7fffffffu)) == vec4<u32>(0u)));
+}
+// the double result zero or in float32's normal range (slow_hit otherwise); operands not checked
+fn dot2_nc(a: f32, b: f32, c: f32, d: f32) -> f32 {
     let r = f64(a) * f64(b) + f64(c) * f64(d);
     let m = abs(r);
-    slow_hit = slow_hit | !(ok & ((r == 0.0) | ((m >= f64(bits_f32(0x00800000u))) & (m <= f64(bits_f32(0x7f7fffffu))))));
+    slow_hit = slow_hit | !((r == 0.0) | ((m >= f64(bits_f32(0x00800000u))) & (m <= f64(bits_f32(0x7f7fffffu)))));
     return f32(r);
+}
+fn dot2_fast(a: f32, b: f32, c: f32, d: f32) -> f32 {
+    slow_hit = slow_hit | !(FAST & wide_ok(bitcast<u32>(a)) & wide_ok(bitcast<u32>(b)) & wide_ok(bitcast<u32>(c)) &
+                            wide_ok(bitcast<u32>(d)));
+    return dot2_nc(a, b, c, d);
 }
 fn dot2_slow(a: f32, b: f32, c: f32, d: f32) -> f32 {
     let ua = bitcast<u32>(a);

@@ -33,6 +33,12 @@ fn f32_to_f16_bits(f: f32) -> u32 {
     return sign | (((a - 0x38000000u) + 0xfffu + ((a >> 13u) & 1u)) >> 13u);
 }
 
+// Eight packed float16 values (two per word) all finite: a half's exponent field e (bits 10..14)
+// is at most 31, so (e << 10) + 2^10 sets bit 15 exactly when e = 31 (no carry into the other half)
+fn f16_finite8(v: vec4<u32>) -> bool {
+    return all((((v & vec4<u32>(0x7c007c00u)) + vec4<u32>(0x04000400u)) & vec4<u32>(0x80008000u)) == vec4<u32>(0u));
+}
+
 fn bf16_bits_to_f32(h: u32) -> f32 { return bitcast<f32>(h << 16u); }
 
 fn f32_to_bf16_bits(f: f32) -> u32 {
