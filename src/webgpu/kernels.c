@@ -164,11 +164,17 @@ void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c) {
         rk_buf_puts(s, c->tk == RK_WG_F16 || c->tk == RK_WG_F16P
                            ? "fn t_ok(u: vec4<u32>) -> bool { return FAST & all((u & vec4<u32>(0x7f800000u)) != vec4<u32>(0x7f800000u)); }\n"
                            : "fn t_ok(u: vec4<u32>) -> bool { return ok4(u); }\n");
-        /* both 16-bit halves of a word as floats, with integer arithmetic (float16 is always
-         * packed; unpack2x16float is exact for normal halves only, and its guarded form made
-         * Chromium's translation for SwiftShader take minutes to compile the vector kernel) */
-        rk_buf_puts(s, "fn word_f(w: u32) -> vec2<f32> {\n"
-                       "    return vec2<f32>(elem_to_f32(w & 0xffffu), elem_to_f32(w >> 16u));\n}\n");
+        /* word_f: both 16-bit halves of a word as floats, with integer arithmetic (float16 is
+         * always packed; unpack2x16float is exact for normal halves only, and its guarded form made
+         * Chromium's translation for SwiftShader take minutes to compile the vector kernel);
+         * float16 branch-free for finite halves (f16_word_finite), w16_ok checks the table words
+         * it widens (x words: x_ok) */
+        rk_buf_puts(s, c->dtype == ROPEKIT_FLOAT16
+                           ? "fn word_f(w: u32) -> vec2<f32> { return f16_word_finite(w); }\n"
+                             "fn w16_ok(v: vec4<u32>) -> bool { return FAST & f16_finite8(v); }\n"
+                           : "fn word_f(w: u32) -> vec2<f32> {\n"
+                             "    return vec2<f32>(elem_to_f32(w & 0xffffu), elem_to_f32(w >> 16u));\n}\n"
+                             "fn w16_ok(v: vec4<u32>) -> bool { return true; }\n");
     }
     in_out(s, 1, "x", xv, 2, "y", yv, c->inplace);
     if (c->vec && c->tv) { /* tables as 16-byte vectors, VT columns each */
