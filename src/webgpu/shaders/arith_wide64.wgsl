@@ -3,8 +3,14 @@
 //   dot2_fast: the hardware conversions, where they cannot depend on what the adapter does with
 //   subnormals (WGSL lets it flush them) or leave float32's range: every operand zero or normal,
 //   the double result zero or in float32's normal range; slow_hit set otherwise.
-//   ok4 / dot2_nc: dot2_fast with the operand check hoisted (the vector kernel checks each loaded
-//   x vector and its cos/sin once with ok4); dot2_nc still checks its result.
+//   ok4 / dot2_nc: the vector kernel's fast path, with the check hoisted to the operands (ok4 on
+//   each loaded x vector and on its cos/sin) and none on the result: every operand zero or with
+//   2^-40 <= |v| < 2^63 (biased exponent 87 .. 189). Such an operand's last significand bit is
+//   worth at least 2^-63 (float32: 2^(e-23), e >= -40; bfloat16 and float16 coarser), so both
+//   exact products are multiples of 2^-126 below 2^126 and so is their exact sum: r is zero or
+//   2^-126 <= |r| < 2^127. The f64 products are exact (48 bits) and normal, their sum rounds once
+//   (a fused multiply-add rounds the same value: the other product is exact), and r converts to
+//   float32 inside its normal range: nothing depends on flushing or contraction.
 //   dot2_slow / dot2: the same arithmetic written so that no step depends on it: the operands
 //   go to f64 exactly (f64_of), the result comes back with f32_of (slow_f64.wgsl), infinities
 //   and NaNs follow the CPU's rules (dot2_wide_special); branch-free. FAST false (tests): the
@@ -13,20 +19,17 @@
 // the compilation of every kernel)
 fn wide_ok(u: u32) -> bool { return (((u >> 23u) & 0xffu) - 1u < 254u) | ((u & 0x7fffffffu) == 0u); }
 fn ok4(u: vec4<u32>) -> bool {
-    return FAST & all((((u >> vec4<u32>(23u)) & vec4<u32>(0xffu)) - vec4<u32>(1u) < vec4<u32>(254u)) |
+    return FAST & all((((u >> vec4<u32>(23u)) & vec4<u32>(0xffu)) - vec4<u32>(87u) < vec4<u32>(103u)) |
                       ((u & vec4<u32>(0x7fffffffu)) == vec4<u32>(0u)));
 }
-// the double result zero or in float32's normal range (slow_hit otherwise); operands not checked
-fn dot2_nc(a: f32, b: f32, c: f32, d: f32) -> f32 {
+fn dot2_nc(a: f32, b: f32, c: f32, d: f32) -> f32 { return f32(f64(a) * f64(b) + f64(c) * f64(d)); }
+fn dot2_fast(a: f32, b: f32, c: f32, d: f32) -> f32 {
+    let ok = FAST & wide_ok(bitcast<u32>(a)) & wide_ok(bitcast<u32>(b)) & wide_ok(bitcast<u32>(c)) &
+             wide_ok(bitcast<u32>(d));
     let r = f64(a) * f64(b) + f64(c) * f64(d);
     let m = abs(r);
-    slow_hit = slow_hit | !((r == 0.0) | ((m >= f64(bits_f32(0x00800000u))) & (m <= f64(bits_f32(0x7f7fffffu)))));
+    slow_hit = slow_hit | !(ok & ((r == 0.0) | ((m >= f64(bits_f32(0x00800000u))) & (m <= f64(bits_f32(0x7f7fffffu))))));
     return f32(r);
-}
-fn dot2_fast(a: f32, b: f32, c: f32, d: f32) -> f32 {
-    slow_hit = slow_hit | !(FAST & wide_ok(bitcast<u32>(a)) & wide_ok(bitcast<u32>(b)) & wide_ok(bitcast<u32>(c)) &
-                            wide_ok(bitcast<u32>(d)));
-    return dot2_nc(a, b, c, d);
 }
 fn dot2_slow(a: f32, b: f32, c: f32, d: f32) -> f32 {
     let ua = bitcast<u32>(a);
