@@ -33,25 +33,14 @@ fn f32_to_f16_bits(f: f32) -> u32 {
     return sign | (((a - 0x38000000u) + 0xfffu + ((a >> 13u) & 1u)) >> 13u);
 }
 
-// Eight packed float16 values (two per word) all finite: a half's exponent field e (bits 10..14)
-// is at most 31, so (e << 10) + 2^10 sets bit 15 exactly when e = 31 (no carry into the other half)
-fn f16_finite8(v: vec4<u32>) -> bool {
-    return all((((v & vec4<u32>(0x7c007c00u)) + vec4<u32>(0x04000400u)) & vec4<u32>(0x80008000u)) == vec4<u32>(0u));
-}
-
-// Both float16 halves of word w as floats (low half in .x), for finite halves only: the vector
-// kernel checks every x and table vector it widens with f16_finite8 and redoes the unit exactly
-// otherwise (an infinity or NaN half gives a wrong finite value here). Magnitude a (15 bits):
-// normal halves (a >= 2^10) by the bits, the exponent rebiased, (a << 13) + (112 << 23); zeros and
-// subnormals (a < 2^10) as a * 2^-24: an integer below 2^10 converted exactly times a power of
-// two, exact, and zero or a normal float32 (>= 2^-24), so nothing an adapter could flush. Both
-// halves at once in vec2 arithmetic, no branch.
-fn f16_word_finite(w: u32) -> vec2<f32> {
-    let a = vec2<u32>(w & 0x7fffu, (w >> 16u) & 0x7fffu);
-    let s = vec2<u32>(w << 16u, w) & vec2<u32>(0x80000000u);
-    let n = (a << vec2<u32>(13u)) + vec2<u32>(0x38000000u);
-    let sb = bitcast<vec2<u32>>(vec2<f32>(a) * 5.9604644775390625e-8);
-    return bitcast<vec2<f32>>(select(n, sb, a < vec2<u32>(0x400u)) | s);
+// Eight packed float16 values (two per word) all zero or normal (no infinity, NaN or subnormal):
+// the halves' magnitudes a (15 bits, no carry between the halves in these sums): a >= 0x7c00
+// sets bit 15 of a + 0x0400; 1 <= a < 0x400 (a subnormal) sets it in a + 0x7fff but not in
+// a + 0x7c00.
+fn f16_plain8(v: vec4<u32>) -> bool {
+    let a = v & vec4<u32>(0x7fff7fffu);
+    let sub = (a + vec4<u32>(0x7fff7fffu)) & ~(a + vec4<u32>(0x7c007c00u));
+    return all((((a + vec4<u32>(0x04000400u)) | sub) & vec4<u32>(0x80008000u)) == vec4<u32>(0u));
 }
 
 fn bf16_bits_to_f32(h: u32) -> f32 { return bitcast<f32>(h << 16u); }
