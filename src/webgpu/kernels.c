@@ -153,7 +153,7 @@ void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c) {
             "fn elem_to_f32(b: u32) -> f32 { return bf16_bits_to_f32(b); }\n"
             "fn f32_to_elem(f: f32) -> u32 { return f32_to_bf16_bits(f); }\n"
             "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bf16_words4(lo, hi, P.flags >> 31u); }\n"
-            "fn x_ok(v: vec4<u32>) -> bool { return ok4(v << vec4<u32>(16u)) & ok4(v & vec4<u32>(0xffff0000u)); }\n"};
+            "fn x_ok(v: vec4<u32>) -> bool { return bf16_ok8(v); }\n"};
         const unsigned ve = 16u / (unsigned)ropekit_dtype_size(c->dtype);
         rk_buf_printf(s, "const VE: u32 = %uu;\nconst EW: u32 = %uu;\n%s", ve, ve / 4,
                       conv[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);

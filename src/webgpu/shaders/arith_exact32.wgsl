@@ -12,7 +12,10 @@ fn dot2(a: f32, b: f32, c: f32, d: f32) -> f32 {
 }
 fn dot2_fast(a: f32, b: f32, c: f32, d: f32) -> f32 { return dot2(a, b, c, d); } // never slow_hit
 fn dot2_slow(a: f32, b: f32, c: f32, d: f32) -> f32 { return dot2(a, b, c, d); }
-fn ok4(u: vec4<u32>) -> bool { return true; } // no fast path: nothing to check
+// ok4's window (common.wgsl): every finite value (dot2_nc is exact; the window keeps NaN out of
+// the vector kernel's fast narrowing, bf16_words4)
+const WIN_LO: u32 = 0u;
+const WIN_N: u32 = 255u;
 fn dot2_nc(a: f32, b: f32, c: f32, d: f32) -> f32 { return dot2(a, b, c, d); }
 
 // ---- doubles: (-1)^s * m * 2^e, m = 0 or 2^52 <= m < 2^53 ----

@@ -17,11 +17,9 @@ fn narrow_ok4(a: f32, b: f32, c: f32, d: f32) -> bool {
     return FAST & narrow_ok(bitcast<u32>(a)) & narrow_ok(bitcast<u32>(b)) & narrow_ok(bitcast<u32>(c)) &
            narrow_ok(bitcast<u32>(d));
 }
-// four operands (float32 bits) at once: all in narrow_ok's window
-fn ok4(u: vec4<u32>) -> bool {
-    return FAST & all((((u >> vec4<u32>(23u)) & vec4<u32>(0xffu)) - vec4<u32>(74u) < vec4<u32>(116u)) |
-                      ((u & vec4<u32>(0x7fffffffu)) == vec4<u32>(0u)));
-}
+// ok4's window (common.wgsl): narrow_ok's, biased exponents 74 .. 189
+const WIN_LO: u32 = 74u;
+const WIN_N: u32 = 116u;
 fn dot2_nc(a: f32, b: f32, c: f32, d: f32) -> f32 { return a * b + c * d; }
 fn dot2_fast(a: f32, b: f32, c: f32, d: f32) -> f32 {
     slow_hit = slow_hit | !narrow_ok4(a, b, c, d);

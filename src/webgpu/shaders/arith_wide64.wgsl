@@ -18,10 +18,9 @@
 // (& and | rather than && and ||: no short-circuit, so no control flow at each call, which slowed
 // the compilation of every kernel)
 fn wide_ok(u: u32) -> bool { return (((u >> 23u) & 0xffu) - 1u < 254u) | ((u & 0x7fffffffu) == 0u); }
-fn ok4(u: vec4<u32>) -> bool {
-    return FAST & all((((u >> vec4<u32>(23u)) & vec4<u32>(0xffu)) - vec4<u32>(87u) < vec4<u32>(103u)) |
-                      ((u & vec4<u32>(0x7fffffffu)) == vec4<u32>(0u)));
-}
+// ok4's window (common.wgsl): biased exponents 87 .. 189
+const WIN_LO: u32 = 87u;
+const WIN_N: u32 = 103u;
 fn dot2_nc(a: f32, b: f32, c: f32, d: f32) -> f32 { return f32(f64(a) * f64(b) + f64(c) * f64(d)); }
 fn dot2_fast(a: f32, b: f32, c: f32, d: f32) -> f32 {
     let ok = FAST & wide_ok(bitcast<u32>(a)) & wide_ok(bitcast<u32>(b)) & wide_ok(bitcast<u32>(c)) &
