@@ -162,9 +162,11 @@ void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c) {
          * zero or a normal float32 in [2^-24, 65504], inside every fast window: float16 x and
          * float16 tables need no range check, only finiteness (t_ok; x_ok also refuses
          * subnormal halves, for word_f). */
-        rk_buf_puts(s, c->tk == RK_WG_F16 || c->tk == RK_WG_F16P
-                           ? "fn t_ok(u: vec4<u32>) -> bool { return FAST & all((u & vec4<u32>(0x7f800000u)) != vec4<u32>(0x7f800000u)); }\n"
-                           : "fn t_ok(u: vec4<u32>) -> bool { return ok4(u); }\n");
+        const int t16 = c->tk == RK_WG_F16 || c->tk == RK_WG_F16P;
+        rk_buf_puts(s, t16 && c->tv /* the table words were checked as loaded (w16_ok) */
+                           ? "fn t_ok(u: vec4<u32>) -> bool { return FAST; }\n"
+                       : t16 ? "fn t_ok(u: vec4<u32>) -> bool { return FAST & all((u & vec4<u32>(0x7f800000u)) != vec4<u32>(0x7f800000u)); }\n"
+                             : "fn t_ok(u: vec4<u32>) -> bool { return ok4(u); }\n");
         /* word_f: both 16-bit halves of a word as floats. float16: unpack2x16float, exact for
          * zero and normal halves (WGSL lets an implementation flush subnormal ones): the kernel
          * checks every word it widens this way (x vectors: x_ok, tv table vectors: w16_ok, both
