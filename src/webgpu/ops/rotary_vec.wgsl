@@ -124,10 +124,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let k0 = w.u * (VE / 2u);
         var a: array<vec4<u32>, HG>;
         for (var j = 0u; j < HG; j = j + 1u) {
-            if (j < w.nh) {
-                a[j] = ld4_x(xo + j * xn + w.u);
-                slow_hit = slow_hit | !x_ok(a[j]);
-            }
+            if (j < w.nh) { a[j] = ld4_x(xo + j * xn + w.u); }
         }
         if (EW == 1u) { // float32: pairs (x, y) and (z, w)
             let c0 = vec4<f32>(cos_sin(w.b, w.s, k0), 0.0, 0.0);
@@ -136,6 +133,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var j = 0u; j < HG; j = j + 1u) {
                 if (j < w.nh) {
                     let v = a[j];
+                    slow_hit = slow_hit | !x_ok(v);
                     let p0 = rot_split32(v.x, v.y, c0);
                     let p1 = rot_split32(v.z, v.w, c1);
                     st4_y(yo + j * yn + w.u, vec4<u32>(p0.x, p0.y, p1.x, p1.y));
@@ -150,6 +148,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var j = 0u; j < HG; j = j + 1u) {
                 if (j < w.nh) {
                     let v = a[j];
+                    slow_hit = slow_hit | !x_ok(v);
                     let r0 = rot_pair16(v.x, c0);
                     let r1 = rot_pair16(v.y, c1);
                     let r2 = rot_pair16(v.z, c2);
@@ -170,6 +169,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let cs1 = cs[1];
     let cs2 = cs[2];
     let cs3 = cs[3];
+    var a: array<vec4<u32>, HG>;
+    var c: array<vec4<u32>, HG>;
+    for (var j = 0u; j < HG; j = j + 1u) {
+        if (j < w.nh) {
+            a[j] = ld4_x(xo + j * xn + w.u);
+            c[j] = ld4_x(xo + j * xn + w.u + hv);
+        }
+    }
+    // the operand checks after every load is issued (checks between the loads of the heads of a
+    // group made the float32 kernel slower on the H200)
     if (EW == 1u) {
         slow_hit = slow_hit | !t_ok(bitcast<vec4<u32>>(vec4<f32>(cs0.xy, cs1.xy))) |
                    !t_ok(bitcast<vec4<u32>>(vec4<f32>(cs2.xy, cs3.xy)));
@@ -177,19 +186,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         slow_hit = slow_hit | !t_ok(bitcast<vec4<u32>>(cs0)) | !t_ok(bitcast<vec4<u32>>(cs1)) |
                    !t_ok(bitcast<vec4<u32>>(cs2)) | !t_ok(bitcast<vec4<u32>>(cs3));
     }
-    var a: array<vec4<u32>, HG>;
-    var c: array<vec4<u32>, HG>;
-    for (var j = 0u; j < HG; j = j + 1u) {
-        if (j < w.nh) {
-            a[j] = ld4_x(xo + j * xn + w.u);
-            c[j] = ld4_x(xo + j * xn + w.u + hv);
-            slow_hit = slow_hit | !x_ok(a[j]) | !x_ok(c[j]);
-        }
-    }
     for (var j = 0u; j < HG; j = j + 1u) {
         if (j < w.nh) {
             let va = a[j];
             let vc = c[j];
+            slow_hit = slow_hit | !x_ok(va) | !x_ok(vc);
             if (EW == 1u) {
                 let w0 = rot_split32(va.x, vc.x, cs0);
                 let w1 = rot_split32(va.y, vc.y, cs1);
