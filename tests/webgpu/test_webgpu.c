@@ -1634,6 +1634,68 @@ static void run_f16_products(ropekit_webgpu_backend backend) {
     free(x), free(yr), free(yg), free(c), free(sn);
 }
 
+/* The vector kernel with 2 heads per invocation (grids of at least RK_WG_ROTARY_SMALL_GRID
+ * one-head invocations, 2^20: float16 x and tables, narrow; float32, wide64), half-split and
+ * interleaved, x with a few edge values (subnormal, infinite, NaN, tiny and huge: units redone
+ * exactly with both heads of the group) among ordinary ones; bit for bit with the CPU. */
+static uint16_t heads2_h(float v) { /* float16 bits of a zero or a normal float16 value */
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return v == 0.0f ? 0 : (uint16_t)(((u >> 16) & 0x8000u) | ((((u >> 23) & 255u) - 112u) << 10) | ((u >> 13) & 0x3ffu));
+}
+static void run_vector_heads2(ropekit_webgpu_backend backend) {
+    enum { N = 32, H = 128, P = 64 };
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
+    uint32_t seed = 99u;
+    for (int f32 = 0; f32 <= 1; ++f32)
+        for (int il = 0; il <= 1; ++il) {
+            const ropekit_dtype dt = f32 ? ROPEKIT_FLOAT32 : ROPEKIT_FLOAT16;
+            const int64_t ve = f32 ? 4 : 8, S = (1 << 20) / (N * (il ? H : H / 2) / ve);
+            const size_t n = (size_t)(S * N * H), es = ropekit_dtype_size(dt), nt = (size_t)P * (H / 2);
+            unsigned char *x = malloc(n * es), *yr = malloc(n * es), *yg = malloc(n * es);
+            unsigned char *c = malloc(nt * es), *sn = malloc(nt * es);
+            int64_t *pos = malloc((size_t)S * 8);
+            for (size_t i = 0; i < n; ++i) {
+                seed = seed * 1664525u + 1013904223u;
+                const int edge = (seed >> 8) % 4096u == 0;
+                const uint32_t b = edge ? edge_bits(dt) : 0;
+                const float v = (float)((int)(seed >> 20) - 2048) / 256.0f;
+                if (f32) memcpy(x + 4 * i, edge ? (const void *)&b : (const void *)&v, 4);
+                else ((uint16_t *)x)[i] = edge ? (uint16_t)b : heads2_h(v); /* 12 bits: exact */
+            }
+            for (size_t i = 0; i < nt; ++i) { /* multiples of 2^-10 in [-1, 1]: exact in float16 */
+                const float cv = (float)(int)(1024.0f * cosf((float)i * 0.37f)) / 1024.0f;
+                const float sv = (float)(int)(1024.0f * sinf((float)i * 0.37f)) / 1024.0f;
+                if (f32) memcpy(c + 4 * i, &cv, 4), memcpy(sn + 4 * i, &sv, 4);
+                else ((uint16_t *)c)[i] = heads2_h(cv), ((uint16_t *)sn)[i] = heads2_h(sv);
+            }
+            for (int64_t i = 0; i < S; ++i) pos[i] = (i * 7) % P;
+            int64_t xs[3] = {1, S, N * H}, ts[2] = {P, H / 2}, ps[2] = {1, S};
+            ropekit_tensor hx = ropekit_tensor_contiguous(x, dt, 3, xs);
+            ropekit_tensor hy = ropekit_tensor_contiguous(yr, dt, 3, xs);
+            ropekit_tensor hg = ropekit_tensor_contiguous(yg, dt, 3, xs);
+            ropekit_tensor hc = ropekit_tensor_contiguous(c, dt, 2, ts);
+            ropekit_tensor hs = ropekit_tensor_contiguous(sn, dt, 2, ts);
+            ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+            rk_case cs = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+            cs.attrs.rotary = (ropekit_rotary_embedding_attrs){il, 0, N, 0};
+            CHECK(rk_case_run_cpu(&cs, &hy) == ROPEKIT_OK, "heads2: cpu: %s", ropekit_last_error());
+            ropekit_status st = run_gpu(ctx, &cs, 0, 0, &hg);
+            const char *var = ropekit_webgpu_last_variant(ctx);
+            CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && strstr(var, " hg2 "), "heads2 %s il %d: %s (variant '%s')",
+                  ropekit_dtype_name(dt), il, ropekit_webgpu_last_error(), var);
+            if (st == ROPEKIT_OK) {
+                size_t first = 0, bad = edge_diff(yg, yr, dt, n, &first);
+                CHECK(bad == 0, "heads2 %s il %d (%s): %zu of %zu elements differ from the CPU, first %zu",
+                      ropekit_dtype_name(dt), il, var, bad, n, first);
+            }
+            free(x), free(yr), free(yg), free(c), free(sn), free(pos);
+        }
+    ropekit_webgpu_destroy(ctx);
+}
+
 /* options.workgroup_size: 0 gives the vector rotary kernel workgroups of 128 (the element kernel
  * 256, both capped by the device); an explicit size is used by the vector kernel too (it was
  * capped at 128 whatever was asked). Variant names and results, bit for bit, of a layout whose
@@ -1771,6 +1833,7 @@ int main(void) {
     RUN(workgroup_sizes, backend);
     RUN(edge_values, backend, 0);
     RUN(f16_products, backend);
+    RUN(vector_heads2, backend);
     if (want_test("edge_values_integer")) run_edge_values(backend, 1);
 #undef RUN
     for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);
