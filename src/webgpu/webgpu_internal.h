@@ -61,6 +61,18 @@ typedef enum rk_wg_layout { RK_LAYOUT_ROTARY = 0, RK_LAYOUT_QKNORM = 1, RK_LAYOU
 #ifndef RK_WG_ROTARY_HG_VEC_WIDE64
 #define RK_WG_ROTARY_HG_VEC_WIDE64 2
 #endif
+/* The C host's narrow vector kernel (16-bit x and tables, not the packages'): 2 heads since the
+ * per-vector operand checks (Llama float16 0.0758 -> 0.0679 ms on the H200, R1 of 2026-12-01);
+ * Phi-2's partial rotation was slower with 2 (0.0226 -> 0.0255): see RK_WG_ROTARY_HG_MIN_UNITS. */
+#ifndef RK_WG_ROTARY_HG_VEC_NARROW
+#define RK_WG_ROTARY_HG_VEC_NARROW 2
+#endif
+/* Heads of a group are N * units apart in the grid's lanes: with fewer than this many rotation
+ * units per head (a rotated run under 128 bytes per head) the vector kernel keeps 1 head per
+ * invocation, so that neighbouring lanes read neighbouring vectors. */
+#ifndef RK_WG_ROTARY_HG_MIN_UNITS
+#define RK_WG_ROTARY_HG_MIN_UNITS 8
+#endif
 /* Below this many one-head invocations the vector kernel keeps 1 head per invocation (decode,
  * B=64 x 32 heads x 128: 32768 invocations, 0.0060 ms with 1 head vs 0.0066 with 2 on the H200). */
 /* Workgroup size of the vector rotary kernel, at most (the context's size when smaller): 128 was

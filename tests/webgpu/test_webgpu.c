@@ -1863,6 +1863,139 @@ static void run_edge_values(ropekit_webgpu_backend backend, int integer_paths) {
     CHECK(es.prod_small > 0 && es.prod_big > 0, "edge values premise: 16-bit products out of float32's range");
 }
 
+/* float16 x with float16 tables (the vector kernel multiplies them with no per-operand check:
+ * arith_narrow.wgsl): every float16 bit pattern as x (65536 values: subnormals, zeros,
+ * infinities, NaNs included) against tables of edge float16 values — subnormals (2^-24 and the
+ * largest), the smallest normals, 1 and its neighbours, the largest finite value, zeros of both
+ * signs — so that products reach 2^-48 and sums reach 2^33 and cancel exactly; one table row
+ * holds an infinity and a NaN (the slow path). Half-split and interleaved, plus MS
+ * RotaryEmbedding with scale 1.5 (tables rounded to float16 after the scaling, up to infinity);
+ * bit for bit with the CPU (a NaN matches any NaN). */
+static void run_f16_products(ropekit_webgpu_backend backend) {
+    enum { S = 64, N = 8, H = 128, P = 16 };
+    static const uint16_t tv[] = {0x0001, 0x8001, 0x0002, 0x03ff, 0x83ff, 0x0200, 0x0400, 0x8400, 0x0401,
+                                  0x3c00, 0xbc00, 0x3bff, 0x3c01, 0x7bff, 0xfbff, 0x7bfe, 0x0000, 0x8000,
+                                  0x3555, 0xb7ff, 0x5bff, 0x1400, 0x2001, 0x0bff};
+    const size_t nt = (size_t)P * (H / 2), n = (size_t)S * N * H;
+    uint16_t *x = malloc(n * 2), *yr = malloc(n * 2), *yg = malloc(n * 2), *c = malloc(nt * 2), *sn = malloc(nt * 2);
+    uint32_t seed = 77u;
+    for (size_t i = 0; i < n; ++i) x[i] = (uint16_t)((i * 40503u) & 0xffffu); /* a permutation of all patterns */
+    for (size_t i = 0; i < nt; ++i) {
+        seed = seed * 1664525u + 1013904223u;
+        c[i] = tv[(seed >> 8) % (sizeof tv / sizeof tv[0])];
+        sn[i] = tv[(seed >> 20) % (sizeof tv / sizeof tv[0])];
+    }
+    c[(P - 1) * (H / 2) + 3] = 0x7c00, sn[(P - 1) * (H / 2) + 9] = 0x7e01; /* row P-1: inf, NaN */
+    int64_t xs[3] = {1, S, N * H}, ts[2] = {P, H / 2}, ps[2] = {1, S}, pos[S];
+    for (int i = 0; i < S; ++i) pos[i] = (i * 5) % P;
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT16, 3, xs);
+    ropekit_tensor hy = ropekit_tensor_contiguous(yr, ROPEKIT_FLOAT16, 3, xs);
+    ropekit_tensor hg = ropekit_tensor_contiguous(yg, ROPEKIT_FLOAT16, 3, xs);
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT16, 2, ts);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT16, 2, ts);
+    ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = open_context(&opt);
+    size_t sub = 0, inf = 0;
+    for (int k = 0; ctx && k < 3; ++k) {
+        rk_case cs;
+        if (k < 2) {
+            cs = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+            cs.attrs.rotary = (ropekit_rotary_embedding_attrs){k, 0, N, 0};
+        } else {
+            int64_t off = 0, os[1] = {1};
+            ropekit_tensor ho = ropekit_tensor_contiguous(&off, ROPEKIT_INT64, 1, os);
+            /* offset form: token s uses row s, so only S <= P rows fit: a 16-token x */
+            hx.shape[1] = hy.shape[1] = hg.shape[1] = P;
+            cs = make_case(RK_OP_MS_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &ho, &hc, &hs});
+            ropekit_ms_rotary_embedding_attrs ms = ROPEKIT_MS_ROTARY_EMBEDDING_ATTRS_INIT;
+            ms.num_heads = N, ms.scale = 1.5f;
+            cs.attrs.ms = ms;
+        }
+        CHECK(rk_case_run_cpu(&cs, &hy) == ROPEKIT_OK, "f16 products: cpu: %s", ropekit_last_error());
+        memset(yg, 0xa5, n * 2);
+        ropekit_status st = run_gpu(ctx, &cs, 0, 0, &hg);
+        const char *var = ropekit_webgpu_last_variant(ctx);
+        CHECK(st == ROPEKIT_OK, "f16 products %d: %s", k, ropekit_webgpu_last_error());
+        if (st != ROPEKIT_OK) continue;
+        CHECK(strstr(var, " vec16 ") && strstr(var, " narrow "), "f16 products %d: variant '%s'", k, var);
+        const size_t m = rk_tensor_nbytes(&hy) / 2;
+        size_t first = 0, bad = edge_diff(yg, yr, ROPEKIT_FLOAT16, m, &first);
+        CHECK(bad == 0, "f16 products %d (%s): %zu of %zu differ, first %zu: gpu 0x%04x cpu 0x%04x", k, var, bad, m,
+              first, bad ? yg[first] : 0, bad ? yr[first] : 0);
+        for (size_t i = 0; i < m; ++i) {
+            sub += (yr[i] & 0x7c00) == 0 && (yr[i] & 0x3ff) != 0;
+            inf += (yr[i] & 0x7fff) == 0x7c00;
+        }
+    }
+    printf("f16 products: %zu subnormal and %zu infinite float16 results compared\n", sub, inf);
+    CHECK(!ctx || (sub > 0 && inf > 0), "f16 products premise: subnormal and infinite results");
+    if (ctx) ropekit_webgpu_destroy(ctx);
+    free(x), free(yr), free(yg), free(c), free(sn);
+}
+
+/* The vector kernel with 2 heads per invocation (grids of at least RK_WG_ROTARY_SMALL_GRID
+ * one-head invocations, 2^20: float16 x and tables, narrow; float32, wide64), half-split and
+ * interleaved, x with a few edge values (subnormal, infinite, NaN, tiny and huge: units redone
+ * exactly with both heads of the group) among ordinary ones; bit for bit with the CPU. */
+static uint16_t heads2_h(float v) { /* float16 bits of a zero or a normal float16 value */
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return v == 0.0f ? 0 : (uint16_t)(((u >> 16) & 0x8000u) | ((((u >> 23) & 255u) - 112u) << 10) | ((u >> 13) & 0x3ffu));
+}
+static void run_vector_heads2(ropekit_webgpu_backend backend) {
+    enum { N = 32, H = 128, P = 64 };
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
+    uint32_t seed = 99u;
+    for (int f32 = 0; f32 <= 1; ++f32)
+        for (int il = 0; il <= 1; ++il) {
+            const ropekit_dtype dt = f32 ? ROPEKIT_FLOAT32 : ROPEKIT_FLOAT16;
+            const int64_t ve = f32 ? 4 : 8, S = (1 << 20) / (N * (il ? H : H / 2) / ve);
+            const size_t n = (size_t)(S * N * H), es = ropekit_dtype_size(dt), nt = (size_t)P * (H / 2);
+            unsigned char *x = malloc(n * es), *yr = malloc(n * es), *yg = malloc(n * es);
+            unsigned char *c = malloc(nt * es), *sn = malloc(nt * es);
+            int64_t *pos = malloc((size_t)S * 8);
+            for (size_t i = 0; i < n; ++i) {
+                seed = seed * 1664525u + 1013904223u;
+                const int edge = (seed >> 8) % 4096u == 0;
+                const uint32_t b = edge ? edge_bits(dt) : 0;
+                const float v = (float)((int)(seed >> 20) - 2048) / 256.0f;
+                if (f32) memcpy(x + 4 * i, edge ? (const void *)&b : (const void *)&v, 4);
+                else ((uint16_t *)x)[i] = edge ? (uint16_t)b : heads2_h(v); /* 12 bits: exact */
+            }
+            for (size_t i = 0; i < nt; ++i) { /* multiples of 2^-10 in [-1, 1]: exact in float16 */
+                const float cv = (float)(int)(1024.0f * cosf((float)i * 0.37f)) / 1024.0f;
+                const float sv = (float)(int)(1024.0f * sinf((float)i * 0.37f)) / 1024.0f;
+                if (f32) memcpy(c + 4 * i, &cv, 4), memcpy(sn + 4 * i, &sv, 4);
+                else ((uint16_t *)c)[i] = heads2_h(cv), ((uint16_t *)sn)[i] = heads2_h(sv);
+            }
+            for (int64_t i = 0; i < S; ++i) pos[i] = (i * 7) % P;
+            int64_t xs[3] = {1, S, N * H}, ts[2] = {P, H / 2}, ps[2] = {1, S};
+            ropekit_tensor hx = ropekit_tensor_contiguous(x, dt, 3, xs);
+            ropekit_tensor hy = ropekit_tensor_contiguous(yr, dt, 3, xs);
+            ropekit_tensor hg = ropekit_tensor_contiguous(yg, dt, 3, xs);
+            ropekit_tensor hc = ropekit_tensor_contiguous(c, dt, 2, ts);
+            ropekit_tensor hs = ropekit_tensor_contiguous(sn, dt, 2, ts);
+            ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+            rk_case cs = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+            cs.attrs.rotary = (ropekit_rotary_embedding_attrs){il, 0, N, 0};
+            CHECK(rk_case_run_cpu(&cs, &hy) == ROPEKIT_OK, "heads2: cpu: %s", ropekit_last_error());
+            ropekit_status st = run_gpu(ctx, &cs, 0, 0, &hg);
+            const char *var = ropekit_webgpu_last_variant(ctx);
+            CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && strstr(var, " hg2 "), "heads2 %s il %d: %s (variant '%s')",
+                  ropekit_dtype_name(dt), il, ropekit_webgpu_last_error(), var);
+            if (st == ROPEKIT_OK) {
+                size_t first = 0, bad = edge_diff(yg, yr, dt, n, &first);
+                CHECK(bad == 0, "heads2 %s il %d (%s): %zu of %zu elements differ from the CPU, first %zu",
+                      ropekit_dtype_name(dt), il, var, bad, n, first);
+            }
+            free(x), free(yr), free(yg), free(c), free(sn), free(pos);
+        }
+    ropekit_webgpu_destroy(ctx);
+}
+
 /* options.workgroup_size: 0 gives the vector rotary kernel workgroups of 128 (the element kernel
  * 256, both capped by the device); an explicit size is used by the vector kernel too (it was
  * capped at 128 whatever was asked). Variant names and results, bit for bit, of a layout whose
@@ -2022,6 +2155,8 @@ int main(void) {
     RUN(double_rounding, backend);
     RUN(workgroup_sizes, backend);
     RUN(edge_values, backend, 0);
+    RUN(f16_products, backend);
+    RUN(vector_heads2, backend);
     if (want_test("edge_values_integer")) run_edge_values(backend, 1);
 #undef RUN
     for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);
