@@ -492,13 +492,10 @@ __device__ __forceinline__ void rotary_flat_body(const RotArgs &a) {
     }
 }
 
+/* (A cap of 56 registers, 36 warps per SM, spilled 8-40 bytes and lost up to 11% on the
+ * bfloat16 rows: R2 of 2026-12-02.) */
 template <int DT, int TDT, bool IL, int G>
 __global__ void __launch_bounds__(256, 4) rotary_flat_kernel(const RotArgs a) {
-    rotary_flat_body<DT, TDT, IL, G>(a);
-}
-constexpr int FLAT_CAP = 56;
-template <int DT, int TDT, bool IL, int G>
-__global__ void __maxnreg__(FLAT_CAP) rotary_flat_kernel_capped(const RotArgs a) {
     rotary_flat_body<DT, TDT, IL, G>(a);
 }
 
@@ -696,24 +693,21 @@ int forced_kernel() {
     return k;
 }
 
-bool flat_capped(int, int) { return false; } /* R2 decides */
 template <int DT, int TDT>
 ropekit_status launch_rotary_flat(const RotArgs &a, long long threads_total, cudaStream_t st) {
-    /* blocks of 128 (measured a little faster than 256 on the 16-bit rows: finer tail), or
-     * smaller ones when that is needed to give every SM two blocks */
-    long long bs = 128;
+    /* blocks of 128 (full rotary: faster than 256 on the 16-bit rows, finer tail; Llama S=8192
+     * bfloat16/float32 46.4 vs 47.7 µs) or 256 (partial rotary, where a block mixes rotation
+     * and copy warps: Phi-2 float32 91.4 -> 90.7 µs, float16/float32 51.6 -> 50.7, other dtype
+     * pairs level; 64 was slower on Phi-2: H200, R2 of 2026-12-02), or smaller ones when that is
+     * needed to give every SM two blocks */
+    long long bs = a.copy_items > 0 ? 256 : 128;
     const long long sms = sm_count();
     while (bs > 64 && (threads_total + bs - 1) / bs < 2 * sms) bs /= 2;
     const long long blocks = (threads_total + bs - 1) / bs;
     if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
     const dim3 grid((unsigned)blocks), block((unsigned)bs);
-    if (flat_capped(DT, TDT)) {
-        if (a.interleaved) rotary_flat_kernel_capped<DT, TDT, true, FLAT_G><<<grid, block, 0, st>>>(a);
-        else rotary_flat_kernel_capped<DT, TDT, false, FLAT_G><<<grid, block, 0, st>>>(a);
-    } else {
-        if (a.interleaved) rotary_flat_kernel<DT, TDT, true, FLAT_G><<<grid, block, 0, st>>>(a);
-        else rotary_flat_kernel<DT, TDT, false, FLAT_G><<<grid, block, 0, st>>>(a);
-    }
+    if (a.interleaved) rotary_flat_kernel<DT, TDT, true, FLAT_G><<<grid, block, 0, st>>>(a);
+    else rotary_flat_kernel<DT, TDT, false, FLAT_G><<<grid, block, 0, st>>>(a);
     return launched("rotary kernel launch");
 }
 

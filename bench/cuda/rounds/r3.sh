@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Device round R3 (session c-rot 2, 2026-12-01 21:30 UTC; the final measurements for
-# bench/results-cuda.md), run as .dev/rounds/c-rot/round.sh under a 110 s share. Files
-# (pack.sh): bin/ (check_cuda, bench_cuda), lib/ (this revision: tile kernel capped at 48
-# registers except f16/f16, float32 full-rotary rows on the tile kernel), lib-base/ (main's 8c39a0b
-# libropekit_cuda). check_cuda with the default kernel choice and each kernel forced, memcheck,
-# three alternating rounds base / this revision on every rotary row, Nsight Compute on
-# two rows of the capped tile kernel, bench_torch.py (the PyTorch peers, same run) last.
+# Device round R3 (session c-rot 3, 2026-12-02 00:35 UTC; the final measurements for
+# bench/results-cuda.md), run as .dev/rounds/c-rot/round.sh under a 90 s share. Files
+# (pack.sh): bin/ (check_cuda, bench_cuda), lib/ (this revision), lib-base/ (main bde1c85's
+# libropekit_cuda). check_cuda and compute-sanitizer memcheck with the default kernel choice and
+# each kernel forced (ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile; the six runs concurrently, they are
+# correctness runs), three alternating rounds base / this revision on every rotary row,
+# Nsight Compute on two rows, bench_torch.py (the PyTorch peers, same run) last, alone.
 set -u
-T0=$(date +%s); END=$((T0 + 99))
+T0=$(date +%s); END=$((T0 + 80))
 left() { local l=$((END - $(date +%s))); [ $l -lt 1 ] && l=1; [ $l -gt $1 ] && l=$1; echo $l; }
 S=$(cd "$(dirname "$0")" && pwd)
 D=/tmp/c-rot-d; rm -rf $D; mkdir -p $D; cp -r $S/bin $S/lib $S/lib-base $S/*.py $D/; chmod +x $D/bin/*
@@ -19,26 +19,28 @@ stamp() { echo "t=$(( $(date +%s) - T0 ))s $*" >>$L/summary.txt; }
   ncu --version | tail -1; python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; } >$L/gpu.txt 2>&1
 cuobjdump --dump-resource-usage $D/lib/libropekit_cuda.so.0 2>&1 | grep -E "Function|REG" | paste - - |
   sed -E 's/.*(rotary_[a-z_]+_kernel[a-z_]*)I(.*)EEvNS.*REG:([0-9]+) STACK:([0-9]+) SHARED:([0-9]+) LOCAL:([0-9]+).*/\1 \2 REG \3 STACK \4 LOCAL \6/' | grep rotary >$L/regs.txt 2>&1
-chk() { local n=$1; shift
-  env "$@" timeout $(left 15) $B/check_cuda >$L/check-$n.log 2>&1
-  stamp "check $n ($*) rc=$?"; grep -E "checks,|FAIL" $L/check-$n.log | tail -3 >>$L/summary.txt; }
-chk d
-chk flat ROPEKIT_CUDA_TILE=0
-chk tcap ROPEKIT_CUDA_TILE=1 ROPEKIT_CUDA_TILE_CAP=1
-timeout $(left 25) compute-sanitizer --tool memcheck --print-limit 20 $B/check_cuda >$L/memcheck.log 2>&1
-stamp "memcheck default rc=$?"; grep -E "ERROR SUMMARY|checks," $L/memcheck.log | tail -2 >>$L/summary.txt
+for k in default flat tile; do
+  ( e=; [ $k != default ] && e=ROPEKIT_CUDA_ROTARY_KERNEL=$k
+    env $e timeout 25 $B/check_cuda >$L/check-$k.log 2>&1; echo "check $k rc=$?" >$L/rc-check-$k.txt ) &
+  ( e=; [ $k != default ] && e=ROPEKIT_CUDA_ROTARY_KERNEL=$k
+    env $e timeout 30 compute-sanitizer --tool memcheck --print-limit 20 $B/check_cuda >$L/memcheck-$k.log 2>&1
+    echo "memcheck $k rc=$?" >$L/rc-mem-$k.txt ) &
+done
+wait
+for k in default flat tile; do
+  cat $L/rc-check-$k.txt >>$L/summary.txt; grep -E "checks,|FAIL" $L/check-$k.log | tail -3 >>$L/summary.txt
+  cat $L/rc-mem-$k.txt >>$L/summary.txt; grep -E "ERROR SUMMARY|checks," $L/memcheck-$k.log | tail -2 >>$L/summary.txt
+done
+stamp "checks done"
 ROWS='prefill|Phi|MRoPE|decode'
 run_v() {
   local v=$1; shift
   local lp=$NEW; [ "${v#0base}" != "$v" ] && lp=$BASE
-  local rows=$ROWS; [ "${v#[01]}" = "$v" ] && rows='prefill|Phi|MRoPE'
-  env LD_LIBRARY_PATH=$lp "$@" timeout $(left 10) $B/bench_cuda "$rows" >$L/ab/ab-$v-$i.log 2>&1
+  env LD_LIBRARY_PATH=$lp "$@" timeout $(left 10) $B/bench_cuda "$ROWS" >$L/ab/ab-$v-$i.log 2>&1
 }
 for i in 1 2 3; do
   run_v 0base
   run_v 1new
-  run_v 2flat ROPEKIT_CUDA_TILE=0
-  run_v 3nocap ROPEKIT_CUDA_TILE_CAP=0
   stamp "ab round $i"
 done
 python3 $D/ab_summary.py $L/ab >$L/ab.md 2>&1
@@ -47,11 +49,11 @@ nc() { local n=$1 f=$2; shift 2
   [ $(left 10) -lt 6 ] && return 0
   echo "==== $n row: $f" >>$L/ncu.log
   env "$@" timeout $(left 8) $NCU $B/bench_cuda "$f" >>$L/ncu.log 2>&1; stamp "ncu $n $f rc=$?"; }
-nc tile48 "Llama-3-8B prefill B=1 S=8192 32+8 x128 bfloat16/float32"
-nc tile48 "MRoPE Qwen2.5-VL-7B S=8192 28+4 x128 bfloat16/float32"
+nc new "Phi-2 partial B=1 S=8192 32+32 x80 R32 bfloat16/float32"
+nc new "Llama-3-8B prefill B=1 S=8192 32+8 x128 float16/float32"
 PYTHONUNBUFFERED=1 timeout $(left 55) python3 $D/bench_torch.py >$L/torch.log 2>&1; stamp "torch rc=$?"
 tar czf $OUT/logs.tgz -C $L .
-cat $L/gpu.txt $L/summary.txt
+cat $L/gpu.txt $L/summary.txt; grep -E "flat|tile" $L/regs.txt
 sed -e 's/bfloat16/bf16/g; s/float16/f16/g; s/float32/f32/g' $L/ab.md
-grep -E "^==== |Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Theoretical Occ|Eligible Warps|Issued Warp|Local Memory Spilling Req" $L/ncu.log 2>/dev/null | head -40
+grep -E "^==== |Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Theoretical Occ|Eligible Warps|Issued Warp|Local Memory Spilling Req" $L/ncu.log 2>/dev/null | head -30
 grep -E "^\|" $L/torch.log | cut -c1-140
