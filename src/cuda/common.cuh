@@ -207,7 +207,8 @@ int sm_count(void);
 inline bool aligned(const void *p, long long elems_ok) { return ((uintptr_t)p % 16 == 0) && elems_ok; }
 /* Benchmark knobs, read once (not for users): ROPEKIT_CUDA_HINTS=<RK_HINT_* bits> (cache hints
  * on x and y in the flat and QKNorm kernels, default 5: x L1::no_allocate, y .cs),
- * ROPEKIT_CUDA_QKNORM_PIECE=8|16 (qknorm_piece). The rotary kernels' only override is
+ * ROPEKIT_CUDA_QKNORM_PIECE=8|16 (qknorm_piece), ROPEKIT_CUDA_QKNORM_KERNEL=0..5 and
+ * ROPEKIT_CUDA_QKNORM_ITEMS=0..64 (qknorm.cu: qknorm_reg_variant, qknorm_items). The rotary kernels' only override is
  * ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile (ropekit_cuda.h; src/cuda/rotary.cu forced_kernel). */
 int env_int(const char *name, int lo, int hi, int dflt);
 int flat_hints();

@@ -31,9 +31,7 @@ struct QkArgs {
     int hints;         /* cache hints on the rows (RK_HINT_*) */
     int tab_vec;       /* cos/sin rows contiguous, pairs 8-byte aligned (register kernel) */
     int tab16, w16;    /* cos/sin rows, w contiguous and 16-byte aligned (bulk-copy kernel) */
-    int tma_hint;      /* bulk copies of x with an L2 evict-first policy (timing knob) */
-    int kvd;           /* bulk-copy kernel: query rounds a warp with a kv batch starts late */
-    int kvsplit;       /* bulk-copy kernel: kv items of 2 rows, 16 threads per row */
+    int bst;           /* bulk-copy kernel: query output rows 16-byte aligned (bulk stores) */
     FastDiv d_nh, d_S; /* by nh and by S */
 };
 
@@ -681,7 +679,17 @@ __global__ void __launch_bounds__(128, 6) qknorm_pipe_kernel(const QkArgs a) {
  *     chains of double FMAs in the CPU's order, and the CPU's tree (lane j += lane j + width,
  *     width 8, 4, 2, 1) is two xor shuffles (2, 1) and two additions in the thread. The
  *     per-row scalar work (division, square root) is shared by 8 rows per warp instruction;
- *   - query rows are scaled by one paired 16-bit multiply per word when it is exact (below).
+ *   - query rows are scaled by one paired 16-bit multiply per word when it is exact (below),
+ *     written back into their stage and stored by one bulk copy per row (cp.async.bulk from
+ *     shared memory, a bulk async-group per row's thread 0) where the query output rows are
+ *     16-byte aligned, else by 64-bit stores; kv rows by 64-bit stores.
+ * Launched with NS = 1 stage, one item per warp, registers capped for 5 blocks (20 warps) per
+ * SM (MINB; 96 registers, no spills): the hardware hands out blocks as SMs free up, and the
+ * other warps of the SM hide a warp's copy latency. H200, DS-V4 2048 tokens, 16-bit, vs copy
+ * (this session's R1/R2): 2 stages at 12 warps per SM (168 registers, 67.7 KB per block) with
+ * 4 items per warp 87.3-88.6%, 2 items 89.9-90.6%; 1 stage, 16 warps 81-82%, 20 warps
+ * 90.9-92.6%, 24 warps (MINB 6) about the same; bulk stores on top 95.4-96.0%. (Measured
+ * slower: items from an atomic work counter, 84-85% at 8 warps per SM.)
  * Rows are 16-byte aligned (input) and 8-byte aligned (output), head_dim % 16 == 0 and <= 512,
  * rope 0 or 64 (RT = rope / 16 tail groups per thread), fp8 with nope % 64 == 0. */
 #define RK_QT_WARPS 4 /* warps per block */
@@ -712,8 +720,8 @@ template <int DT> __device__ __forceinline__ uint2 rotate_group(uint2 w, float4 
     return make_uint2(rotate_word<DT>(w.x, c.x, s.x, c.y, s.y), rotate_word<DT>(w.y, c.z, s.z, c.w, s.w));
 }
 
-template <int DT, int RT, int NS>
-__global__ void __launch_bounds__(32 * RK_QT_WARPS) qknorm_tma_kernel(const QkArgs a) {
+template <int DT, int RT, int NS, int MINB>
+__global__ void __launch_bounds__(32 * RK_QT_WARPS, MINB) qknorm_tma_kernel(const QkArgs a) {
 #if __CUDA_ARCH__ >= 900
     typedef typename Elt<DT>::raw raw;
     extern __shared__ __align__(128) unsigned char qt_smem[];
@@ -731,49 +739,36 @@ __global__ void __launch_bounds__(32 * RK_QT_WARPS) qknorm_tma_kernel(const QkAr
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncwarp();
-    /* The work: kv batches (rows 8j .. 8j+7 of the T kv rows) and query batches (rows T + 8f ..).
-     * A kv batch costs several query batches (the weight and fp8 passes: about 4x with fp8), so
-     * the warps that hold one start their query batches a.kvd rounds later: warp w's items are
-     * its kv batches w, w + nw, ... and then query rounds i = (kv-late ? kvd : 0), +1, ..., round
-     * i's query batches numbered over the warps that take part in it. */
+    /* The work: items j = 0, 1, ... of one list, the kv batches (rows 8j .. 8j+7 of the T kv
+     * rows: a kv batch, whose weight and fp8 passes cost about 4 query batches, comes first) and
+     * then the query batches (flat rows T + 8f ..); warp w's k-th item is j = w + k*nw. */
     const long long nw = (long long)gridDim.x * RK_QT_WARPS, w = (long long)blockIdx.x * RK_QT_WARPS + wid;
-    const int KR = a.kvsplit ? 2 : 8; /* kv rows per item */
-    const long long nk = (a.T + KR - 1) / KR, nq = (a.rows - a.T + 7) >> 3;
-    const long long rem = nk % nw, kc = nk / nw + (w < rem ? 1 : 0), D = a.kvd;
+    const long long nk = (a.T + 7) >> 3, nq = (a.rows - a.T + 7) >> 3;
     /* item k -> first flat row (-1: none) and the end of its list */
     auto item = [&](long long k, long long &lim) -> long long {
-        if (k < kc) {
+        const long long j = w + k * nw;
+        if (j < nk) {
             lim = a.T;
-            return KR * (w + k * nw);
+            return 8 * j;
         }
-        const long long i = k - kc + (w < rem ? D : 0);
-        const long long f = i < D ? i * (nw - rem) + (w - rem) : D * (nw - rem) + (i - D) * nw + w;
         lim = a.rows;
-        return f < nq ? a.T + 8 * f : -1;
+        return j - nk < nq ? a.T + 8 * (j - nk) : -1;
     };
     /* item -> stage st: each row's thread 0 announces its bytes and starts its row's copy; the
      * stage's barrier completes when all 8 have arrived and all bytes have landed */
-    auto issue = [&](long long base, long long lim, bool split, int st) {
+    auto issue = [&](long long base, long long lim, int st) {
         if (p != 0) return;
         const unsigned bar = smem_addr(bars + st);
-        /* a split kv item: groups 0 and 4 copy its two rows (into their own slots) */
-        const long long gr = split ? base + (g >> 2) : base + g;
-        if (gr < lim && (!split || (g & 3) == 0)) {
+        const long long gr = base + g;
+        if (gr < lim) {
             long long b, s;
             const raw *x;
             raw *y;
             (void)decode_row<DT>(a, gr, b, s, x, y);
             const unsigned dst = smem_addr(wb + (size_t)(st * 8 + g) * rs);
             asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(rbytes) : "memory");
-            if (a.tma_hint) { /* x is read once: evict first from L2 */
-                unsigned long long pol;
-                asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
-                             :: "r"(dst), "l"(x), "r"(rbytes), "r"(bar), "l"(pol) : "memory");
-            } else {
-                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                             :: "r"(dst), "l"(x), "r"(rbytes), "r"(bar) : "memory");
-            }
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                         :: "r"(dst), "l"(x), "r"(rbytes), "r"(bar) : "memory");
         } else {
             asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
         }
@@ -782,7 +777,7 @@ __global__ void __launch_bounds__(32 * RK_QT_WARPS) qknorm_tma_kernel(const QkAr
     for (int i = 0; i < NS; ++i) {
         long long lim;
         const long long base = item(i, lim);
-        if (base >= 0) issue(base, lim, a.kvsplit && i < kc, i);
+        if (base >= 0) issue(base, lim, i);
     }
     unsigned phase = 0;
     for (long long k = 0;; ++k) {
@@ -798,15 +793,15 @@ __global__ void __launch_bounds__(32 * RK_QT_WARPS) qknorm_tma_kernel(const QkAr
                              : "=r"(done) : "r"(bar), "r"(par) : "memory");
             phase ^= 1u << st;
         }
-        const bool split = a.kvsplit && k < kc;
-        const long long gr = split ? base + (g >> 2) : base + g;
+        const long long gr = base + g;
+        /* bulk stores: a query item's rows are written back into the stage, then copied out */
+        const bool bst = a.bst && lim == a.rows;
+        raw *y = nullptr;
         if (gr < lim) {
             long long b, s;
             const raw *x;
-            raw *y;
             const bool kvrow = decode_row<DT>(a, gr, b, s, x, y);
-            const int slot = split ? g & ~3 : g; /* a split kv item's row h is in slot 4h */
-            const uint2 *xs = reinterpret_cast<const uint2 *>(wb + (size_t)(st * 8 + slot) * rs) + p; /* group u: xs[4u] */
+            const uint2 *xs = reinterpret_cast<const uint2 *>(wb + (size_t)(st * 8 + g) * rs) + p; /* group u: xs[4u] */
             char *yb = reinterpret_cast<char *>(y) + 8 * p;                                        /* group u: yb + 32u */
             /* the tail's table values, loaded before the sum so that their latency hides under it */
             float4 tc[RT ? RT : 1], tsn[RT ? RT : 1];
@@ -847,28 +842,33 @@ __global__ void __launch_bounds__(32 * RK_QT_WARPS) qknorm_tma_kernel(const QkAr
             if (!kvrow) {
                 const float r = round_to<DT>(__fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, hdf), a.eps))));
                 const unsigned rh = (unsigned)Elt<DT>::st(r), r2 = rh | rh << 16; /* r is a T value: exact */
+                uint2 *xw = const_cast<uint2 *>(xs);
+                auto put = [&](int u, uint2 o) {
+                    if (bst) xw[4 * u] = o;
+                    else st_w2(yb + 32 * u, o);
+                };
                 if (DT == ROPEKIT_FLOAT16 || r >= 0x1p-9f) { /* mul2_rt is Rt(x * r) */
 #pragma unroll 4
                     for (int u = 0; u < nn; ++u) {
                         const uint2 v = xs[4 * u];
-                        st_w2(yb + 32 * u, make_uint2(mul2_rt<DT>(v.x, r2), mul2_rt<DT>(v.y, r2)));
+                        put(u, make_uint2(mul2_rt<DT>(v.x, r2), mul2_rt<DT>(v.y, r2)));
                     }
 #pragma unroll
                     for (int k = 0; k < RT; ++k) {
                         const uint2 v = xs[4 * (nn + k)];
-                        st_w2(yb + 32 * (nn + k), rotate_group<DT>(make_uint2(mul2_rt<DT>(v.x, r2), mul2_rt<DT>(v.y, r2)), tc[k], tsn[k]));
+                        put(nn + k, rotate_group<DT>(make_uint2(mul2_rt<DT>(v.x, r2), mul2_rt<DT>(v.y, r2)), tc[k], tsn[k]));
                     }
                 } else { /* bfloat16, r < 2^-9 (or NaN): the products in float */
                     auto sc = [&](unsigned w) { return pack2<DT>(__fmul_rn(lo_of<DT>(w), r), __fmul_rn(hi_of<DT>(w), r)); };
 #pragma unroll 1
                     for (int u = 0; u < nn; ++u) {
                         const uint2 v = xs[4 * u];
-                        st_w2(yb + 32 * u, make_uint2(sc(v.x), sc(v.y)));
+                        put(u, make_uint2(sc(v.x), sc(v.y)));
                     }
 #pragma unroll
                     for (int k = 0; k < RT; ++k) {
                         const uint2 v = xs[4 * (nn + k)];
-                        st_w2(yb + 32 * (nn + k), rotate_group<DT>(make_uint2(sc(v.x), sc(v.y)), tc[k], tsn[k]));
+                        put(nn + k, rotate_group<DT>(make_uint2(sc(v.x), sc(v.y)), tc[k], tsn[k]));
                     }
                 }
             } else {
@@ -885,56 +885,7 @@ __global__ void __launch_bounds__(32 * RK_QT_WARPS) qknorm_tma_kernel(const QkAr
                     f[2] = round_to<DT>(__fmul_rn(__fmul_rn(lo_of<DT>(v.y), r), wv.z));
                     f[3] = round_to<DT>(__fmul_rn(__fmul_rn(hi_of<DT>(v.y), r), wv.w));
                 };
-                if (split) {
-                    /* a split kv item: the 16 threads of row h (lanes 16h .. 16h+15, which all
-                     * computed its sum) take the groups u = sub, sub + 4, ...: an fp8 block of
-                     * 4 groups is one group of each of the row's 4 thread groups */
-                    const int sub = g & 3;
-                    const unsigned hmask = 0xffffu << (lane & 16);
-                    const float *cs = a.cos + b * a.cos_s[0] + s * a.cos_s[1];
-                    const float *sn = a.sin + b * a.sin_s[0] + s * a.sin_s[1];
-                    auto tail = [&](int u, uint2 w2) {
-                        const int t = 16 * (u - nn) + 4 * p;
-                        float4 c, sv;
-                        if (a.tab16) {
-                            c = __ldg(reinterpret_cast<const float4 *>(cs + t));
-                            sv = __ldg(reinterpret_cast<const float4 *>(sn + t));
-                        } else {
-                            const long long c1 = a.cos_s[2], s1 = a.sin_s[2];
-                            c = make_float4(__ldg(cs + t * c1), __ldg(cs + (t + 1) * c1), __ldg(cs + (t + 2) * c1), __ldg(cs + (t + 3) * c1));
-                            sv = make_float4(__ldg(sn + t * s1), __ldg(sn + (t + 1) * s1), __ldg(sn + (t + 2) * s1), __ldg(sn + (t + 3) * s1));
-                        }
-                        return rotate_group<DT>(w2, c, sv);
-                    };
-                    int u1 = sub; /* the first group after the fp8 blocks */
-                    if (a.fp8) {
-#pragma unroll 1
-                        for (int u0 = 0; u0 < nn; u0 += 4) { /* uniform over the row's 16 threads */
-                            float v[4];
-                            normed(u0 + sub, v);
-                            float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-#pragma unroll
-                            for (int d = 1; d <= 8; d <<= 1) amax = fmaxf(amax, __shfl_xor_sync(hmask, amax, d));
-                            const float scale = fp8_block_scale(amax);
-                            const float inv = __frcp_rn(scale);
-#pragma unroll
-                            for (int i = 0; i < 4; ++i) {
-                                const float q = fminf(fmaxf(__fmul_rn(v[i], inv), -448.0f), 448.0f);
-                                v[i] = __fmul_rn(e4m3_round(q), scale);
-                            }
-                            st_w2(yb + 32 * (u0 + sub), make_uint2(pack2<DT>(v[0], v[1]), pack2<DT>(v[2], v[3])));
-                        }
-                        u1 = nn + sub;
-                    }
-#pragma unroll 1
-                    for (int u = u1; u < G; u += 4) {
-                        float v[4];
-                        normed(u, v);
-                        uint2 w2 = make_uint2(pack2<DT>(v[0], v[1]), pack2<DT>(v[2], v[3]));
-                        if (RT > 0 && u >= nn) w2 = tail(u, w2);
-                        st_w2(yb + 32 * u, w2);
-                    }
-                } else if (a.fp8) { /* blocks of 64 channels = 4 groups (nope % 64 == 0) */
+                if (a.fp8) { /* blocks of 64 channels = 4 groups (nope % 64 == 0) */
 #pragma unroll 1
                     for (int u0 = 0; u0 < nn; u0 += 4) {
                         float v[16];
@@ -973,16 +924,30 @@ __global__ void __launch_bounds__(32 * RK_QT_WARPS) qknorm_tma_kernel(const QkAr
                 }
             }
         }
+        if (bst) { /* the rows written back into the stage: each row's thread 0 copies its row out */
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            __syncwarp();
+            if (p == 0 && gr < lim) {
+                const unsigned src = smem_addr(wb + (size_t)(st * 8 + g) * rs);
+                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" :: "l"(y), "r"(src), "r"(rbytes) : "memory");
+                asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+            }
+        }
         __syncwarp();
         /* the stage's rows have been read (their values are in registers or stored): refill it
          * (the proxy fence orders those generic-proxy reads before the async-proxy writes) */
         long long nlim;
         const long long nbase = item(k + NS, nlim);
         if (nbase >= 0) {
+            /* the stage's bulk stores have read it */
+            if (bst && p == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            issue(nbase, nlim, a.kvsplit && k + NS < kc, st);
+            issue(nbase, nlim, st);
         }
     }
+    /* the shared memory stays until the bulk stores have read it (their writes complete
+     * before the kernel does) */
+    if (a.bst && p == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 #endif
 }
 
@@ -993,7 +958,7 @@ __global__ void __launch_bounds__(32 * RK_QT_WARPS) qknorm_tma_kernel(const QkAr
  * hardware as blocks finish. ROPEKIT_CUDA_QKNORM_ITEMS=0..64 (timing knob). */
 int qknorm_items() { /* (small calls keep a resident-size grid: decode measured 8.1 vs 21.7 us) */
     static const int v = env_int("ROPEKIT_CUDA_QKNORM_ITEMS", 0, 64, -1);
-    return v; /* -1: the kernel's default (bulk-copy 4, pipelined 0) */
+    return v; /* -1: the kernel's default (bulk-copy 1, pipelined 0) */
 }
 template <int DT, bool W8>
 ropekit_status launch_qknorm_t(const QkArgs &a, int threads, size_t shm, cudaStream_t st) {
@@ -1016,55 +981,60 @@ ropekit_status launch_qknorm_reg_t(const QkArgs &a, cudaStream_t st) {
     qknorm_reg_kernel<DT, RT, NN, MINB><<<(unsigned)blocks, 256, 0, st>>>(a);
     return launched("qknorm kernel launch");
 }
-/* The pipelined kernel: 4 warps per block, NS stages of 4 staged rows per warp; as many
- * blocks as are resident at once (each warp walks its quads). */
-template <int DT, int RT, int NN, int NS>
-ropekit_status launch_qknorm_pipe_t(const QkArgs &a, cudaStream_t st) {
-    constexpr size_t shm = 4 * NS * 4 * RK_QP_RW * sizeof(unsigned);
-    cudaError_t e = cudaFuncSetAttribute(qknorm_pipe_kernel<DT, RT, NN, NS>,
+/* Blocks of kernel f (threads per block, shm bytes of dynamic shared memory) resident on one
+ * SM of the current device, in *n; a few (kernel, size, device) answers are kept. */
+cudaError_t resident_per_sm(const void *f, int threads, size_t shm, int *n) {
+    struct Entry {
+        const void *f;
+        size_t shm;
+        int threads, dev, n;
+    };
+    static std::mutex mu;
+    static Entry cache[16];
+    static int next = 0;
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    std::lock_guard<std::mutex> lk(mu);
+    for (const Entry &c : cache)
+        if (c.n > 0 && c.f == f && c.shm == shm && c.threads == threads && c.dev == dev) return *n = c.n, cudaSuccess;
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, f, threads, shm);
+    if (e != cudaSuccess) return e;
+    if (*n <= 0) return cudaErrorInvalidConfiguration;
+    cache[next] = Entry{f, shm, threads, dev, *n}, next = (next + 1) % 16;
+    return cudaSuccess;
+}
+/* The launch of the pipelined and bulk-copy kernels, whose warps walk `items` work items
+ * (quads, batches of 8 rows): `warps` per block, shm bytes of dynamic shared memory. per_warp
+ * 0: as many blocks as are resident at once (fewer for small calls), each warp striding over
+ * the list; M > 0: M items per warp and as many blocks as that takes (at least the resident
+ * count), handed to the SMs by the hardware as blocks finish. */
+ropekit_status launch_walk(void (*kern)(QkArgs), const QkArgs &a, long long items, int warps, size_t shm,
+                           int per_warp, cudaStream_t st) {
+    cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(kern),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm);
     if (e != cudaSuccess) return cuda_fail(e, "qknorm shared memory");
-    static const int per_sm = [] {
-        int n = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, qknorm_pipe_kernel<DT, RT, NN, NS>, 128, shm) != cudaSuccess)
-            return 0;
-        return n;
-    }();
-    if (per_sm <= 0) return cuda_fail(cudaGetLastError(), "qknorm pipelined kernel setup");
-    const long long quads = (a.rows + 3) / 4;
-    long long blocks = (quads + 3) / 4;
+    int per_sm = 0;
+    e = resident_per_sm(reinterpret_cast<const void *>(kern), 32 * warps, shm, &per_sm);
+    if (e != cudaSuccess) return cuda_fail(e, "qknorm kernel setup");
+    long long blocks = (items + warps - 1) / warps;
     const long long resident = (long long)per_sm * sm_count();
-    const int per_warp = qknorm_items() < 0 ? 0 : qknorm_items();
-    if (per_warp > 0 && blocks > resident) { /* M quads per warp, blocks handed out as SMs free up */
-        blocks = (quads + 4ll * per_warp - 1) / (4ll * per_warp);
+    if (per_warp > 0 && blocks > resident) {
+        blocks = (items + (long long)warps * per_warp - 1) / ((long long)warps * per_warp);
         if (blocks < resident) blocks = resident;
         if (blocks > (1ll << 30)) blocks = 1ll << 30; /* the warps loop over the rest */
     } else if (blocks > resident) {
         blocks = resident;
     }
-    qknorm_pipe_kernel<DT, RT, NN, NS><<<(unsigned)blocks, 128, shm, st>>>(a);
+    kern<<<(unsigned)blocks, 32 * warps, shm, st>>>(a);
     return launched("qknorm kernel launch");
 }
-/* Stages of the bulk-copy kernel (ROPEKIT_CUDA_QKNORM_STAGES=2|3, a timing knob). */
-int qknorm_tma_stages() {
-    static const int v = env_int("ROPEKIT_CUDA_QKNORM_STAGES", 2, 3, 2);
-    return v;
-}
-/* ROPEKIT_CUDA_QKNORM_TMA_HINT=1: the bulk copies of x evict first from L2 (timing knob). */
-int qknorm_tma_hint() {
-    static const int v = env_int("ROPEKIT_CUDA_QKNORM_TMA_HINT", 0, 1, 0);
-    return v;
-}
-/* Query rounds a warp that holds a kv batch starts late in the bulk-copy kernel: about the cost
- * of a kv batch in query batches (ROPEKIT_CUDA_QKNORM_KVD=0..16, a timing knob). */
-int qknorm_kv_delay(int fp8) {
-    static const int v = env_int("ROPEKIT_CUDA_QKNORM_KVD", 0, 16, -1);
-    return v >= 0 ? v : fp8 ? 4 : 1;
-}
-/* ROPEKIT_CUDA_QKNORM_KVSPLIT=1: kv items of 2 rows, 16 threads per row (timing knob). */
-int qknorm_kv_split() {
-    static const int v = env_int("ROPEKIT_CUDA_QKNORM_KVSPLIT", 0, 1, 0);
-    return v;
+/* The pipelined kernel: 4 warps per block, NS stages of 4 staged rows per warp. */
+template <int DT, int RT, int NN, int NS>
+ropekit_status launch_qknorm_pipe_t(const QkArgs &a, cudaStream_t st) {
+    constexpr size_t shm = 4 * NS * 4 * RK_QP_RW * sizeof(unsigned);
+    const int per_warp = qknorm_items() < 0 ? 0 : qknorm_items();
+    return launch_walk(qknorm_pipe_kernel<DT, RT, NN, NS>, a, (a.rows + 3) / 4, 4, shm, per_warp, st);
 }
 /* Whether the current device has the bulk copy (sm_90 and later). */
 bool device_sm90() {
@@ -1073,54 +1043,18 @@ bool device_sm90() {
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
     return major >= 9;
 }
-/* The bulk-copy kernel: RK_QT_WARPS warps per block, NS stages of 8 rows per warp; as many
- * blocks as are resident at once (each warp walks its batches of 8 rows). */
-template <int DT, int RT, int NS>
+/* The bulk-copy kernel: RK_QT_WARPS warps per block, NS stages of 8 rows per warp. */
+template <int DT, int RT, int NS, int MINB>
 ropekit_status launch_qknorm_tma_t(const QkArgs &a, cudaStream_t st) {
     const int rs = ((a.hd * 2 + 127) & ~127) + 32;
     const size_t shm = 128 + (size_t)RK_QT_WARPS * NS * 8 * rs;
-    cudaError_t e = cudaFuncSetAttribute(qknorm_tma_kernel<DT, RT, NS>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm);
-    if (e != cudaSuccess) return cuda_fail(e, "qknorm shared memory");
-    /* per (kernel, shared-memory size); head_dim decides the size: a small cache */
-    static std::mutex mu;
-    static size_t shm_of[4];
-    static int per_sm_of[4];
-    int per_sm = 0;
-    {
-        std::lock_guard<std::mutex> lk(mu);
-        for (int i = 0; i < 4 && !per_sm; ++i)
-            if (shm_of[i] == shm) per_sm = per_sm_of[i];
-        if (!per_sm) {
-            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, qknorm_tma_kernel<DT, RT, NS>, 32 * RK_QT_WARPS, shm);
-            if (e != cudaSuccess || per_sm <= 0)
-                return cuda_fail(e != cudaSuccess ? e : cudaErrorInvalidConfiguration, "qknorm bulk-copy kernel setup");
-            static int next = 0;
-            shm_of[next] = shm, per_sm_of[next] = per_sm, next = (next + 1) % 4;
-        }
-    }
-    const int KR = a.kvsplit ? 2 : 8;
-    const long long items = (a.T + KR - 1) / KR + (a.rows - a.T + 7) / 8;
-    long long blocks = (items + RK_QT_WARPS - 1) / RK_QT_WARPS;
-    const long long resident = (long long)per_sm * sm_count();
-    const int per_warp = qknorm_items() < 0 ? 4 : qknorm_items();
-    QkArgs b = a;
-    if (per_warp > 0 && blocks > resident) { /* M items per warp, blocks handed out as SMs free up */
-        blocks = (items + (long long)RK_QT_WARPS * per_warp - 1) / ((long long)RK_QT_WARPS * per_warp);
-        if (blocks < resident) blocks = resident;
-        if (blocks > (1ll << 30)) blocks = 1ll << 30; /* the warps loop over the rest */
-        b.kvd = 0; /* the delay balances resident warps only */
-    } else if (blocks > resident) {
-        blocks = resident;
-    }
-    qknorm_tma_kernel<DT, RT, NS><<<(unsigned)blocks, 32 * RK_QT_WARPS, shm, st>>>(b);
-    return launched("qknorm kernel launch");
+    const long long items = (a.T + 7) / 8 + (a.rows - a.T + 7) / 8;
+    const int per_warp = qknorm_items() < 0 ? 1 : qknorm_items();
+    return launch_walk(qknorm_tma_kernel<DT, RT, NS, MINB>, a, items, RK_QT_WARPS, shm, per_warp, st);
 }
 template <int DT> ropekit_status launch_qknorm_reg(const QkArgs &a, int variant, cudaStream_t st) {
     if (variant >= 4) {
-        const int ns = qknorm_tma_stages();
-        if (a.rd == 0) return ns == 3 ? launch_qknorm_tma_t<DT, 0, 3>(a, st) : launch_qknorm_tma_t<DT, 0, 2>(a, st);
-        return ns == 3 ? launch_qknorm_tma_t<DT, 4, 3>(a, st) : launch_qknorm_tma_t<DT, 4, 2>(a, st);
+        return a.rd == 0 ? launch_qknorm_tma_t<DT, 0, 1, 5>(a, st) : launch_qknorm_tma_t<DT, 4, 1, 5>(a, st);
     }
     if (variant == 3) {
         if (a.rd == 0) return launch_qknorm_pipe_t<DT, 0, 0, 2>(a, st);
@@ -1135,8 +1069,9 @@ template <int DT> ropekit_status launch_qknorm_reg(const QkArgs &a, int variant,
 /* The register kernels' conditions: 16-bit rows of 32-bit words (channel stride 1, even row
  * strides, 4-byte aligned bases), head_dim % 16 == 0 and <= 512, rope 0 or 64 (so nope % 16 ==
  * 0: every thread's tail words are its last ones). Variant (ROPEKIT_CUDA_QKNORM_KERNEL, a
- * timing knob): 4 (default) the bulk-copy kernel where the device is sm_90 or later, the input
- * rows 16-byte aligned and the output rows 8-byte aligned, else 3; 3 the pipelined kernel where
+ * timing knob): 5 (default) 4 for calls of >= 65536 rows, else 3; 4 the bulk-copy kernel where
+ * the device is sm_90 or later, the input rows 16-byte aligned and the output rows 8-byte
+ * aligned, else 3; 3 the pipelined kernel where
  * the input rows are 16-byte aligned, else the register kernel; 1 the register kernel; 0 the
  * staged kernel. H200, same round (previous session's R3), DS-V4 2048 tokens, vs copy: float16
  * 77.9 / 80.5 / 84.7%, bfloat16 75.1 / 79.9 / 83.8% (staged / register / pipelined). */
@@ -1234,9 +1169,9 @@ ropekit_status run_qknorm(const rk_qknorm_plan *p, void *stream) {
                   (uintptr_t)p->sin % 16 == 0 && p->cos_s[0] % 4 == 0 && p->cos_s[1] % 4 == 0 &&
                   p->sin_s[0] % 4 == 0 && p->sin_s[1] % 4 == 0;
         a.w16 = p->ws == 1 && (uintptr_t)p->w % 16 == 0;
-        a.tma_hint = qknorm_tma_hint();
-        a.kvd = qknorm_kv_delay(p->simulate_fp8);
-        a.kvsplit = qknorm_kv_split();
+        /* bulk stores of the query rows: 16-byte aligned output rows */
+        a.bst = (uintptr_t)p->q_out % 16 == 0 && p->qos[0] % 8 == 0 && p->qos[1] % 8 == 0 &&
+                p->qos[2] % 8 == 0 && p->qos[3] == 1;
         return p->dtype == ROPEKIT_FLOAT16 ? launch_qknorm_reg<ROPEKIT_FLOAT16>(a, v, st)
                                            : launch_qknorm_reg<ROPEKIT_BFLOAT16>(a, v, st);
     }

@@ -670,15 +670,17 @@ int main(void) {
         qknorm_case(T, 2, 2, 3, 37, 6, 0, 0, 3, "37/6 odd nope (scalar)");
         qknorm_case(T, 1, 3, 4, 128, 0, 0, 0, 0, "128/0 no rope");
         /* layouts at the edges of the 16-bit kernels' conditions: rows only 4-byte aligned (the
-         * register kernel), outputs only 4-byte aligned, tables and weights 8-byte aligned, a row
+         * register kernel), outputs only 4-byte or 8-byte aligned (the bulk-copy kernel's 64-bit
+         * stores instead of its bulk stores), tables and weights 8-byte aligned, a row
          * count that is no multiple of 8 with kv and query rows in one batch, large rows (the
          * bfloat16 scale below 2^-9: products in float), several stages' worth of rows */
         {
             const qk_layout q4 = {2, 2, 0, 0, 0, 0.0}, o4 = {0, 0, 2, 0, 0, 0.0};
             const qk_layout t8 = {0, 0, 0, 2, 2, 0.0}, big = {0, 0, 0, 0, 0, 6000.0};
-            const qk_layout tiny = {0, 0, 0, 0, 0, 1e-3};
+            const qk_layout tiny = {0, 0, 0, 0, 0, 1e-3}, o8 = {0, 0, 4, 0, 0, 0.0};
             qknorm_case_l(T, 2, 3, 16, 512, 64, 1, 0, 0, "512/64 fp8 rows 4-byte aligned", q4);
             qknorm_case_l(T, 2, 3, 16, 512, 64, 1, 0, 0, "512/64 fp8 outputs 4-byte aligned", o4);
+            qknorm_case_l(T, 2, 3, 16, 512, 64, 1, 0, 0, "512/64 fp8 outputs 8-byte aligned", o8);
             qknorm_case_l(T, 2, 3, 16, 512, 64, 1, 0, 0, "512/64 fp8 tables, w 8-byte aligned", t8);
             qknorm_case_l(T, 1, 3, 4, 128, 64, 0, 0, 0, "128/64 15 rows (kv + query batch)", t8);
             qknorm_case_l(T, 2, 3, 16, 512, 64, 1, 0, 0, "512/64 fp8 values to 6000", big);
@@ -686,6 +688,9 @@ int main(void) {
             qknorm_case_l(T, 3, 37, 9, 256, 64, 1, 1, 0, "256/64 fp8 in place, 1110 rows", tiny);
             qknorm_case_l(T, 2, 29, 7, 64, 0, 0, 0, 8, "64/0 strided query, 464 rows", q4);
         }
+        /* prefill size: 67080 rows, past the 16-bit bulk-copy kernel's size threshold and
+         * several times the rows its resident warps hold at once */
+        qknorm_case(T, 1, 520, 128, 512, 64, 1, 0, 0, "DS-V4 520 tokens fp8 (67080 rows)");
         for (int gi = 0; gi < 3; ++gi) {
             int64_t G = gi == 0 ? 1 : gi == 1 ? 2 : 8;
             char name[64];
