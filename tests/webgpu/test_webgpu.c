@@ -1895,7 +1895,7 @@ static void run_f16_products(ropekit_webgpu_backend backend) {
     ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT16, 2, ts);
     ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = open_context(&opt);
+    ropekit_webgpu *ctx = open_context(&opt); /* its own: the shared one may be full (256 pipelines) in a full run */
     size_t sub = 0, inf = 0;
     for (int k = 0; ctx && k < 3; ++k) {
         rk_case cs;
@@ -1937,7 +1937,8 @@ static void run_f16_products(ropekit_webgpu_backend backend) {
 /* The vector kernel with 2 heads per invocation (grids of at least RK_WG_ROTARY_SMALL_GRID
  * one-head invocations, 2^20: float16 x and tables, narrow; float32, wide64), half-split and
  * interleaved, x with a few edge values (subnormal, infinite, NaN, tiny and huge: units redone
- * exactly with both heads of the group) among ordinary ones; bit for bit with the CPU. */
+ * exactly with both heads of the group) and pairs of subnormals among ordinary ones; bit for bit
+ * with the CPU. */
 static uint16_t heads2_h(float v) { /* float16 bits of a zero or a normal float16 value */
     uint32_t u;
     memcpy(&u, &v, 4);
@@ -1946,7 +1947,7 @@ static uint16_t heads2_h(float v) { /* float16 bits of a zero or a normal float1
 static void run_vector_heads2(ropekit_webgpu_backend backend) {
     enum { N = 32, H = 128, P = 64 };
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = open_context(&opt);
+    ropekit_webgpu *ctx = open_context(&opt); /* its own: the shared one may be full (256 pipelines) in a full run */
     if (!ctx) return;
     uint32_t seed = 99u;
     for (int f32 = 0; f32 <= 1; ++f32)
@@ -1964,6 +1965,15 @@ static void run_vector_heads2(ropekit_webgpu_backend backend) {
                 const float v = (float)((int)(seed >> 20) - 2048) / 256.0f;
                 if (f32) memcpy(x + 4 * i, edge ? (const void *)&b : (const void *)&v, 4);
                 else ((uint16_t *)x)[i] = edge ? (uint16_t)b : heads2_h(v); /* 12 bits: exact */
+            }
+            /* pairs of subnormals (an element and its rotation partner): results below the normal
+             * range, which an adapter that flushes (the H200's float32) gets wrong on the fast
+             * path, so a unit not redone shows */
+            for (size_t i = 0; i < n; i += 1499) {
+                const size_t k = i % H, j = il ? (i ^ 1u) : k < H / 2 ? i + H / 2 : i - H / 2;
+                const uint32_t s1 = 1u + (uint32_t)(i % 97u), s2 = 3u + (uint32_t)(i % 89u);
+                if (f32) memcpy(x + 4 * i, &s1, 4), memcpy(x + 4 * j, &s2, 4);
+                else ((uint16_t *)x)[i] = (uint16_t)s1, ((uint16_t *)x)[j] = (uint16_t)s2;
             }
             for (size_t i = 0; i < nt; ++i) { /* multiples of 2^-10 in [-1, 1]: exact in float16 */
                 const float cv = (float)(int)(1024.0f * cosf((float)i * 0.37f)) / 1024.0f;
