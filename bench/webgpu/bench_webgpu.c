@@ -445,6 +445,7 @@ int main(int argc, char **argv) {
     if (rot_rows) bench_rotary("same, bfloat16 x, float32 tables", 1, 8192 / d, 32, 128, 128, 131072 / d, BF, F32, 1);
     if (qk_rows) bench_ds("QKNorm DeepSeek-V4 2048/div tokens, 128 heads x512, rope 64, fp8", 2048 / d, F32, 0);
     if (qk_rows) bench_ds("same, bfloat16", 2048 / d, BF, 0);
+    if (qk_rows) bench_ds("same, float16", 2048 / d, F16, 0);
     if (rg_rows) bench_ds("InverseRotaryRegroup DeepSeek-V4 2048/div tokens, 8 groups", 2048 / d, F32, 1);
     if (rg_rows) bench_ds("same, bfloat16", 2048 / d, BF, 1);
     ropekit_webgpu_destroy(g_ctx);

@@ -176,6 +176,14 @@ void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c) {
         rk_buf_puts(s, c->dtype == ROPEKIT_FLOAT32
                            ? "fn rt_q(v: f32) -> f32 { return v; }\n"
                            : "fn rt_q(v: f32) -> f32 { return elem_to_f32(f32_to_elem(v)); }\n");
+        /* the exponent of the unit a nonzero value is a multiple of, from its magnitude bits
+         * (16-bit elements: the half-word in the top half) */
+        static const char *unit[] = {
+            "fn unit_exp(u: u32) -> i32 { return max(i32(u >> 23u), 1) - 150; }\n",
+            "fn unit_exp(u: u32) -> i32 { return max(i32(u >> 26u), 1) - 25; }\n",
+            "fn unit_exp(u: u32) -> i32 { return max(i32(u >> 23u), 1) - 134; }\n"};
+        rk_buf_puts(s, unit[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
+        rk_wgsl_add_file(s, c->ar == RK_ARITH_WIDE64 ? "qknorm_sum64.wgsl" : "qknorm_sum32.wgsl");
         in_out(s, 1, "q", RK_WG_V4, 6, "qo", RK_WG_V4, c->q_inplace);
         in_out(s, 2, "kv", RK_WG_V4, 7, "kvo", RK_WG_V4, c->kv_inplace);
         rk_wgsl_tensor(s, 3, "w", RK_WG_F32, 1, 0);

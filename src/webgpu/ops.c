@@ -353,16 +353,16 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
         in_runs_of(ve, p.kvs, 2, p.kvs[2], kv0) && in_runs_of(ve, p.kvos, 2, p.kvos[2], kvo0);
     const uint32_t vpt = row_kernel ? (uint32_t)((p.head_dim / ve + 63) / 64) : 0;
     /* rows per workgroup: RK_WG_QKNORM_QR, fewer where the workgroup would exceed the adapter's
-     * invocations or WebGPU's guaranteed 16 KiB of workgroup memory (per row: the staged row as
-     * float, a float per vector, 16 double accumulators of at most 16 bytes, the factor) */
+     * invocations or WebGPU's guaranteed 16 KiB of workgroup memory (per row: the staged row's
+     * 16-byte vectors, a float per vector, 64 partial sums of at most 16 bytes and 64 minima,
+     * the factor) */
     uint32_t qr = RK_WG_QKNORM_QR;
-    while (qr > 1 && (ctx->wg < 64 * qr ||
-                      qr * (64 * vpt * (uint32_t)ve * 4 + 64 * vpt * 4 + 16 * 16 + 4) > 16384))
+    while (qr > 1 && (ctx->wg < 64 * qr || qr * (64 * vpt * 20 + 64 * 20 + 4) > 16384))
         qr /= 2;
     char key[160];
     const rk_wg_arith ar = ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_EXACT32;
     if (row_kernel)
-        snprintf(key, sizeof key, "qknorm row %s vpt%u qr%u %s q_%s kv_%s",
+        snprintf(key, sizeof key, "qknorm row %s vpt%u qr%u fs %s q_%s kv_%s",
                  ropekit_dtype_name(p.dtype), vpt, qr, rk_wg_arith_name(ar),
                  q_inplace ? "inplace" : "outofplace", kv_inplace ? "inplace" : "outofplace");
     else

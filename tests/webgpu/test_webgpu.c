@@ -916,6 +916,130 @@ static void run_qknorm_layouts(ropekit_webgpu_backend backend, int no_f64) {
     ropekit_webgpu_destroy(ctx);
 }
 
+/* QKNormRotaryEmbedding sums of squares at float32 rounding boundaries (the row kernel decides the
+ * float32 sum from a sum in its own order where no rounding boundary is near, else recomputes it
+ * in the contract's order): rows whose exact sum of squares rounds up while the contract's double
+ * sum (sixteen lanes, butterfly) is exactly a tie that rounds down, because squares below half a
+ * double ulp vanish in a lane (pattern 0) or in the butterfly (pattern 1); rows of 16-bit-exact
+ * squares whose exact sum can be a tie (pattern 2); random rows with tiny values (pattern 3).
+ * Every dtype, bit for bit against the CPU reference, wide64 and exact32. */
+static uint16_t f16_exact(float v) { /* v exactly representable in float16 */
+    uint16_t sg = v < 0 ? 0x8000u : 0u;
+    float a = fabsf(v);
+    if (a == 0.0f) return sg;
+    if (a < 6.103515625e-05f) return (uint16_t)(sg | (uint16_t)(a * 16777216.0f));
+    int e;
+    float m = frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+    return (uint16_t)(sg | ((uint16_t)(e + 14) << 10) | ((uint16_t)(m * 2048.0f) & 0x3ffu));
+}
+static void qs_put(void *p, ropekit_dtype dt, size_t i, float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    if (dt == ROPEKIT_FLOAT32) memcpy((char *)p + 4 * i, &v, 4);
+    else if (dt == ROPEKIT_BFLOAT16) ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
+    else ((uint16_t *)p)[i] = f16_exact(v);
+}
+static void run_qknorm_sums(ropekit_webgpu_backend backend, int no_f64) {
+    ropekit_webgpu_options opt = {backend, 0, no_f64, 0, 0, 0};
+    ropekit_webgpu *ctx = NULL;
+    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
+        CHECK(0, "context: %s", ropekit_webgpu_last_error());
+        return;
+    }
+    enum { NB = 1, NS = 4, NH = 5, HD = 512, RD = 64 };
+    static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    int ran = 0;
+    for (int d = 0; d < 3; ++d) {
+        const ropekit_dtype dt = dts[d];
+        const size_t es = ropekit_dtype_size(dt), nq = NB * NS * NH * HD, nkv = NB * NS * HD,
+                     nt = NB * NS * RD;
+        unsigned char *q = calloc(nq, es), *kv = calloc(nkv, es), *qr = malloc(nq * es),
+                      *kvr = malloc(nkv * es), *qg = malloc(nq * es), *kvg = malloc(nkv * es);
+        float *w = malloc(HD * 4), *cs = malloc(nt * 4), *sn = malloc(nt * 4), row[HD];
+        /* float16 rows scaled by 2^8 (its smallest value is 2^-24) */
+        const float k = dt == ROPEKIT_FLOAT16 ? 256.0f : 1.0f;
+        const float tiny1 = dt == ROPEKIT_FLOAT16 ? 0x1p-19f : 0x1p-27f; /* square: 2^-54 of k^2 */
+        const float tiny2 = dt == ROPEKIT_FLOAT16 ? 0x1p-24f : 0x1p-40f;
+        uint32_t seed = 99u + (uint32_t)d;
+        for (int r = 0; r < NS * (NH + 1); ++r) {
+            const int pat = r % 4, m = (r * 7) % 53; /* (1 + m/128)^2 < 2: the tie is at 2^-24 */
+            memset(row, 0, sizeof row);
+            const float x0 = k * (1.0f + (float)m / 128.0f);
+            if (pat == 0 || pat == 1) {
+                row[0] = x0;
+                row[1] = k * 0x1p-12f; /* square: half an ulp of x0^2 in float32 */
+                if (pat == 0) /* lane 0: each square below half a double ulp of x0^2 */
+                    for (int c = 16; c < HD; c += 16) row[c] = tiny1;
+                else /* lane 2: lost when lane 0 + lane 2 are added in the butterfly */
+                    row[2] = tiny2;
+            } else if (pat == 2) { /* squares multiples of 2^-16 k^2 (bfloat16's 8 bits) */
+                for (int c = 0; c < HD; ++c) row[c] = k * (0.5f + (float)((c * 37 + r) % 128) / 256.0f);
+            } else {
+                qk_fill(row, ROPEKIT_FLOAT32, HD, &seed, k);
+                for (int c = 5; c < HD; c += 9) row[c] = tiny2 * (float)(1 + c % 3);
+                for (int c = 0; c < HD; ++c) { /* exact in the dtype */
+                    uint32_t u;
+                    memcpy(&u, &row[c], 4);
+                    if (dt == ROPEKIT_BFLOAT16) u &= 0xffff0000u;
+                    else if (dt == ROPEKIT_FLOAT16 && fabsf(row[c]) >= 6.103515625e-05f) u &= 0xffffe000u;
+                    else if (dt == ROPEKIT_FLOAT16) u = 0;
+                    memcpy(&row[c], &u, 4);
+                }
+            }
+            const int tok = r / (NH + 1), h = r % (NH + 1);
+            for (int c = 0; c < HD; ++c) {
+                if (h < NH) qs_put(q, dt, (size_t)(tok * NH + h) * HD + (size_t)c, row[c]);
+                else qs_put(kv, dt, (size_t)tok * HD + (size_t)c, row[c]);
+            }
+        }
+        for (int c = 0; c < HD; ++c) w[c] = 1.0f;
+        for (size_t i = 0; i < nt; ++i) cs[i] = 1.0f, sn[i] = 0.0f;
+        int64_t qsh[3] = {NB, NS, NH * HD}, kvsh[3] = {NB, NS, HD}, wsh[1] = {HD},
+                tsh[3] = {NB, NS, RD}, qosh[4] = {NB, NS, NH, HD};
+        ropekit_tensor hq = ropekit_tensor_contiguous(q, dt, 3, qsh);
+        ropekit_tensor hkv = ropekit_tensor_contiguous(kv, dt, 3, kvsh);
+        ropekit_tensor hw = ropekit_tensor_contiguous(w, ROPEKIT_FLOAT32, 1, wsh);
+        ropekit_tensor hc = ropekit_tensor_contiguous(cs, ROPEKIT_FLOAT32, 3, tsh);
+        ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 3, tsh);
+        ropekit_tensor hqo = ropekit_tensor_contiguous(qr, dt, 4, qosh);
+        ropekit_tensor hkvo = ropekit_tensor_contiguous(kvr, dt, 3, kvsh);
+        ropekit_qknorm_rotary_embedding_attrs at = {NH, HD, RD, 1e-6f, 1};
+        CHECK(ropekit_qknorm_rotary_embedding(&hq, &hkv, &hw, &hc, &hs, &at, &hqo, &hkvo) ==
+                  ROPEKIT_OK,
+              "cpu: %s", ropekit_last_error());
+        WGPUBuffer bq = upload(ctx, &hq, 16), bkv = upload(ctx, &hkv, 16), bw = upload(ctx, &hw, 16),
+                   bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16),
+                   bqo = upload(ctx, &hqo, 16), bkvo = upload(ctx, &hkvo, 16);
+        ropekit_webgpu_tensor gq = gview(bq, &hq), gkv = gview(bkv, &hkv), gw = gview(bw, &hw),
+                              gc = gview(bc, &hc), gs = gview(bs, &hs), gqo = gview(bqo, &hqo),
+                              gkvo = gview(bkvo, &hkvo);
+        ropekit_status st =
+            ropekit_webgpu_qknorm_rotary_embedding(ctx, &gq, &gkv, &gw, &gc, &gs, &at, &gqo, &gkvo);
+        const char *variant = ropekit_webgpu_last_variant(ctx);
+        CHECK(st == ROPEKIT_OK && strstr(variant, "qknorm row ") != NULL, "qknorm sums %s: %s (%s)",
+              ropekit_dtype_name(dt), ropekit_webgpu_last_error(), variant);
+        if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, bqo, 0, qg, nq * es) == ROPEKIT_OK &&
+            ropekit_webgpu_read(ctx, bkvo, 0, kvg, nkv * es) == ROPEKIT_OK) {
+            for (int r = 0; r < NS * (NH + 1); ++r) {
+                const int tok = r / (NH + 1), h = r % (NH + 1);
+                const size_t o = (h < NH ? (size_t)(tok * NH + h) : (size_t)tok) * HD * es;
+                const unsigned char *a = (h < NH ? qg : kvg) + o, *e = (h < NH ? qr : kvr) + o;
+                size_t bad = 0;
+                for (int c = 0; c < HD; ++c) bad += memcmp(a + (size_t)c * es, e + (size_t)c * es, es) != 0;
+                CHECK(bad == 0, "qknorm sums %s (%s) row %d (pattern %d): %zu elements differ",
+                      ropekit_dtype_name(dt), variant, r, r % 4, bad);
+            }
+            ++ran;
+        }
+        wgpuBufferRelease(bq), wgpuBufferRelease(bkv), wgpuBufferRelease(bw);
+        wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(bqo), wgpuBufferRelease(bkvo);
+        free(q), free(kv), free(qr), free(kvr), free(qg), free(kvg), free(w), free(cs), free(sn);
+    }
+    printf("qknorm sums at rounding boundaries (%s): %d dtypes compared bit for bit\n",
+           ropekit_webgpu_has_f64(ctx) ? "wide64" : "exact32", ran);
+    ropekit_webgpu_destroy(ctx);
+}
+
 /* Timestamps (options.timestamps): without them kernel_time is refused; with them (where the
  * adapter has timestamp-query) it counts each operator call's pass once, with a positive time,
  * and restarts from zero after reading. */
@@ -1147,6 +1271,21 @@ int main(void) {
     /* ROPEKIT_WEBGPU_CONFIGS=name,name: only those configurations (device rounds with little
      * time); the tests after them always run */
     const char *only = getenv("ROPEKIT_WEBGPU_CONFIGS");
+    /* ROPEKIT_WEBGPU_QKNORM_ONLY=1: only the QKNorm layout and sum tests (device rounds);
+     * =sums: only the sum tests */
+    const char *qk_only = getenv("ROPEKIT_WEBGPU_QKNORM_ONLY");
+    if (qk_only && (strcmp(qk_only, "1") == 0 || strcmp(qk_only, "sums") == 0)) {
+        printf("ROPEKIT_WEBGPU_QKNORM_ONLY=%s: only the QKNorm %s tests\n", qk_only,
+               qk_only[0] == '1' ? "layout and sum" : "sum");
+        if (qk_only[0] == '1') {
+            run_qknorm_layouts(backend, 0);
+            run_qknorm_layouts(backend, 1);
+        }
+        run_qknorm_sums(backend, 0);
+        run_qknorm_sums(backend, 1);
+        for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);
+        return REPORT();
+    }
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; ++i) {
         if (only && *only) {
             char want[64];
@@ -1167,6 +1306,8 @@ int main(void) {
     run_vector_blocks(backend);
     run_qknorm_layouts(backend, 0);
     run_qknorm_layouts(backend, 1);
+    run_qknorm_sums(backend, 0);
+    run_qknorm_sums(backend, 1);
     run_timestamps(backend);
     run_repeated_calls(backend);
     run_batched_calls(backend);

@@ -1,24 +1,33 @@
-// qknorm_row.wgsl — QKNormRotaryEmbedding, the row kernel: the same operations in the same order
-// as qknorm.wgsl (and src/cpu/ref.c), for rows the host can read as 16-byte vectors (unit channel
-// stride, head_dim and every row start a multiple of VE elements, head_dim <= 64 * VPT * VE; so
+// qknorm_row.wgsl — QKNormRotaryEmbedding, the row kernel: the results of qknorm.wgsl (and
+// src/cpu/ref.c) bit for bit, for rows the host can read as 16-byte vectors (unit channel stride,
+// head_dim and every row start a multiple of VE elements, head_dim <= 64 * VPT * VE; so
 // nope = head_dim - rope_head_dim is even and a rotation pair never leaves its vector).
 //
-// Prelude (kernels.c): the arithmetic (Acc, div_rn, sqrt_rn, dot2), VE (elements per vector: 4
-// or 8), VPT (vectors per invocation, 1..4), QR (rows per workgroup), elem_to_f32 / f32_to_elem,
-// rt_q, ld4_q / ld4_kv (array<vec4<u32>>), st4_qo / st4_kvo, ld_w, ld_c, ld_s (float32).
+// Prelude (kernels.c): the arithmetic (Acc, div_rn, sqrt_rn, dot2), the fast sum of squares
+// (Fs: qknorm_sum64.wgsl with shader-f64, qknorm_sum32.wgsl without), VE (elements per vector:
+// 4 or 8), VPT (vectors per invocation, 1..4), QR (rows per workgroup), unit_exp (the
+// exponent of the unit a value is a multiple of), elem_to_f32 / f32_to_elem, rt_q, ld4_q / ld4_kv
+// (array<vec4<u32>>), st4_qo / st4_kvo, ld_w, ld_c, ld_s (float32).
 //
 // One row (a query head or the kv row of a token) = 64 invocations of the workgroup; invocation
-// t owns vectors t, t + 64, ... of the row. Stages:
-//   1. every vector of the row loaded at once (one 16-byte load each), widened to float and
-//      staged in workgroup memory (`xs`);
-//   2. invocation l < 16 of the row sums the squares of channels l, l + 16, ... in its Acc:
-//      the CPU's lane l, in its order;
-//   3. one invocation per row combines the 16 lanes by the CPU's butterfly (8, 4, 2, 1) and
-//      computes the factor 1 / sqrt(ss / hd + eps) (rounded to T for a query head);
-//   4. the kv row (with fp8) puts the maximum |scaled value| of each nope vector in `vmax`;
-//   5. each invocation scales its vectors again from `xs`, the kv row's fp8 blocks take their
-//      maxima from `vmax`, rope pairs are rotated, and each vector is stored with one 16-byte
-//      store.
+// t owns vectors t, t + 64, ... of the row and keeps them in registers. Stages:
+//   1. every vector of the row loaded at once (one 16-byte load each) and staged (raw bits) in
+//      workgroup memory `xr` for the rare exact path; each invocation sums the squares of its
+//      values in any order (Fs) and finds its smallest nonzero magnitude;
+//   2. one invocation per row combines the 64 partial sums and decides the float32 sum of
+//      squares: the contract's sum (src/cpu/ref.c: doubles in sixteen lanes, a fixed butterfly)
+//      and the fast sum differ from the exact sum S by at most 131 and 37 units of 2^-53 * S (all
+//      terms are >= 0; at most 127 + 4 roundings on a lane's path for head_dim <= 2048, at most
+//      31 + 6 for the fast sum), so where every value within a far wider margin of the fast sum
+//      rounds to the same float32, that float32 is the contract's; where the fast sum is below
+//      2^(g + 53), g the exponent of the smallest unit every square is a multiple of, both sums
+//      are exact. Otherwise (a sum close to a rounding boundary, subnormal or non-finite sums)
+//      the same invocation recomputes the sum in the contract's order from `xr` (qknorm.wgsl's
+//      sixteen lanes and butterfly, one after the other). Then the factor 1 / sqrt(ss / hd + eps)
+//      (rounded to T for a query head);
+//   3. the kv row (with fp8) puts the maximum |scaled value| of each nope vector in `vmax`;
+//   4. each invocation scales its vectors, the kv row's fp8 blocks take their maxima from
+//      `vmax`, rope pairs are rotated, and each vector is stored with one 16-byte store.
 // The code is straight-line on vec4 values (no function-scope arrays): wgpu's shader translation
 // bounds every loop, which keeps drivers from unrolling it, and an array indexed in a loop that
 // is not unrolled lives in (slow) local memory.
@@ -40,12 +49,85 @@ struct Params {
 @group(0) @binding(0) var<uniform> P: Params;
 
 const RV: u32 = 64u * VPT;      // vectors per row slot
-const RC: u32 = RV * VE;        // channels per row slot
-var<workgroup> xs: array<vec4<f32>, QR * RC / 4u>; // the rows' inputs as float
-var<workgroup> lanes: array<Acc, QR * 16u>;
+var<workgroup> xr: array<vec4<u32>, QR * RV>; // the rows' input bits (the exact path)
+var<workgroup> part: array<Fs, QR * 64u>;      // partial sums of squares, one per invocation
+var<workgroup> pmin: array<u32, QR * 64u>;     // smallest nonzero |bits| - 1 of each invocation
 var<workgroup> factor: array<f32, QR>;
-var<workgroup> vmax: array<f32, QR * RV>;          // fp8: max |v| of each nope vector
+var<workgroup> vmax: array<f32, QR * RV>;      // fp8: max |v| of each nope vector
 
+// ---- stage 1: the invocation's values ----
+fn elem_lo(w: u32) -> f32 { return elem_to_f32(w & 0xffffu); }
+fn elem_hi(w: u32) -> f32 { return elem_to_f32(w >> 16u); }
+
+// the squares of a vector's elements added to f (an all-zero vector adds nothing)
+fn fs_vec(f: Fs, r: vec4<u32>) -> Fs {
+    if (VE == 4u) {
+        return fs_add_sq(fs_add_sq(fs_add_sq(fs_add_sq(f, bitcast<f32>(r.x)), bitcast<f32>(r.y)),
+                                   bitcast<f32>(r.z)), bitcast<f32>(r.w));
+    }
+    var a = fs_add_sq(fs_add_sq(f, elem_lo(r.x)), elem_hi(r.x));
+    a = fs_add_sq(fs_add_sq(a, elem_lo(r.y)), elem_hi(r.y));
+    a = fs_add_sq(fs_add_sq(a, elem_lo(r.z)), elem_hi(r.z));
+    return fs_add_sq(fs_add_sq(a, elem_lo(r.w)), elem_hi(r.w));
+}
+
+// min over the vector's elements of |bits| - 1 (a zero gives 0xffffffff: ignored); the bits as
+// float32 bits (16-bit elements: the half-word in the top half, the same order)
+fn min_vec(m: u32, r: vec4<u32>) -> u32 {
+    if (VE == 4u) {
+        let a = (r & vec4<u32>(0x7fffffffu)) - vec4<u32>(1u);
+        return min(m, min(min(a.x, a.y), min(a.z, a.w)));
+    }
+    let lo = ((r << vec4<u32>(16u)) & vec4<u32>(0x7fff0000u)) - vec4<u32>(1u);
+    let hi = (r & vec4<u32>(0x7fff0000u)) - vec4<u32>(1u);
+    let a = min(lo, hi);
+    return min(m, min(min(a.x, a.y), min(a.z, a.w)));
+}
+
+// ---- stage 2: the 64 partial sums and minima of a row, as balanced trees (straight-line: the
+// loads issue together, six additions deep) ----
+fn part8(o: u32) -> Fs {
+    return fs_add(fs_add(fs_add(part[o], part[o + 1u]), fs_add(part[o + 2u], part[o + 3u])),
+                  fs_add(fs_add(part[o + 4u], part[o + 5u]), fs_add(part[o + 6u], part[o + 7u])));
+}
+fn part64(o: u32) -> Fs {
+    return fs_add(fs_add(fs_add(part8(o), part8(o + 8u)), fs_add(part8(o + 16u), part8(o + 24u))),
+                  fs_add(fs_add(part8(o + 32u), part8(o + 40u)), fs_add(part8(o + 48u), part8(o + 56u))));
+}
+fn min8(o: u32) -> u32 {
+    return min(min(min(pmin[o], pmin[o + 1u]), min(pmin[o + 2u], pmin[o + 3u])),
+               min(min(pmin[o + 4u], pmin[o + 5u]), min(pmin[o + 6u], pmin[o + 7u])));
+}
+fn min64(o: u32) -> u32 {
+    return min(min(min(min8(o), min8(o + 8u)), min(min8(o + 16u), min8(o + 24u))),
+               min(min(min8(o + 32u), min8(o + 40u)), min(min8(o + 48u), min8(o + 56u))));
+}
+
+// ---- stage 2: the contract's order (the exact path), from the staged bits ----
+fn row_elem(base: u32, c: u32) -> f32 {
+    let v = xr[base + c / VE];
+    if (VE == 4u) { return bitcast<f32>(v[c & 3u]); }
+    let w = v[(c >> 1u) & 3u];
+    return elem_to_f32(select(w & 0xffffu, w >> 16u, (c & 1u) == 1u));
+}
+// lane j of the CPU: channels j, j + 16, ... in order
+fn slow_lane(base: u32, j: u32) -> Acc {
+    var acc = acc_zero();
+    for (var c = j; c < P.hd; c += 16u) { acc = acc_add_sq(acc, row_elem(base, c)); }
+    return acc;
+}
+// the butterfly (widths 8, 4, 2, 1): b_j = (l_j + l_{j+8}) + (l_{j+4} + l_{j+12}),
+// sum = (b_0 + b_2) + (b_1 + b_3)
+fn slow_quad(base: u32, j: u32) -> Acc {
+    return acc_add(acc_add(slow_lane(base, j), slow_lane(base, j + 8u)),
+                   acc_add(slow_lane(base, j + 4u), slow_lane(base, j + 12u)));
+}
+fn slow_sum(base: u32) -> f32 {
+    return acc_f32(acc_add(acc_add(slow_quad(base, 0u), slow_quad(base, 2u)),
+                           acc_add(slow_quad(base, 1u), slow_quad(base, 3u))));
+}
+
+// ---- stage 4 ----
 // as the CPU's fminf(fmaxf(v / scale, -448), 448) (a NaN becomes -448), E4M3, times scale
 fn fp8_quant(v: f32, scale: f32, inv: f32) -> f32 {
     let q = select(min(max(v * inv, -448.0), 448.0), -448.0, is_nan32(v));
@@ -85,8 +167,8 @@ fn rot2(x0: f32, x1: f32, c: u32, cb: u32, sb: u32) -> vec2<f32> {
     return vec2<f32>(dot2(x0, c0, -x1, s0), dot2(x1, c1, x0, s1));
 }
 
-// One row's state for stage 5.
-struct Row { is_kv: bool, fp8: bool, rq: f32, slot: u32, xb: u32, cb: u32, sb: u32 }
+// One row's state for stage 4.
+struct Row { is_kv: bool, fp8: bool, rq: f32, slot: u32, cb: u32, sb: u32 }
 
 // channels c0 .. c0+3 of the row, final values (c0 a multiple of 4 below hd)
 fn final4(w: Row, c0: u32, x: vec4<f32>) -> vec4<f32> {
@@ -114,46 +196,31 @@ fn final4(w: Row, c0: u32, x: vec4<f32>) -> vec4<f32> {
 }
 
 fn widen_lo(r: vec4<u32>) -> vec4<f32> {
-    if (VE == 4u) { return vec4<f32>(elem_to_f32(r.x), elem_to_f32(r.y), elem_to_f32(r.z), elem_to_f32(r.w)); }
-    return vec4<f32>(elem_to_f32(r.x & 0xffffu), elem_to_f32(r.x >> 16u),
-                     elem_to_f32(r.y & 0xffffu), elem_to_f32(r.y >> 16u));
+    if (VE == 4u) { return bitcast<vec4<f32>>(r); }
+    return vec4<f32>(elem_lo(r.x), elem_hi(r.x), elem_lo(r.y), elem_hi(r.y));
 }
 fn widen_hi(r: vec4<u32>) -> vec4<f32> {
-    return vec4<f32>(elem_to_f32(r.z & 0xffffu), elem_to_f32(r.z >> 16u),
-                     elem_to_f32(r.w & 0xffffu), elem_to_f32(r.w >> 16u));
+    return vec4<f32>(elem_lo(r.z), elem_hi(r.z), elem_lo(r.w), elem_hi(r.w));
 }
 fn pack2(a: f32, b: f32) -> u32 { return f32_to_elem(a) | (f32_to_elem(b) << 16u); }
 
-// stage 1 for vector vi: stage the loaded bits as float
-fn stage_in(xb: u32, vi: u32, r: vec4<u32>) {
+// stage 3 for vector vi (bits r) of a kv row: its nope maximum
+fn kv_max(w: Row, vi: u32, r: vec4<u32>) {
+    let c0 = vi * VE;
     if (VE == 4u) {
-        xs[xb + vi] = widen_lo(r);
+        vmax[w.slot * RV + vi] = nope_max4(c0, normed4(true, c0, widen_lo(r), w.rq));
     } else {
-        xs[xb + 2u * vi] = widen_lo(r);
-        xs[xb + 2u * vi + 1u] = widen_hi(r);
+        vmax[w.slot * RV + vi] = max(nope_max4(c0, normed4(true, c0, widen_lo(r), w.rq)),
+                                     nope_max4(c0 + 4u, normed4(true, c0 + 4u, widen_hi(r), w.rq)));
     }
 }
 
-// stage 4 for vector vi of a kv row: its nope maximum
-fn kv_max(w: Row, vi: u32) {
+// stage 4 for vector vi (bits r): the stored bits
+fn out_vec(w: Row, vi: u32, r: vec4<u32>) -> vec4<u32> {
     let c0 = vi * VE;
-    if (VE == 4u) {
-        vmax[w.slot * RV + vi] = nope_max4(c0, normed4(true, c0, xs[w.xb + vi], w.rq));
-    } else {
-        vmax[w.slot * RV + vi] = max(nope_max4(c0, normed4(true, c0, xs[w.xb + 2u * vi], w.rq)),
-                                     nope_max4(c0 + 4u, normed4(true, c0 + 4u, xs[w.xb + 2u * vi + 1u], w.rq)));
-    }
-}
-
-// stage 5 for vector vi: the stored bits
-fn out_vec(w: Row, vi: u32) -> vec4<u32> {
-    let c0 = vi * VE;
-    if (VE == 4u) {
-        let y = final4(w, c0, xs[w.xb + vi]);
-        return vec4<u32>(f32_to_elem(y.x), f32_to_elem(y.y), f32_to_elem(y.z), f32_to_elem(y.w));
-    }
-    let lo = final4(w, c0, xs[w.xb + 2u * vi]);
-    let hi = final4(w, c0 + 4u, xs[w.xb + 2u * vi + 1u]);
+    if (VE == 4u) { return bitcast<vec4<u32>>(final4(w, c0, widen_lo(r))); }
+    let lo = final4(w, c0, widen_lo(r));
+    let hi = final4(w, c0 + 4u, widen_hi(r));
     return vec4<u32>(pack2(lo.x, lo.y), pack2(lo.z, lo.w), pack2(hi.x, hi.y), pack2(hi.z, hi.w));
 }
 
@@ -190,9 +257,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     ib = ib / VE; // the host checked: multiples of VE
     ob = ob / VE;
     let nv = P.hd / VE;
-    let xb = slot * (RC / 4u); // the slot's first vec4 of xs
+    let xb = slot * RV; // the slot's first vector in xr
 
-    // 1. all loads first (up to four vectors), then widen into workgroup memory
+    // 1. all loads first (up to four vectors, zero past the row), staged; the partial sums
     var r0 = vec4<u32>(0u); var r1 = vec4<u32>(0u); var r2 = vec4<u32>(0u); var r3 = vec4<u32>(0u);
     if (valid) {
         if (t < nv) { r0 = load_vec(is_kv, ib + t); }
@@ -200,59 +267,49 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (VPT > 2u && t + 128u < nv) { r2 = load_vec(is_kv, ib + t + 128u); }
         if (VPT > 3u && t + 192u < nv) { r3 = load_vec(is_kv, ib + t + 192u); }
     }
-    stage_in(xb, t, r0);
-    if (VPT > 1u) { stage_in(xb, t + 64u, r1); }
-    if (VPT > 2u) { stage_in(xb, t + 128u, r2); }
-    if (VPT > 3u) { stage_in(xb, t + 192u, r3); }
+    xr[xb + t] = r0;
+    var f = fs_vec(fs_zero(), r0);
+    var mn = min_vec(0xffffffffu, r0);
+    if (VPT > 1u) { xr[xb + t + 64u] = r1; f = fs_vec(f, r1); mn = min_vec(mn, r1); }
+    if (VPT > 2u) { xr[xb + t + 128u] = r2; f = fs_vec(f, r2); mn = min_vec(mn, r2); }
+    if (VPT > 3u) { xr[xb + t + 192u] = r3; f = fs_vec(f, r3); mn = min_vec(mn, r3); }
+    part[lid] = f;
+    pmin[lid] = mn;
     workgroupBarrier();
 
-    // 2. the CPU's sixteen lanes, each in its order
-    if (t < 16u) {
-        var acc = acc_zero();
-        let x0 = xb * 4u;
-        for (var c = t; c < P.hd; c += 16u) { acc = acc_add_sq(acc, xs[(x0 + c) >> 2u][c & 3u]); }
-        lanes[slot * 16u + t] = acc;
-    }
-    workgroupBarrier();
-
-    // 3. the butterfly (widths 8, 4, 2, 1) and the factor, once per row
+    // 2. the sum of squares and the factor, once per row
     if (lid < QR) {
-        let o = lid * 16u;
-        let a0 = acc_add(lanes[o], lanes[o + 8u]);
-        let a1 = acc_add(lanes[o + 1u], lanes[o + 9u]);
-        let a2 = acc_add(lanes[o + 2u], lanes[o + 10u]);
-        let a3 = acc_add(lanes[o + 3u], lanes[o + 11u]);
-        let a4 = acc_add(lanes[o + 4u], lanes[o + 12u]);
-        let a5 = acc_add(lanes[o + 5u], lanes[o + 13u]);
-        let a6 = acc_add(lanes[o + 6u], lanes[o + 14u]);
-        let a7 = acc_add(lanes[o + 7u], lanes[o + 15u]);
-        let b0 = acc_add(a0, a4);
-        let b1 = acc_add(a1, a5);
-        let b2 = acc_add(a2, a6);
-        let b3 = acc_add(a3, a7);
-        let ssq = acc_f32(acc_add(acc_add(b0, b2), acc_add(b1, b3)));
+        let o = lid * 64u;
+        let a = part64(o);
+        let m = min64(o);
+        // every square is a multiple of 2^g: the smallest nonzero value's exponent, less the
+        // element's significand bits (a zero row: no value)
+        let g = 2 * unit_exp(m + 1u);
+        let fast = fs_f32(a, g, m == 0xffffffffu);
+        var ssq: f32;
+        if (fast.y != 0u) { ssq = bitcast<f32>(fast.x); } else { ssq = slow_sum(lid * RV); }
         var rq = div_rn(1.0, sqrt_rn(div_rn(ssq, f32(P.hd)) + P.eps));
         if ((min(wg0 + lid, P.rows - 1u)) % (P.heads + 1u) != P.heads) { rq = rt_q(rq); } // query: rounded to T
         factor[lid] = rq;
     }
     workgroupBarrier();
-    let w = Row(is_kv, is_kv && P.fp8 != 0u, factor[slot], slot, xb,
+    let w = Row(is_kv, is_kv && P.fp8 != 0u, factor[slot], slot,
                 P.c_base + b * P.cs.x + s * P.cs.y, P.s_base + b * P.ss.x + s * P.ss.y);
 
-    // 4. the kv row's fp8 block maxima
+    // 3. the kv row's fp8 block maxima
     if (w.fp8) {
-        if (t < nv) { kv_max(w, t); }
-        if (VPT > 1u && t + 64u < nv) { kv_max(w, t + 64u); }
-        if (VPT > 2u && t + 128u < nv) { kv_max(w, t + 128u); }
-        if (VPT > 3u && t + 192u < nv) { kv_max(w, t + 192u); }
+        if (t < nv) { kv_max(w, t, r0); }
+        if (VPT > 1u && t + 64u < nv) { kv_max(w, t + 64u, r1); }
+        if (VPT > 2u && t + 128u < nv) { kv_max(w, t + 128u, r2); }
+        if (VPT > 3u && t + 192u < nv) { kv_max(w, t + 192u, r3); }
     }
     if (P.fp8 != 0u) { workgroupBarrier(); }
 
-    // 5. scale, fp8 round trip (kv), rotation, one store per vector
+    // 4. scale, fp8 round trip (kv), rotation, one store per vector
     if (valid) {
-        if (t < nv) { store_vec(is_kv, ob + t, out_vec(w, t)); }
-        if (VPT > 1u && t + 64u < nv) { store_vec(is_kv, ob + t + 64u, out_vec(w, t + 64u)); }
-        if (VPT > 2u && t + 128u < nv) { store_vec(is_kv, ob + t + 128u, out_vec(w, t + 128u)); }
-        if (VPT > 3u && t + 192u < nv) { store_vec(is_kv, ob + t + 192u, out_vec(w, t + 192u)); }
+        if (t < nv) { store_vec(is_kv, ob + t, out_vec(w, t, r0)); }
+        if (VPT > 1u && t + 64u < nv) { store_vec(is_kv, ob + t + 64u, out_vec(w, t + 64u, r1)); }
+        if (VPT > 2u && t + 128u < nv) { store_vec(is_kv, ob + t + 128u, out_vec(w, t + 128u, r2)); }
+        if (VPT > 3u && t + 192u < nv) { store_vec(is_kv, ob + t + 192u, out_vec(w, t + 192u, r3)); }
     }
 }

@@ -1,0 +1,23 @@
+// qknorm_sum64.wgsl — the row kernel's fast sum of squares with shader-f64 (see qknorm_row.wgsl):
+// the squares (exact in f64) summed in any order, and the float32 it decides, if it can.
+alias Fs = f64;
+fn fs_zero() -> Fs { return f64(0.0); }
+fn fs_add_sq(a: Fs, v: f32) -> Fs { return a + f64(v) * f64(v); }
+fn fs_add(a: Fs, b: Fs) -> Fs { return a + b; }
+
+// (float32 bits, 1) where every summation order the contract allows gives that float32, else
+// (0, 0). none: every value zero (the sum is +0). g: every square is a multiple of 2^g.
+//  - sums that are not normal float32 values (or their conversions) are left to the exact path;
+//  - a < 2^(g + 53): every partial sum of any order is a multiple of 2^g below 2^(g + 53), so
+//    exact in double: a is the exact sum and so is the contract's;
+//  - else the contract's sum lies within (131 + 37) * 2^-53 * S < 1e-12 * a of a, and every
+//    value in [a - 1e-12 a, a + 1e-12 a] rounds to the same float32 where both ends do
+//    (rounding is monotone).
+fn fs_f32(a: Fs, g: i32, none: bool) -> vec2<u32> {
+    if (none) { return vec2<u32>(0u, 1u); }
+    if (!(a >= 1.2e-38) || !(a <= 3.0e38)) { return vec2<u32>(0u, 0u); }
+    let c = f32(a);
+    if (a < ldexp(f64(1.0), g + 53)) { return vec2<u32>(bitcast<u32>(c), 1u); }
+    let d = a * 1e-12;
+    return vec2<u32>(bitcast<u32>(c), select(0u, 1u, f32(a - d) == c && f32(a + d) == c));
+}
