@@ -183,6 +183,19 @@ void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c) {
             "fn unit_exp(u: u32) -> i32 { return max(i32(u >> 26u), 1) - 25; }\n",
             "fn unit_exp(u: u32) -> i32 { return max(i32(u >> 23u), 1) - 134; }\n"};
         rk_buf_puts(s, unit[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
+        /* a vector's even and odd elements as float, and back into words (16-bit; unused for
+         * float32) */
+        static const char *eo[] = {
+            "fn elem_even4(r: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(r); }\n"
+            "fn elem_odd4(r: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(r); }\n"
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bitcast<vec4<u32>>(lo); }\n",
+            "fn elem_even4(r: vec4<u32>) -> vec4<f32> { return f16x4(r & vec4<u32>(0xffffu)); }\n"
+            "fn elem_odd4(r: vec4<u32>) -> vec4<f32> { return f16x4(r >> vec4<u32>(16u)); }\n"
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return f16_words4(lo, hi); }\n",
+            "fn elem_even4(r: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(r << vec4<u32>(16u)); }\n"
+            "fn elem_odd4(r: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(r & vec4<u32>(0xffff0000u)); }\n"
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bf16_words4(lo, hi); }\n"};
+        rk_buf_puts(s, eo[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
         rk_wgsl_add_file(s, c->ar == RK_ARITH_WIDE64 ? "qknorm_sum64.wgsl" : "qknorm_sum32.wgsl");
         in_out(s, 1, "q", RK_WG_V4, 6, "qo", RK_WG_V4, c->q_inplace);
         in_out(s, 2, "kv", RK_WG_V4, 7, "kvo", RK_WG_V4, c->kv_inplace);

@@ -341,6 +341,12 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
         prm[i] = (uint32_t)vals[i];
     }
     memcpy(&prm[40], &p.epsilon, 4);
+    /* row kernel: 1/head_dim where head_dim is a power of two (ss / head_dim = ss * 2^-k,
+     * exact where the result is a normal float32), else 0 */
+    if ((p.head_dim & (p.head_dim - 1)) == 0) {
+        const float inv = 1.0f / (float)p.head_dim;
+        memcpy(&prm[41], &inv, 4);
+    }
 
     /* The row kernel (qknorm_row.wgsl): every row read and written as 16-byte vectors (unit
      * channel stride, head_dim and every row start a multiple of the elements per vector), 64
@@ -354,10 +360,10 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
     const uint32_t vpt = row_kernel ? (uint32_t)((p.head_dim / ve + 63) / 64) : 0;
     /* rows per workgroup: RK_WG_QKNORM_QR, fewer where the workgroup would exceed the adapter's
      * invocations or WebGPU's guaranteed 16 KiB of workgroup memory (per row: the staged row's
-     * 16-byte vectors, a float per vector, 64 partial sums of at most 16 bytes and 64 minima,
-     * the factor) */
+     * 16-byte vectors, a float per vector, 64 partial sums of at most 24 bytes and 64 minima,
+     * the factor; package.c's row variants the same) */
     uint32_t qr = RK_WG_QKNORM_QR;
-    while (qr > 1 && (ctx->wg < 64 * qr || qr * (64 * vpt * 20 + 64 * 20 + 4) > 16384))
+    while (qr > 1 && (ctx->wg < 64 * qr || qr * (64 * vpt * 20 + 64 * 28 + 4) > 16384))
         qr /= 2;
     char key[160];
     const rk_wg_arith ar = ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_EXACT32;

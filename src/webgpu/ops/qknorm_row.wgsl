@@ -43,7 +43,7 @@ struct Params {
     w_base: u32, w_s: u32, c_base: u32, s_base: u32,
     B: u32, S: u32, heads: u32, hd: u32,
     rope: u32, nope: u32, fp8: u32, rows: u32,
-    eps: f32, pad0: u32, pad1: u32, pad2: u32,
+    eps: f32, inv_hd: f32, pad1: u32, pad2: u32, // inv_hd: 1/hd for a power of two, else 0
 }
 
 @group(0) @binding(0) var<uniform> P: Params;
@@ -59,16 +59,27 @@ var<workgroup> vmax: array<f32, QR * RV>;      // fp8: max |v| of each nope vect
 fn elem_lo(w: u32) -> f32 { return elem_to_f32(w & 0xffffu); }
 fn elem_hi(w: u32) -> f32 { return elem_to_f32(w >> 16u); }
 
+// float16 bits (in the low halves) as float32: zeros and normal values in vector integer
+// arithmetic, else each value through f16_bits_to_f32 (the same bits)
+fn f16x4(h: vec4<u32>) -> vec4<f32> {
+    let a = h & vec4<u32>(0x7fffu);
+    let e = a >> vec4<u32>(10u);
+    let z = a == vec4<u32>(0u);
+    if (all((e - vec4<u32>(1u) < vec4<u32>(30u)) | z)) {
+        let m = select((a << vec4<u32>(13u)) + vec4<u32>(0x38000000u), vec4<u32>(0u), z);
+        return bitcast<vec4<f32>>(m | ((h & vec4<u32>(0x8000u)) << vec4<u32>(16u)));
+    }
+    return vec4<f32>(f16_bits_to_f32(h.x), f16_bits_to_f32(h.y), f16_bits_to_f32(h.z),
+                     f16_bits_to_f32(h.w));
+}
+
+fn fs_add4(f: Fs, v: vec4<f32>) -> Fs {
+    return fs_add_sq(fs_add_sq(fs_add_sq(fs_add_sq(f, v.x), v.y), v.z), v.w);
+}
 // the squares of a vector's elements added to f (an all-zero vector adds nothing)
 fn fs_vec(f: Fs, r: vec4<u32>) -> Fs {
-    if (VE == 4u) {
-        return fs_add_sq(fs_add_sq(fs_add_sq(fs_add_sq(f, bitcast<f32>(r.x)), bitcast<f32>(r.y)),
-                                   bitcast<f32>(r.z)), bitcast<f32>(r.w));
-    }
-    var a = fs_add_sq(fs_add_sq(f, elem_lo(r.x)), elem_hi(r.x));
-    a = fs_add_sq(fs_add_sq(a, elem_lo(r.y)), elem_hi(r.y));
-    a = fs_add_sq(fs_add_sq(a, elem_lo(r.z)), elem_hi(r.z));
-    return fs_add_sq(fs_add_sq(a, elem_lo(r.w)), elem_hi(r.w));
+    if (VE == 4u) { return fs_add4(f, bitcast<vec4<f32>>(r)); }
+    return fs_add4(fs_add4(f, elem_even4(r)), elem_odd4(r));
 }
 
 // min over the vector's elements of |bits| - 1 (a zero gives 0xffffffff: ignored); the bits as
@@ -84,16 +95,8 @@ fn min_vec(m: u32, r: vec4<u32>) -> u32 {
     return min(m, min(min(a.x, a.y), min(a.z, a.w)));
 }
 
-// ---- stage 2: the 64 partial sums and minima of a row, as balanced trees (straight-line: the
-// loads issue together, six additions deep) ----
-fn part8(o: u32) -> Fs {
-    return fs_add(fs_add(fs_add(part[o], part[o + 1u]), fs_add(part[o + 2u], part[o + 3u])),
-                  fs_add(fs_add(part[o + 4u], part[o + 5u]), fs_add(part[o + 6u], part[o + 7u])));
-}
-fn part64(o: u32) -> Fs {
-    return fs_add(fs_add(fs_add(part8(o), part8(o + 8u)), fs_add(part8(o + 16u), part8(o + 24u))),
-                  fs_add(fs_add(part8(o + 32u), part8(o + 40u)), fs_add(part8(o + 48u), part8(o + 56u))));
-}
+// ---- stage 2: the 64 partial sums (fs_row: qknorm_sum64/32.wgsl) and minima of a row, the
+// minima as a balanced tree (straight-line: the loads issue together) ----
 fn min8(o: u32) -> u32 {
     return min(min(min(pmin[o], pmin[o + 1u]), min(pmin[o + 2u], pmin[o + 3u])),
                min(min(pmin[o + 4u], pmin[o + 5u]), min(pmin[o + 6u], pmin[o + 7u])));
@@ -218,6 +221,10 @@ fn kv_max(w: Row, vi: u32, r: vec4<u32>) {
 // stage 4 for vector vi (bits r): the stored bits
 fn out_vec(w: Row, vi: u32, r: vec4<u32>) -> vec4<u32> {
     let c0 = vi * VE;
+    if (!w.is_kv && c0 + VE <= P.nope) { // a query vector without rope channels: x * r rounded once
+        if (VE == 4u) { return bitcast<vec4<u32>>(bitcast<vec4<f32>>(r) * w.rq); }
+        return elem_words4(elem_even4(r) * w.rq, elem_odd4(r) * w.rq);
+    }
     if (VE == 4u) { return bitcast<vec4<u32>>(final4(w, c0, widen_lo(r))); }
     let lo = final4(w, c0, widen_lo(r));
     let hi = final4(w, c0 + 4u, widen_hi(r));
@@ -280,7 +287,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // 2. the sum of squares and the factor, once per row
     if (lid < QR) {
         let o = lid * 64u;
-        let a = part64(o);
+        let a = fs_row(o);
         let m = min64(o);
         // every square is a multiple of 2^g: the smallest nonzero value's exponent, less the
         // element's significand bits (a zero row: no value)
@@ -288,7 +295,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let fast = fs_f32(a, g, m == 0xffffffffu);
         var ssq: f32;
         if (fast.y != 0u) { ssq = bitcast<f32>(fast.x); } else { ssq = slow_sum(lid * RV); }
-        var rq = div_rn(1.0, sqrt_rn(div_rn(ssq, f32(P.hd)) + P.eps));
+        // ss / hd: for hd = 2^k the product ss * 2^-k is exact while it is a normal float32 (a
+        // biased exponent of ss above k; zeros, infinities and NaN come out as the quotient's)
+        let sb = (bitcast<u32>(ssq) >> 23u) & 0xffu;
+        let hk = 127u - ((bitcast<u32>(P.inv_hd) >> 23u) & 0xffu); // k
+        var sh: f32;
+        if (P.inv_hd != 0.0 && (sb > hk || ssq == 0.0 || sb == 255u)) { sh = ssq * P.inv_hd; }
+        else { sh = div_rn(ssq, f32(P.hd)); }
+        var rq = div_rn(1.0, sqrt_rn(sh + P.eps));
         if ((min(wg0 + lid, P.rows - 1u)) % (P.heads + 1u) != P.heads) { rq = rt_q(rq); } // query: rounded to T
         factor[lid] = rq;
     }

@@ -35,6 +35,14 @@ fn fs_add_sq(a: Fs, v: f32) -> Fs {
     return fs_add(a, Fs(u64_shl(p, 4u), 2 * g.e, 0u, 0u));
 }
 
+// the 64 partial sums part[o .. o + 63] of a row (a loop: the integer addition is long, and
+// software adapters compile every inlined copy)
+fn fs_row(o: u32) -> Fs {
+    var a = part[o];
+    for (var i = 1u; i < 64u; i++) { a = fs_add(a, part[o + i]); }
+    return a;
+}
+
 // (float32 bits, 1) where every summation order the contract allows gives that float32, else
 // (0, 0). none: every value zero (the sum is +0). g: every square is a multiple of 2^g.
 //  - k = 0 and T < 2^(g + 53) (in value): T is the exact sum, and every partial sum of the
