@@ -73,63 +73,113 @@ static ropekit_webgpu_backend backend_from_env(void) {
     return ROPEKIT_WEBGPU_BACKEND_ANY;
 }
 
-static WGPUBuffer upload(ropekit_webgpu *ctx, const ropekit_tensor *t, uint64_t pad_to) {
-    size_t n = rk_tensor_nbytes(t);
-    uint64_t bytes = n > pad_to ? n : pad_to;
+/* A buffer of at least 16 bytes holding n bytes of data (NULL on failure). */
+static WGPUBuffer upload_bytes(ropekit_webgpu *ctx, const void *data, size_t n) {
     WGPUBuffer b = NULL;
-    if (ropekit_webgpu_buffer_create(ctx, bytes, &b) != ROPEKIT_OK) return NULL;
-    if (n && ropekit_webgpu_write(ctx, b, 0, t->data, n) != ROPEKIT_OK) {
+    if (ropekit_webgpu_buffer_create(ctx, n > 16 ? n : 16, &b) != ROPEKIT_OK) return NULL;
+    if (n && ropekit_webgpu_write(ctx, b, 0, data, n) != ROPEKIT_OK) {
         wgpuBufferRelease(b);
         return NULL;
     }
     return b;
 }
 
+static WGPUBuffer upload(ropekit_webgpu *ctx, const ropekit_tensor *t) {
+    return upload_bytes(ctx, t->data, rk_tensor_nbytes(t));
+}
+
 static ropekit_webgpu_tensor gview(WGPUBuffer b, const ropekit_tensor *t) {
     return ropekit_webgpu_tensor_contiguous(b, 0, t->dtype, t->rank, t->shape);
 }
 
-/* Run case c on the GPU; in_place: the rotary output is the input buffer. Returns the status;
- * outputs read back into out[] (host tensors allocated by rk_case_alloc_outputs). */
-static ropekit_status run_gpu(ropekit_webgpu *ctx, const rk_case *c, int in_place,
+/* A context for one test; a failure to create it is a failed check (NULL returned). */
+static ropekit_webgpu *open_context(const ropekit_webgpu_options *opt) {
+    ropekit_webgpu *ctx = NULL;
+    if (ropekit_webgpu_create(opt, &ctx) != ROPEKIT_OK) {
+        CHECK(0, "context: %s", ropekit_webgpu_last_error());
+        return NULL;
+    }
+    return ctx;
+}
+
+/* A call of the tests of their own as a case for run_gpu: the operator and its host inputs in
+ * the C API's order (NULL: an absent optional input); the caller sets the attributes. */
+static rk_case make_case(rk_case_op op, const ropekit_tensor *const *in) {
+    static const int n_in[RK_OP_COUNT] = {4, 4, 4, 5, 3};
+    rk_case c;
+    memset(&c, 0, sizeof c);
+    c.op = op;
+    c.n_inputs = n_in[op];
+    c.n_outputs = op == RK_OP_QKNORM_ROTARY_EMBEDDING ? 2 : 1;
+    for (int i = 0; i < c.n_inputs; ++i)
+        if (in[i]) c.present[i] = 1, c.inputs[i] = *in[i];
+    return c;
+}
+
+/* Run case c on the GPU (the one place the tests upload, view, call and read back): each present
+ * input in a buffer of its own (int64 inputs, the ids and offsets, stay on the host); each output
+ * in a buffer of its own, first filled with the byte 0xa5 so that an element the kernel does not
+ * write differs from the CPU, or (in_place) in the buffer of input i (x; query and key/value).
+ * lead: bytes before the views of input 0 and output 0 in their buffers (input 0's host data
+ * starts lead bytes before in->data: those bytes are uploaded too). Returns the status of the
+ * call or of the first failed step; the outputs read back into out[] (host tensors of the
+ * outputs' shapes; rk_case_alloc_outputs). */
+static ropekit_status run_gpu(ropekit_webgpu *ctx, const rk_case *c, int in_place, uint64_t lead,
                               const ropekit_tensor *out) {
     WGPUBuffer in[RK_CASE_MAX_INPUTS] = {0}, ob[RK_CASE_MAX_OUTPUTS] = {0};
     ropekit_webgpu_tensor gi[RK_CASE_MAX_INPUTS], go[RK_CASE_MAX_OUTPUTS];
     ropekit_status st = ROPEKIT_OK;
     for (int i = 0; i < c->n_inputs; ++i) {
         if (!c->present[i] || c->inputs[i].dtype == ROPEKIT_INT64) continue; /* ids stay on host */
-        in[i] = upload(ctx, &c->inputs[i], 16);
+        const uint64_t l = i == 0 ? lead : 0;
+        in[i] = upload_bytes(ctx, (const char *)c->inputs[i].data - l, rk_tensor_nbytes(&c->inputs[i]) + l);
         if (!in[i]) {
             st = ROPEKIT_ERROR_DEVICE;
             goto done;
         }
-        gi[i] = gview(in[i], &c->inputs[i]);
+        gi[i] = ropekit_webgpu_tensor_contiguous(in[i], l, c->inputs[i].dtype, c->inputs[i].rank,
+                                                 c->inputs[i].shape);
     }
     for (int i = 0; i < c->n_outputs; ++i) {
-        size_t n = rk_tensor_nbytes(&out[i]);
-        if ((st = ropekit_webgpu_buffer_create(ctx, n > 16 ? n : 16, &ob[i])) != ROPEKIT_OK) goto done;
-        go[i] = gview(ob[i], &out[i]);
+        const uint64_t l = i == 0 ? lead : 0;
+        const size_t n = rk_tensor_nbytes(&out[i]);
+        if (in_place) {
+            go[i] = ropekit_webgpu_tensor_contiguous(in[i], l, out[i].dtype, out[i].rank, out[i].shape);
+            continue;
+        }
+        unsigned char *fill = malloc(n + l + 1);
+        if (!fill) {
+            st = ROPEKIT_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        memset(fill, 0xa5, n + l + 1);
+        ob[i] = upload_bytes(ctx, fill, n + l);
+        free(fill);
+        if (!ob[i]) {
+            st = ROPEKIT_ERROR_DEVICE;
+            goto done;
+        }
+        go[i] = ropekit_webgpu_tensor_contiguous(ob[i], l, out[i].dtype, out[i].rank, out[i].shape);
     }
     const ropekit_tensor *ids = NULL;
     switch (c->op) {
     case RK_OP_ROTARY_EMBEDDING:
         ids = c->present[3] ? &c->inputs[3] : NULL;
-        st = ropekit_webgpu_rotary_embedding(ctx, &gi[0], &gi[1], &gi[2], ids, &c->attrs.rotary,
-                                             in_place ? &gi[0] : &go[0]);
+        st = ropekit_webgpu_rotary_embedding(ctx, &gi[0], &gi[1], &gi[2], ids, &c->attrs.rotary, &go[0]);
         break;
     case RK_OP_MS_ROTARY_EMBEDDING:
         st = ropekit_webgpu_ms_rotary_embedding(ctx, &gi[0], &c->inputs[1], &gi[2], &gi[3],
-                                                &c->attrs.ms, in_place ? &gi[0] : &go[0]);
+                                                &c->attrs.ms, &go[0]);
         break;
     case RK_OP_MROTARY_EMBEDDING:
         st = ropekit_webgpu_mrotary_embedding(ctx, &gi[0], &c->inputs[1], &gi[2], &gi[3],
-                                              &c->attrs.mrope, in_place ? &gi[0] : &go[0]);
+                                              &c->attrs.mrope, &go[0]);
         break;
     case RK_OP_QKNORM_ROTARY_EMBEDDING:
-        st = ropekit_webgpu_qknorm_rotary_embedding(
-            ctx, &gi[0], &gi[1], &gi[2], c->present[3] ? &gi[3] : NULL,
-            c->present[4] ? &gi[4] : NULL, &c->attrs.qknorm, in_place ? &gi[0] : &go[0],
-            in_place ? &gi[1] : &go[1]);
+        st = ropekit_webgpu_qknorm_rotary_embedding(ctx, &gi[0], &gi[1], &gi[2],
+                                                    c->present[3] ? &gi[3] : NULL,
+                                                    c->present[4] ? &gi[4] : NULL,
+                                                    &c->attrs.qknorm, &go[0], &go[1]);
         break;
     case RK_OP_INVERSE_ROTARY_REGROUP:
         st = ropekit_webgpu_inverse_rotary_regroup(ctx, &gi[0], c->present[1] ? &gi[1] : NULL,
@@ -140,8 +190,8 @@ static ropekit_status run_gpu(ropekit_webgpu *ctx, const rk_case *c, int in_plac
     }
     if (st != ROPEKIT_OK) goto done;
     for (int i = 0; i < c->n_outputs; ++i) {
-        WGPUBuffer src = in_place ? in[i] : ob[i];
-        st = ropekit_webgpu_read(ctx, src, 0, out[i].data, rk_tensor_nbytes(&out[i]));
+        st = ropekit_webgpu_read(ctx, in_place ? in[i] : ob[i], i == 0 ? lead : 0, out[i].data,
+                                 rk_tensor_nbytes(&out[i]));
         if (st != ROPEKIT_OK) goto done;
     }
 done:
@@ -224,7 +274,7 @@ static void run_config(const config *cfg, size_t cfg_index, const rk_case_file *
             }
             CHECK(rk_case_run_cpu(c, ref) == ROPEKIT_OK, "cpu run: %s", ropekit_last_error());
             for (int in_place = 0; in_place <= (rotary_op(c->op) ? 1 : 0); ++in_place) {
-                st = run_gpu(ctx, c, in_place, gpu);
+                st = run_gpu(ctx, c, in_place, 0, gpu);
                 const char *variant = ropekit_webgpu_last_variant(ctx);
                 CHECK(st == ROPEKIT_OK, "[%s] %s case %zu%s: %s: %s", cfg->name, rk_case_op_name(c->op),
                       c->index, in_place ? " in place" : "", ropekit_status_str(st),
@@ -375,11 +425,8 @@ static void run_errors(ropekit_webgpu_backend backend) {
  * CPU reference must show the double rounding (checked), and the GPU its bits. */
 static void run_double_rounding(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 1, 0, 0, 0};
-    ropekit_webgpu *ctx = NULL;
-    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
-        CHECK(0, "context: %s", ropekit_webgpu_last_error());
-        return;
-    }
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
     enum { n = 64 };
     float x[2 * n], cs[n], sn[n], yr[2 * n], yg[2 * n];
     int midpoint[n] = {0};
@@ -422,18 +469,18 @@ static void run_double_rounding(ropekit_webgpu_backend backend) {
             ties += even;
         }
     CHECK(ties > 0, "no even-tie column");
-    WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16), by = upload(ctx, &hy, 16);
-    ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc), gs = gview(bs, &hs);
-    ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy);
+    rk_case cs_ = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+    cs_.attrs.rotary = at;
+    const ropekit_tensor hg = ropekit_tensor_contiguous(yg, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_status st = run_gpu(ctx, &cs_, 0, 0, &hg);
     CHECK(st == ROPEKIT_OK, "double rounding: %s", ropekit_webgpu_last_error());
     CHECK(strstr(ropekit_webgpu_last_variant(ctx), " exact32 ") != NULL, "variant '%s'", ropekit_webgpu_last_variant(ctx));
-    if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, sizeof yg) == ROPEKIT_OK) {
+    if (st == ROPEKIT_OK) {
         int bad = 0;
         for (int i = 0; i < 2 * n; ++i) bad += memcmp(&yr[i], &yg[i], 4) != 0;
         CHECK(bad == 0, "exact32 double rounding / zeros / subnormals: %d of %d elements differ from the CPU", bad, 2 * n);
         printf("exact32 edge cases: %d ties to even after the double rounding, %d elements compared\n", ties, 2 * n);
     }
-    wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(by);
     ropekit_webgpu_destroy(ctx);
 }
 
@@ -444,11 +491,8 @@ static void run_double_rounding(ropekit_webgpu_backend backend) {
  * vector one. */
 static void run_vector_layouts(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = NULL;
-    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
-        CHECK(0, "context: %s", ropekit_webgpu_last_error());
-        return;
-    }
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
     enum { B = 2, S = 3, N = 5, H = 48, R = 32, P = 16 };
     static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
     float cs[P * R / 2], sn[P * R / 2];
@@ -485,23 +529,20 @@ static void run_vector_layouts(ropekit_webgpu_backend backend) {
                 ropekit_rotary_embedding_attrs at = {il, R, N, 0};
                 CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
                       ropekit_last_error());
-                WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
-                WGPUBuffer by = in_place ? bx : upload(ctx, &hy, 16);
-                ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc),
-                                      gs = gview(bs, &hs);
-                ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy);
+                rk_case c = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+                c.attrs.rotary = at;
+                const ropekit_tensor hg = ropekit_tensor_contiguous(yg, dts[d], 3, xs);
+                ropekit_status st = run_gpu(ctx, &c, in_place, 0, &hg);
                 CHECK(st == ROPEKIT_OK, "vector layout %s il=%d in_place=%d: %s", ropekit_dtype_name(dts[d]),
                       il, in_place, ropekit_webgpu_last_error());
                 CHECK(strstr(ropekit_webgpu_last_variant(ctx), " vec16 ") != NULL, "variant '%s'",
                       ropekit_webgpu_last_variant(ctx));
-                if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, n * es) == ROPEKIT_OK) {
+                if (st == ROPEKIT_OK) {
                     size_t bad = 0; /* bit for bit: wide64 with shader-f64, exact32 without */
                     for (size_t i = 0; i < n; ++i) bad += memcmp(yr + i * es, yg + i * es, es) != 0;
                     CHECK(bad == 0, "vector layout %s il=%d in_place=%d: %zu elements differ from the CPU",
                           ropekit_dtype_name(dts[d]), il, in_place, bad);
                 }
-                wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
-                if (!in_place) wgpuBufferRelease(by);
                 free(x), free(yr), free(yg);
             }
     ropekit_webgpu_destroy(ctx);
@@ -522,11 +563,8 @@ static void run_vector_narrowing(ropekit_webgpu_backend backend) {
     size_t inf_n[2] = {0, 0}, sub_n[2] = {0, 0};
     int64_t xs[3] = {B, S, N * H}, ts[2] = {P, R / 2}, ps[2] = {B, S}, pos[B * S] = {5, 0, 7, 2};
     for (int o = 0; o < 3; ++o) {
-        ropekit_webgpu *ctx = NULL;
-        if (ropekit_webgpu_create(&opts[o], &ctx) != ROPEKIT_OK) {
-            CHECK(0, "context: %s", ropekit_webgpu_last_error());
-            return;
-        }
+        ropekit_webgpu *ctx = open_context(&opts[o]);
+        if (!ctx) return;
         for (int d = 0; d < 2; ++d)
             for (int t32 = 0; t32 <= 1; ++t32)
                 for (int il = 0; il <= 1; ++il) {
@@ -584,16 +622,15 @@ static void run_vector_narrowing(ropekit_webgpu_backend backend) {
                     ropekit_rotary_embedding_attrs at = {il, R, N, 0};
                     CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
                           ropekit_last_error());
-                    WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
-                    WGPUBuffer by = upload(ctx, &hy, 16);
-                    ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc),
-                                          gs = gview(bs, &hs);
-                    ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy);
+                    rk_case c = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+                    c.attrs.rotary = at;
+                    const ropekit_tensor hg = ropekit_tensor_contiguous(yg, dt, 3, xs);
+                    ropekit_status st = run_gpu(ctx, &c, 0, 0, &hg);
                     const char *var = ropekit_webgpu_last_variant(ctx);
                     CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && (il || strstr(var, " tv ")),
                           "narrowing %s tables %s il=%d opt %d: %s (variant '%s')", ropekit_dtype_name(dt),
                           ropekit_dtype_name(tdt), il, o, ropekit_webgpu_last_error(), var);
-                    if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, n * 2) == ROPEKIT_OK) {
+                    if (st == ROPEKIT_OK) {
                         size_t bad = 0, inf = 0, sub = 0;
                         for (size_t i = 0; i < n; ++i) {
                             bad += yr[i] != yg[i];
@@ -604,7 +641,6 @@ static void run_vector_narrowing(ropekit_webgpu_backend backend) {
                               ropekit_dtype_name(dt), ropekit_dtype_name(tdt), il, o, bad);
                         inf_n[d] += inf, sub_n[d] += sub;
                     }
-                    wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(by);
                 }
         ropekit_webgpu_destroy(ctx);
     }
@@ -620,11 +656,8 @@ static void run_vector_narrowing(ropekit_webgpu_backend backend) {
  * of x's type and float32, bit for bit with the CPU. */
 static void run_mrope_vector_tables(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = NULL;
-    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
-        CHECK(0, "context: %s", ropekit_webgpu_last_error());
-        return;
-    }
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
     enum { B = 2, S = 3, N = 2, H = 80, R = 64, P = 7 };
     static const int64_t secs[3][3] = {{8, 16, 8}, {16, 8, 8}, {4, 12, 16}}; /* aligned to 8, 8, 4 */
     static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
@@ -663,20 +696,18 @@ static void run_mrope_vector_tables(ropekit_webgpu_backend backend) {
                 at.rotary_embedding_dim = R, at.num_heads = N;
                 CHECK(ropekit_mrotary_embedding(&hx, &ids, &hc, &hs, &at, &hy) == ROPEKIT_OK, "cpu: %s",
                       ropekit_last_error());
-                WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
-                WGPUBuffer by = upload(ctx, &hy, 16);
-                ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc),
-                                      gs = gview(bs, &hs);
-                ropekit_status st = ropekit_webgpu_mrotary_embedding(ctx, &gx, &ids, &gc, &gs, &at, &gy);
+                rk_case c = make_case(RK_OP_MROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &ids, &hc, &hs});
+                c.attrs.mrope = at;
+                const ropekit_tensor hg = ropekit_tensor_contiguous(yg, dt, 3, xs);
+                ropekit_status st = run_gpu(ctx, &c, 0, 0, &hg);
                 const char *var = ropekit_webgpu_last_variant(ctx);
                 const int aligned = k == 0 || k == 1 || (k == 2 && dt == ROPEKIT_FLOAT32); /* 4 | 4, 12 */
                 CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && (strstr(var, " tv ") != NULL) == aligned,
                       "mrope %s tables %s sections %d: %s (variant '%s')", ropekit_dtype_name(dt),
                       ropekit_dtype_name(tdt), k, ropekit_webgpu_last_error(), var);
-                if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, n * es) == ROPEKIT_OK)
+                if (st == ROPEKIT_OK)
                     CHECK(memcmp(yr, yg, n * es) == 0, "mrope %s tables %s sections %d: differs from the CPU",
                           ropekit_dtype_name(dt), ropekit_dtype_name(tdt), k);
-                wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(by);
                 free(x), free(yr), free(yg), free(cs), free(sn);
             }
     ropekit_webgpu_destroy(ctx);
@@ -696,11 +727,8 @@ static void run_vector_blocks(ropekit_webgpu_backend backend) {
                                             {backend, 0, 0, 64, 16, 0}};
     uint32_t seed = 4242u;
     for (int o = 0; o < 3; ++o) {
-        ropekit_webgpu *ctx = NULL;
-        if (ropekit_webgpu_create(&opts[o], &ctx) != ROPEKIT_OK) {
-            CHECK(0, "context: %s", ropekit_webgpu_last_error());
-            return;
-        }
+        ropekit_webgpu *ctx = open_context(&opts[o]);
+        if (!ctx) return;
         for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; ++k) {
             const shape *sh = &shapes[k];
             const int64_t P = sh->S + 3, h = sh->R / 2;
@@ -734,23 +762,19 @@ static void run_vector_blocks(ropekit_webgpu_backend backend) {
             ropekit_rotary_embedding_attrs at = {0, sh->R, sh->N, 0};
             CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
                   ropekit_last_error());
-            WGPUBuffer bx = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
-            WGPUBuffer by = upload(ctx, &hy, 16);
-            ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hy), gc = gview(bc, &hc),
-                                  gs = gview(bs, &hs);
-            memset(yg, 0xa5, n * es);
-            ropekit_webgpu_write(ctx, by, 0, yg, n * es); /* every element must be written */
-            ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy);
+            rk_case c = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+            c.attrs.rotary = at;
+            const ropekit_tensor hg = ropekit_tensor_contiguous(yg, sh->dt, 3, xs);
+            ropekit_status st = run_gpu(ctx, &c, 0, 0, &hg); /* y starts 0xa5: every element written */
             CHECK(st == ROPEKIT_OK && strstr(ropekit_webgpu_last_variant(ctx), " vec16 "),
                   "blocks shape %zu opt %d: %s (variant '%s')", k, o, ropekit_webgpu_last_error(),
                   ropekit_webgpu_last_variant(ctx));
-            if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, by, 0, yg, n * es) == ROPEKIT_OK) {
+            if (st == ROPEKIT_OK) {
                 size_t bad = 0;
                 for (size_t i = 0; i < n; ++i) bad += memcmp(yr + i * es, yg + i * es, es) != 0;
                 CHECK(bad == 0, "blocks shape %zu opt %d (%s): %zu elements differ from the CPU", k, o,
                       ropekit_webgpu_last_variant(ctx), bad);
             }
-            wgpuBufferRelease(bx), wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(by);
             free(x), free(yr), free(yg), free(cs), free(sn), free(pos);
         }
         ropekit_webgpu_destroy(ctx);
@@ -808,11 +832,8 @@ static int qk_is_nan(const unsigned char *p, ropekit_dtype dt) {
 
 static void run_qknorm_layouts(ropekit_webgpu_backend backend, int no_f64) {
     ropekit_webgpu_options opt = {backend, 0, no_f64, 0, 0, 0};
-    ropekit_webgpu *ctx = NULL;
-    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
-        CHECK(0, "context: %s", ropekit_webgpu_last_error());
-        return;
-    }
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
     static const qk_layout lays[] = {
         {2, 3, 3, 512, 64, 1, 0, 0, 1}, {1, 2, 2, 1024, 64, 1, 1, 0, 1},
         {1, 3, 5, 40, 6, 0, 0, 0, 1},   {2, 1, 2, 40, 6, 0, 1, 0, 1},
@@ -863,21 +884,14 @@ static void run_qknorm_layouts(ropekit_webgpu_backend backend, int no_f64) {
                                                   L->rope ? &hs : NULL, &at, &hqo,
                                                   &hkvo) == ROPEKIT_OK,
                   "cpu: %s", ropekit_last_error());
-            ropekit_tensor hqall =
-                ropekit_tensor_contiguous(q, dt, 1, (int64_t[1]){(int64_t)nq + off});
-            WGPUBuffer bq = upload(ctx, &hqall, 16), bkv = upload(ctx, &hkv, 16),
-                       bw = upload(ctx, &hw, 16);
-            WGPUBuffer bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16);
-            WGPUBuffer bqo = L->in_place ? bq : upload(ctx, &hqall, 16),
-                       bkvo = L->in_place ? bkv : upload(ctx, &hkv, 16);
-            ropekit_webgpu_tensor gq =
-                ropekit_webgpu_tensor_contiguous(bq, (uint64_t)off * es, dt, 3, qsh);
-            ropekit_webgpu_tensor gqo =
-                ropekit_webgpu_tensor_contiguous(bqo, (uint64_t)off * es, dt, 4, qosh);
-            ropekit_webgpu_tensor gkv = gview(bkv, &hkv), gkvo = gview(bkvo, &hkv),
-                                  gw = gview(bw, &hw), gc = gview(bc, &hc), gs = gview(bs, &hs);
-            ropekit_status st = ropekit_webgpu_qknorm_rotary_embedding(
-                ctx, &gq, &gkv, &gw, L->rope ? &gc : NULL, L->rope ? &gs : NULL, &at, &gqo, &gkvo);
+            /* query (and query_out) at an offset of q_off elements in its buffer */
+            rk_case c = make_case(RK_OP_QKNORM_ROTARY_EMBEDDING,
+                                  (const ropekit_tensor *[]){&hq, &hkv, &hw, L->rope ? &hc : NULL,
+                                                             L->rope ? &hs : NULL});
+            c.attrs.qknorm = at;
+            const ropekit_tensor hg[2] = {ropekit_tensor_contiguous(qg, dt, 4, qosh),
+                                          ropekit_tensor_contiguous(kvg, dt, 3, kvsh)};
+            ropekit_status st = run_gpu(ctx, &c, L->in_place, (uint64_t)off * es, hg);
             const char *variant = ropekit_webgpu_last_variant(ctx);
             CHECK(st == ROPEKIT_OK, "qknorm layout %zu %s in_place=%d: %s", li,
                   ropekit_dtype_name(dt), L->in_place, ropekit_webgpu_last_error());
@@ -886,9 +900,7 @@ static void run_qknorm_layouts(ropekit_webgpu_backend backend, int no_f64) {
             const int want_row = L->row == -1 ? dt != ROPEKIT_FLOAT32 : L->row;
             CHECK((strstr(variant, "qknorm row ") != NULL) == want_row,
                   "qknorm layout %zu %s: variant '%s'", li, ropekit_dtype_name(dt), variant);
-            if (st == ROPEKIT_OK &&
-                ropekit_webgpu_read(ctx, bqo, (uint64_t)off * es, qg, nq * es) == ROPEKIT_OK &&
-                ropekit_webgpu_read(ctx, bkvo, 0, kvg, nkv * es) == ROPEKIT_OK) {
+            if (st == ROPEKIT_OK) {
                 size_t bad = 0, first = 0;
                 uint32_t gb = 0, cb = 0; /* bits of the first difference: gpu, cpu */
                 for (size_t i = 0; i < nq + nkv; ++i) {
@@ -905,9 +917,6 @@ static void run_qknorm_layouts(ropekit_webgpu_backend backend, int no_f64) {
                       (unsigned)gb, (unsigned)cb);
                 ++ran;
             }
-            wgpuBufferRelease(bq), wgpuBufferRelease(bkv), wgpuBufferRelease(bw);
-            wgpuBufferRelease(bc), wgpuBufferRelease(bs);
-            if (!L->in_place) wgpuBufferRelease(bqo), wgpuBufferRelease(bkvo);
             free(q), free(kv), free(qr), free(kvr), free(qg), free(kvg), free(w), free(cs),
                 free(sn);
         }
@@ -1074,8 +1083,8 @@ static void run_timestamps(ropekit_webgpu_backend backend) {
     ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
     ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
     ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
-    WGPUBuffer bx = upload(ctx, &hx, 16), by = upload(ctx, &hx, 16), bc = upload(ctx, &hc, 16),
-               bs = upload(ctx, &hs, 16);
+    WGPUBuffer bx = upload(ctx, &hx), by = upload(ctx, &hx), bc = upload(ctx, &hc),
+               bs = upload(ctx, &hs);
     ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hx), gc = gview(bc, &hc), gs = gview(bs, &hs);
     ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
     CHECK(ropekit_webgpu_kernel_time(ctx, &sec, &passes) == ROPEKIT_OK && passes == 0 && sec == 0,
@@ -1099,11 +1108,8 @@ static void run_timestamps(ropekit_webgpu_backend backend) {
  * kept bind group of the old buffer), must all give the CPU's results bit for bit. */
 static void run_repeated_calls(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = NULL;
-    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
-        CHECK(0, "context: %s", ropekit_webgpu_last_error());
-        return;
-    }
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
     enum { S = 3, N = 2, H = 8, P = 16, ITERS = 24 };
     float x[S * N * H], y[S * N * H], ref[S * N * H], c[P * H / 2], sn[P * H / 2];
     for (int i = 0; i < P * H / 2; ++i) c[i] = cosf((float)i * 0.37f), sn[i] = sinf((float)i * 0.37f);
@@ -1114,7 +1120,7 @@ static void run_repeated_calls(ropekit_webgpu_backend backend) {
     ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
     ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
     ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
-    WGPUBuffer bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16), bx = NULL, by = NULL;
+    WGPUBuffer bc = upload(ctx, &hc), bs = upload(ctx, &hs), bx = NULL, by = NULL;
     ropekit_webgpu_tensor gc = gview(bc, &hc), gs = gview(bs, &hs);
     int bad = 0;
     for (int it = 0; it < 2 * ITERS; ++it) {
@@ -1123,10 +1129,10 @@ static void run_repeated_calls(ropekit_webgpu_backend backend) {
         for (int s = 0; s < S; ++s) pos[s] = (it * 5 + s * 3) % P;
         if (!bx || (fresh && it % 2)) { /* both buffers new */
             if (bx) wgpuBufferRelease(bx), wgpuBufferRelease(by);
-            bx = upload(ctx, &hx, 16), by = upload(ctx, &hx, 16);
+            bx = upload(ctx, &hx), by = upload(ctx, &hx);
         } else if (fresh) { /* only the output new: its handle may take the released one's place */
             wgpuBufferRelease(by);
-            by = upload(ctx, &hx, 16);
+            by = upload(ctx, &hx);
             if (ropekit_webgpu_write(ctx, bx, 0, x, sizeof x) != ROPEKIT_OK) {
                 ++bad;
                 break;
@@ -1159,11 +1165,8 @@ static void run_repeated_calls(ropekit_webgpu_backend backend) {
  * once and records nothing; bad batch sizes are refused. */
 static void run_batched_calls(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = NULL;
-    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
-        CHECK(0, "context: %s", ropekit_webgpu_last_error());
-        return;
-    }
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
     CHECK(ropekit_webgpu_set_batch(ctx, -1) == ROPEKIT_ERROR_INVALID_ATTRIBUTE &&
               ropekit_webgpu_set_batch(ctx, 257) == ROPEKIT_ERROR_INVALID_ATTRIBUTE &&
               strstr(ropekit_webgpu_last_error(), "257") != NULL,
@@ -1182,7 +1185,7 @@ static void run_batched_calls(ropekit_webgpu_backend backend) {
                             ropekit_tensor_contiguous(ref[1], ROPEKIT_FLOAT32, 3, xs)};
     ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
     ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
-    WGPUBuffer bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16), bb[2] = {upload(ctx, &hx, 16), upload(ctx, &hx, 16)};
+    WGPUBuffer bc = upload(ctx, &hc), bs = upload(ctx, &hs), bb[2] = {upload(ctx, &hx), upload(ctx, &hx)};
     ropekit_webgpu_tensor gc = gview(bc, &hc), gs = gview(bs, &hs), gb[2] = {gview(bb[0], &hx), gview(bb[1], &hx)};
     memcpy(ref[0], x, sizeof x);
     int cur = 0, bad = 0;
