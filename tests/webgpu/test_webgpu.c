@@ -950,11 +950,8 @@ static void qs_put(void *p, ropekit_dtype dt, size_t i, float v) {
 }
 static void run_qknorm_sums(ropekit_webgpu_backend backend, int no_f64) {
     ropekit_webgpu_options opt = {backend, 0, no_f64, 0, 0, 0};
-    ropekit_webgpu *ctx = NULL;
-    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
-        CHECK(0, "context: %s", ropekit_webgpu_last_error());
-        return;
-    }
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
     enum { NB = 1, NS = 4, NH = 5, HD = 512, RD = 64 };
     static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
     int ran = 0;
@@ -1016,19 +1013,16 @@ static void run_qknorm_sums(ropekit_webgpu_backend backend, int no_f64) {
         CHECK(ropekit_qknorm_rotary_embedding(&hq, &hkv, &hw, &hc, &hs, &at, &hqo, &hkvo) ==
                   ROPEKIT_OK,
               "cpu: %s", ropekit_last_error());
-        WGPUBuffer bq = upload(ctx, &hq, 16), bkv = upload(ctx, &hkv, 16), bw = upload(ctx, &hw, 16),
-                   bc = upload(ctx, &hc, 16), bs = upload(ctx, &hs, 16),
-                   bqo = upload(ctx, &hqo, 16), bkvo = upload(ctx, &hkvo, 16);
-        ropekit_webgpu_tensor gq = gview(bq, &hq), gkv = gview(bkv, &hkv), gw = gview(bw, &hw),
-                              gc = gview(bc, &hc), gs = gview(bs, &hs), gqo = gview(bqo, &hqo),
-                              gkvo = gview(bkvo, &hkvo);
-        ropekit_status st =
-            ropekit_webgpu_qknorm_rotary_embedding(ctx, &gq, &gkv, &gw, &gc, &gs, &at, &gqo, &gkvo);
+        rk_case cc = make_case(RK_OP_QKNORM_ROTARY_EMBEDDING,
+                               (const ropekit_tensor *[]){&hq, &hkv, &hw, &hc, &hs});
+        cc.attrs.qknorm = at;
+        const ropekit_tensor hg[2] = {ropekit_tensor_contiguous(qg, dt, 4, qosh),
+                                      ropekit_tensor_contiguous(kvg, dt, 3, kvsh)};
+        ropekit_status st = run_gpu(ctx, &cc, 0, 0, hg);
         const char *variant = ropekit_webgpu_last_variant(ctx);
         CHECK(st == ROPEKIT_OK && strstr(variant, "qknorm row ") != NULL, "qknorm sums %s: %s (%s)",
               ropekit_dtype_name(dt), ropekit_webgpu_last_error(), variant);
-        if (st == ROPEKIT_OK && ropekit_webgpu_read(ctx, bqo, 0, qg, nq * es) == ROPEKIT_OK &&
-            ropekit_webgpu_read(ctx, bkvo, 0, kvg, nkv * es) == ROPEKIT_OK) {
+        if (st == ROPEKIT_OK) {
             for (int r = 0; r < NS * (NH + 1); ++r) {
                 const int tok = r / (NH + 1), h = r % (NH + 1);
                 const size_t o = (h < NH ? (size_t)(tok * NH + h) : (size_t)tok) * HD * es;
@@ -1040,8 +1034,6 @@ static void run_qknorm_sums(ropekit_webgpu_backend backend, int no_f64) {
             }
             ++ran;
         }
-        wgpuBufferRelease(bq), wgpuBufferRelease(bkv), wgpuBufferRelease(bw);
-        wgpuBufferRelease(bc), wgpuBufferRelease(bs), wgpuBufferRelease(bqo), wgpuBufferRelease(bkvo);
         free(q), free(kv), free(qr), free(kvr), free(qg), free(kvg), free(w), free(cs), free(sn);
     }
     printf("qknorm sums at rounding boundaries (%s): %d dtypes compared bit for bit\n",
