@@ -197,6 +197,7 @@ void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c) {
             "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bf16_words4(lo, hi); }\n"};
         rk_buf_puts(s, eo[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
         rk_wgsl_add_file(s, c->ar == RK_ARITH_WIDE64 ? "qknorm_sum64.wgsl" : "qknorm_sum32.wgsl");
+        rk_wgsl_add_file(s, "qknorm_factor.wgsl");
         in_out(s, 1, "q", RK_WG_V4, 6, "qo", RK_WG_V4, c->q_inplace);
         in_out(s, 2, "kv", RK_WG_V4, 7, "kvo", RK_WG_V4, c->kv_inplace);
         rk_wgsl_tensor(s, 3, "w", RK_WG_F32, 1, 0);

@@ -1041,6 +1041,68 @@ static void run_qknorm_sums(ropekit_webgpu_backend backend, int no_f64) {
     ropekit_webgpu_destroy(ctx);
 }
 
+/* QKNormRotaryEmbedding's factor 1/sqrt(ss/hd + eps) over a sweep of sums (the row kernel proves
+ * the adapter's float32 sqrt and division with integer arithmetic): rows with a power of two 2^j
+ * at channel 1 (its output is 2^j times the factor: the factor's bits) and a random value near
+ * 2^j at channel 0, j in [-20, 20]; head_dim 64 (ss/hd a product) and 48 (a division), eps 1e-6
+ * and 0; float32, bit for bit against the CPU reference. */
+static void run_qknorm_factor(ropekit_webgpu_backend backend, int no_f64) {
+    ropekit_webgpu_options opt = {backend, 0, no_f64, 0, 0, 0};
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
+    enum { NS = 128, NH = 7 };
+    uint32_t seed = 4242u;
+    int ran = 0;
+    for (int shape = 0; shape < 4; ++shape) {
+        const int64_t HD = shape % 2 ? 48 : 64;
+        const float eps = shape < 2 ? 1e-6f : 0.0f;
+        const size_t nq = (size_t)(NS * NH * HD), nkv = (size_t)(NS * HD);
+        float *q = calloc(nq, 4), *kv = calloc(nkv, 4), *w = malloc((size_t)HD * 4);
+        float *qr = malloc(nq * 4), *kvr = malloc(nkv * 4), *qg = malloc(nq * 4), *kvg = malloc(nkv * 4);
+        for (int64_t c = 0; c < HD; ++c) w[c] = 1.0f;
+        for (int r = 0; r < NS * (NH + 1); ++r) {
+            float *row = r % (NH + 1) < NH ? q + (size_t)((r / (NH + 1)) * NH + r % (NH + 1)) * (size_t)HD
+                                           : kv + (size_t)(r / (NH + 1)) * (size_t)HD;
+            seed = seed * 1664525u + 1013904223u;
+            const int j = (int)(seed >> 27) - 16 + (int)((seed >> 8) & 7u) - 3; /* about -20 .. 20 */
+            seed = seed * 1664525u + 1013904223u;
+            const float m = 1.0f + (float)(seed >> 9) / 8388608.0f; /* [1, 2), 23 random bits */
+            const int d = (int)((seed >> 3) & 15u) - 8;
+            row[1] = ldexpf(1.0f, j);
+            row[0] = ldexpf(m, j + d);
+        }
+        int64_t qsh[3] = {1, NS, NH * HD}, kvsh[3] = {1, NS, HD}, wsh[1] = {HD},
+                qosh[4] = {1, NS, NH, HD};
+        ropekit_tensor hq = ropekit_tensor_contiguous(q, ROPEKIT_FLOAT32, 3, qsh);
+        ropekit_tensor hkv = ropekit_tensor_contiguous(kv, ROPEKIT_FLOAT32, 3, kvsh);
+        ropekit_tensor hw = ropekit_tensor_contiguous(w, ROPEKIT_FLOAT32, 1, wsh);
+        ropekit_tensor hqo = ropekit_tensor_contiguous(qr, ROPEKIT_FLOAT32, 4, qosh);
+        ropekit_tensor hkvo = ropekit_tensor_contiguous(kvr, ROPEKIT_FLOAT32, 3, kvsh);
+        ropekit_qknorm_rotary_embedding_attrs at = {NH, HD, 0, eps, 0};
+        CHECK(ropekit_qknorm_rotary_embedding(&hq, &hkv, &hw, NULL, NULL, &at, &hqo, &hkvo) == ROPEKIT_OK,
+              "cpu: %s", ropekit_last_error());
+        rk_case cc = make_case(RK_OP_QKNORM_ROTARY_EMBEDDING,
+                               (const ropekit_tensor *[]){&hq, &hkv, &hw, NULL, NULL});
+        cc.attrs.qknorm = at;
+        const ropekit_tensor hg[2] = {ropekit_tensor_contiguous(qg, ROPEKIT_FLOAT32, 4, qosh),
+                                      ropekit_tensor_contiguous(kvg, ROPEKIT_FLOAT32, 3, kvsh)};
+        ropekit_status st = run_gpu(ctx, &cc, 0, 0, hg);
+        const char *variant = ropekit_webgpu_last_variant(ctx);
+        CHECK(st == ROPEKIT_OK && strstr(variant, "qknorm row ") != NULL, "qknorm factor: %s (%s)",
+              ropekit_webgpu_last_error(), variant);
+        if (st == ROPEKIT_OK) {
+            size_t bad = memcmp(qg, qr, nq * 4) != 0, badkv = memcmp(kvg, kvr, nkv * 4) != 0;
+            CHECK(!bad && !badkv, "qknorm factor head_dim %lld eps %g (%s): query_out %s, kv_out %s",
+                  (long long)HD, (double)eps, variant, bad ? "differs" : "same", badkv ? "differs" : "same");
+            ++ran;
+        }
+        free(q), free(kv), free(w), free(qr), free(kvr), free(qg), free(kvg);
+    }
+    printf("qknorm factor sweep (%s): %d shapes of %d rows compared bit for bit\n",
+           ropekit_webgpu_has_f64(ctx) ? "wide64" : "exact32", ran, NS * (NH + 1));
+    ropekit_webgpu_destroy(ctx);
+}
+
 /* Timestamps (options.timestamps): without them kernel_time is refused; with them (where the
  * adapter has timestamp-query) it counts each operator call's pass once, with a positive time,
  * and restarts from zero after reading. */
@@ -1278,6 +1340,8 @@ int main(void) {
         }
         run_qknorm_sums(backend, 0);
         run_qknorm_sums(backend, 1);
+        run_qknorm_factor(backend, 0);
+        run_qknorm_factor(backend, 1);
         for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);
         return REPORT();
     }
@@ -1303,6 +1367,8 @@ int main(void) {
     run_qknorm_layouts(backend, 1);
     run_qknorm_sums(backend, 0);
     run_qknorm_sums(backend, 1);
+    run_qknorm_factor(backend, 0);
+    run_qknorm_factor(backend, 1);
     run_timestamps(backend);
     run_repeated_calls(backend);
     run_batched_calls(backend);
