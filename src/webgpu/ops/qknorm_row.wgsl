@@ -120,14 +120,21 @@ fn slow_lane(base: u32, j: u32) -> Acc {
     return acc;
 }
 // the butterfly (widths 8, 4, 2, 1): b_j = (l_j + l_{j+8}) + (l_{j+4} + l_{j+12}),
-// sum = (b_0 + b_2) + (b_1 + b_3)
-fn slow_quad(base: u32, j: u32) -> Acc {
-    return acc_add(acc_add(slow_lane(base, j), slow_lane(base, j + 8u)),
-                   acc_add(slow_lane(base, j + 4u), slow_lane(base, j + 12u)));
-}
+// sum = (b_0 + b_2) + (b_1 + b_3); written as loops so that the lane's loop is inlined twice
 fn slow_sum(base: u32) -> f32 {
-    return acc_f32(acc_add(acc_add(slow_quad(base, 0u), slow_quad(base, 2u)),
-                           acc_add(slow_quad(base, 1u), slow_quad(base, 3u))));
+    var c0 = acc_zero();
+    var c1 = acc_zero();
+    for (var q = 0u; q < 4u; q++) {
+        let j = (q & 1u) * 2u + (q >> 1u); // b_0, b_2 (into c0), then b_1, b_3 (into c1)
+        var p0 = acc_zero();
+        for (var h = 0u; h < 2u; h++) {
+            let ab = acc_add(slow_lane(base, j + 4u * h), slow_lane(base, j + 4u * h + 8u));
+            if (h == 0u) { p0 = ab; } else { p0 = acc_add(p0, ab); }
+        }
+        if (q == 0u) { c0 = p0; } else if (q == 1u) { c0 = acc_add(c0, p0); }
+        else if (q == 2u) { c1 = p0; } else { c1 = acc_add(c1, p0); }
+    }
+    return acc_f32(acc_add(c0, c1));
 }
 
 // ---- stage 4 ----
@@ -302,7 +309,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         var sh: f32;
         if (P.inv_hd != 0.0 && (sb > hk || ssq == 0.0 || sb == 255u)) { sh = ssq * P.inv_hd; }
         else { sh = div_rn(ssq, f32(P.hd)); }
-        var rq = qf_recip(qf_sqrt(sh + P.eps)); // div_rn(1.0, sqrt_rn(sh + P.eps)), proven faster
+        var rq = qk_factor(sh + P.eps); // 1 / sqrt(v), both steps rounded to nearest
         if ((min(wg0 + lid, P.rows - 1u)) % (P.heads + 1u) != P.heads) { rq = rt_q(rq); } // query: rounded to T
         factor[lid] = rq;
     }

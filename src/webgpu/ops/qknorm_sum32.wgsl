@@ -43,6 +43,10 @@ fn fs_row(o: u32) -> Fs {
     return a;
 }
 
+// the factor 1 / sqrt(v) (qknorm_factor.wgsl: the adapter's float32 candidates proven in
+// integers; round32.wgsl's bit-by-bit loops where they do not settle)
+fn qk_factor(v: f32) -> f32 { return qf_recip(qf_sqrt(v)); }
+
 // (float32 bits, 1) where every summation order the contract allows gives that float32, else
 // (0, 0). none: every value zero (the sum is +0). g: every square is a multiple of 2^g.
 //  - k = 0 and T < 2^(g + 53) (in value): T is the exact sum, and every partial sum of the
