@@ -171,8 +171,9 @@ void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c) {
         prelude(s, 0, 64 * c->qr, 1, arith_file(c->ar));
         rk_wgsl_add_file(s, c->ar == RK_ARITH_WIDE64 ? "round64.wgsl" : "round32.wgsl");
         const unsigned ve = 16u / (unsigned)ropekit_dtype_size(c->dtype);
-        rk_buf_printf(s, "const VE: u32 = %uu;\nconst VPT: u32 = %uu;\nconst QR: u32 = %uu;\n%s",
-                      ve, c->vpt, c->qr, elem_conversions(c->dtype));
+        rk_buf_printf(s, "const VE: u32 = %uu;\nconst VPT: u32 = %uu;\nconst QR: u32 = %uu;\n"
+                      "const RS: u32 = %uu;\n%s",
+                      ve, c->vpt, c->qr, c->rs ? c->rs : 1u, elem_conversions(c->dtype));
         rk_buf_puts(s, c->dtype == ROPEKIT_FLOAT32
                            ? "fn rt_q(v: f32) -> f32 { return v; }\n"
                            : "fn rt_q(v: f32) -> f32 { return elem_to_f32(f32_to_elem(v)); }\n");

@@ -265,7 +265,10 @@ ropekit_status ropekit_webgpu_mrotary_embedding(ropekit_webgpu *ctx,
 #ifndef RK_WG_QKNORM_VPT /* row kernel: the most 16-byte vectors per invocation (0: never) */
 #define RK_WG_QKNORM_VPT 4
 #endif
-#ifndef RK_WG_QKNORM_QR /* row kernel: rows per workgroup (64 invocations each) */
+#ifndef RK_WG_QKNORM_RS /* row kernel: the most rows per invocation (1 or 2) */
+#define RK_WG_QKNORM_RS 2
+#endif
+#ifndef RK_WG_QKNORM_QR /* row kernel: groups of 64 invocations per workgroup */
 #define RK_WG_QKNORM_QR 2
 #endif
 
@@ -363,13 +366,15 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
      * 16-byte vectors, a float per vector, 64 partial sums of at most 24 bytes and 64 minima,
      * the factor; package.c's row variants the same) */
     uint32_t qr = RK_WG_QKNORM_QR;
-    while (qr > 1 && (ctx->wg < 64 * qr || qr * (64 * vpt * 20 + 64 * 28 + 4) > 16384))
+    /* two rows per invocation (twice the loads in flight) where each holds at most 2 vectors */
+    const uint32_t rs = RK_WG_QKNORM_RS > 1 && vpt <= 2 ? 2 : 1;
+    while (qr > 1 && (ctx->wg < 64 * qr || qr * rs * (64 * vpt * 20 + 64 * 28 + 4) > 16384))
         qr /= 2;
     char key[160];
     const rk_wg_arith ar = ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_EXACT32;
     if (row_kernel)
-        snprintf(key, sizeof key, "qknorm row %s vpt%u qr%u fs %s q_%s kv_%s",
-                 ropekit_dtype_name(p.dtype), vpt, qr, rk_wg_arith_name(ar),
+        snprintf(key, sizeof key, "qknorm row %s vpt%u qr%u rs%u fs %s q_%s kv_%s",
+                 ropekit_dtype_name(p.dtype), vpt, qr, rs, rk_wg_arith_name(ar),
                  q_inplace ? "inplace" : "outofplace", kv_inplace ? "inplace" : "outofplace");
     else
         snprintf(key, sizeof key, "qknorm x=%s y=%s %s q_%s kv_%s", rk_wg_kind_name(k),
@@ -377,7 +382,7 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
                  kv_inplace ? "inplace" : "outofplace");
     WGPUComputePipeline pipe;
     if (!rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
-        const rk_wg_qknorm_cfg cfg = {k, ok_, ar, q_inplace, kv_inplace, vpt, qr, p.dtype};
+        const rk_wg_qknorm_cfg cfg = {k, ok_, ar, q_inplace, kv_inplace, vpt, qr, p.dtype, rs};
         rk_buf s = {0};
         rk_wg_qknorm_wgsl(&s, &cfg);
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
@@ -389,7 +394,7 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
     /* general: 4 rows per 64-invocation workgroup; row kernel: qr rows of 64 invocations */
     if (row_kernel)
         RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_QKNORM, pipe, prm, sizeof prm, bind, 8,
-                              (uint64_t)rows * 64, 64 * qr, &dims));
+                              (((uint64_t)rows + rs - 1) / rs) * 64, 64 * qr, &dims));
     else
         RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_QKNORM, pipe, prm, sizeof prm, bind, 8,
                               (uint64_t)rows * 16, 64, &dims));

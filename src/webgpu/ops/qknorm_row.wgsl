@@ -49,11 +49,12 @@ struct Params {
 @group(0) @binding(0) var<uniform> P: Params;
 
 const RV: u32 = 64u * VPT;      // vectors per row slot
-var<workgroup> xr: array<vec4<u32>, QR * RV>; // the rows' input bits (the exact path)
-var<workgroup> part: array<Fs, QR * 64u>;      // partial sums of squares, one per invocation
-var<workgroup> pmin: array<u32, QR * 64u>;     // smallest nonzero |bits| - 1 of each invocation
-var<workgroup> factor: array<f32, QR>;
-var<workgroup> vmax: array<f32, QR * RV>;      // fp8: max |v| of each nope vector
+const NS: u32 = QR * RS;        // row slots per workgroup
+var<workgroup> xr: array<vec4<u32>, NS * RV>; // the rows' input bits (the exact path)
+var<workgroup> part: array<Fs, NS * 64u>;      // partial sums of squares, one per invocation
+var<workgroup> pmin: array<u32, NS * 64u>;     // smallest nonzero |bits| - 1 of each invocation
+var<workgroup> factor: array<f32, NS>;
+var<workgroup> vmax: array<f32, NS * RV>;      // fp8: max |v| of each nope vector
 
 // ---- stage 1: the invocation's values ----
 fn elem_lo(w: u32) -> f32 { return elem_to_f32(w & 0xffffu); }
@@ -246,14 +247,9 @@ fn store_vec(is_kv: bool, e: u32, v: vec4<u32>) {
     if (is_kv) { st4_kvo(e, v); } else { st4_qo(e, v); }
 }
 
-@compute @workgroup_size(64 * QR)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let slot = lid / 64u;
-    let t = lid % 64u;
-    let wg0 = ((wid.z * nwg.y + wid.y) * nwg.x + wid.x) * QR; // the workgroup's first row
-    let row = wg0 + slot;
-    let valid = row < P.rows;
+// One row's place: its bounds and its input and output starts (in vectors).
+struct RowAt { valid: bool, is_kv: bool, ib: u32, ob: u32, cb: u32, sb: u32 }
+fn row_at(row: u32) -> RowAt {
     let r = min(row, P.rows - 1u);
     let tok = r / (P.heads + 1u);
     let j = r % (P.heads + 1u);
@@ -268,69 +264,117 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         ib = P.q_base + b * P.qs.x + s * P.qs.y + j * P.qs.z;
         ob = P.qo_base + b * P.qos.x + s * P.qos.y + j * P.qos.z;
     }
-    ib = ib / VE; // the host checked: multiples of VE
-    ob = ob / VE;
-    let nv = P.hd / VE;
-    let xb = slot * RV; // the slot's first vector in xr
+    // the host checked: multiples of VE
+    return RowAt(row < P.rows, is_kv, ib / VE, ob / VE, P.c_base + b * P.cs.x + s * P.cs.y,
+                 P.s_base + b * P.ss.x + s * P.ss.y);
+}
 
-    // 1. all loads first (up to four vectors, zero past the row), staged; the partial sums
-    var r0 = vec4<u32>(0u); var r1 = vec4<u32>(0u); var r2 = vec4<u32>(0u); var r3 = vec4<u32>(0u);
-    if (valid) {
-        if (t < nv) { r0 = load_vec(is_kv, ib + t); }
-        if (VPT > 1u && t + 64u < nv) { r1 = load_vec(is_kv, ib + t + 64u); }
-        if (VPT > 2u && t + 128u < nv) { r2 = load_vec(is_kv, ib + t + 128u); }
-        if (VPT > 3u && t + 192u < nv) { r3 = load_vec(is_kv, ib + t + 192u); }
+// A row's vectors t, t + 64, ... (zero past the row or for a row past the last)
+struct Vecs { r0: vec4<u32>, r1: vec4<u32>, r2: vec4<u32>, r3: vec4<u32> }
+fn load_row(a: RowAt, t: u32) -> Vecs {
+    let nv = P.hd / VE;
+    var v = Vecs(vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u));
+    if (a.valid) {
+        if (t < nv) { v.r0 = load_vec(a.is_kv, a.ib + t); }
+        if (VPT > 1u && t + 64u < nv) { v.r1 = load_vec(a.is_kv, a.ib + t + 64u); }
+        if (VPT > 2u && t + 128u < nv) { v.r2 = load_vec(a.is_kv, a.ib + t + 128u); }
+        if (VPT > 3u && t + 192u < nv) { v.r3 = load_vec(a.is_kv, a.ib + t + 192u); }
     }
-    xr[xb + t] = r0;
-    var f = fs_vec(fs_zero(), r0);
-    var mn = min_vec(0xffffffffu, r0);
-    if (VPT > 1u) { xr[xb + t + 64u] = r1; f = fs_vec(f, r1); mn = min_vec(mn, r1); }
-    if (VPT > 2u) { xr[xb + t + 128u] = r2; f = fs_vec(f, r2); mn = min_vec(mn, r2); }
-    if (VPT > 3u) { xr[xb + t + 192u] = r3; f = fs_vec(f, r3); mn = min_vec(mn, r3); }
-    part[lid] = f;
-    pmin[lid] = mn;
+    return v;
+}
+
+// stage 1 for row slot `slot`: staged bits, the partial sum and minimum of invocation t
+struct Part { f: Fs, mn: u32 }
+fn stage_row(slot: u32, t: u32, v: Vecs) -> Part {
+    let xb = slot * RV;
+    xr[xb + t] = v.r0;
+    var f = fs_vec(fs_zero(), v.r0);
+    var mn = min_vec(0xffffffffu, v.r0);
+    if (VPT > 1u) { xr[xb + t + 64u] = v.r1; f = fs_vec(f, v.r1); mn = min_vec(mn, v.r1); }
+    if (VPT > 2u) { xr[xb + t + 128u] = v.r2; f = fs_vec(f, v.r2); mn = min_vec(mn, v.r2); }
+    if (VPT > 3u) { xr[xb + t + 192u] = v.r3; f = fs_vec(f, v.r3); mn = min_vec(mn, v.r3); }
+    return Part(f, mn);
+}
+
+// stage 2 for row slot `slot` (row `row`): the factor
+fn row_factor(slot: u32, row: u32) -> f32 {
+    let o = slot * 64u;
+    let a = fs_row(o);
+    let m = min64(o);
+    // every square is a multiple of 2^g: the smallest nonzero value's exponent, less the
+    // element's significand bits (a zero row: no value)
+    let g = 2 * unit_exp(m + 1u);
+    let fast = fs_f32(a, g, m == 0xffffffffu);
+    var ssq: f32;
+    if (fast.y != 0u) { ssq = bitcast<f32>(fast.x); } else { ssq = slow_sum(slot * RV); }
+    // ss / hd: for hd = 2^k the product ss * 2^-k is exact while it is a normal float32 (a
+    // biased exponent of ss above k; zeros, infinities and NaN come out as the quotient's)
+    let sb = (bitcast<u32>(ssq) >> 23u) & 0xffu;
+    let hk = 127u - ((bitcast<u32>(P.inv_hd) >> 23u) & 0xffu); // k
+    var sh: f32;
+    if (P.inv_hd != 0.0 && (sb > hk || ssq == 0.0 || sb == 255u)) { sh = ssq * P.inv_hd; }
+    else { sh = div_rn(ssq, f32(P.hd)); }
+    var rq = qk_factor(sh + P.eps); // 1 / sqrt(v), both steps rounded to nearest
+    if (min(row, P.rows - 1u) % (P.heads + 1u) != P.heads) { rq = rt_q(rq); } // query: rounded to T
+    return rq;
+}
+
+// stage 3 (kv rows with fp8) and stage 4
+fn row_max(w: Row, t: u32, v: Vecs) {
+    let nv = P.hd / VE;
+    if (t < nv) { kv_max(w, t, v.r0); }
+    if (VPT > 1u && t + 64u < nv) { kv_max(w, t + 64u, v.r1); }
+    if (VPT > 2u && t + 128u < nv) { kv_max(w, t + 128u, v.r2); }
+    if (VPT > 3u && t + 192u < nv) { kv_max(w, t + 192u, v.r3); }
+}
+fn row_out(a: RowAt, w: Row, t: u32, v: Vecs) {
+    let nv = P.hd / VE;
+    if (t < nv) { store_vec(a.is_kv, a.ob + t, out_vec(w, t, v.r0)); }
+    if (VPT > 1u && t + 64u < nv) { store_vec(a.is_kv, a.ob + t + 64u, out_vec(w, t + 64u, v.r1)); }
+    if (VPT > 2u && t + 128u < nv) { store_vec(a.is_kv, a.ob + t + 128u, out_vec(w, t + 128u, v.r2)); }
+    if (VPT > 3u && t + 192u < nv) { store_vec(a.is_kv, a.ob + t + 192u, out_vec(w, t + 192u, v.r3)); }
+}
+
+// QR * RS row slots per workgroup: invocation t of group g (64 invocations) serves the slots
+// g * RS .. g * RS + RS - 1 (RS = 1 or 2: two rows per invocation keep twice the loads in flight)
+@compute @workgroup_size(64 * QR)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let t = lid % 64u;
+    let s0 = (lid / 64u) * RS; // the invocation's first slot
+    let wg0 = ((wid.z * nwg.y + wid.y) * nwg.x + wid.x) * (QR * RS); // the workgroup's first row
+    let a0 = row_at(wg0 + s0);
+    let v0 = load_row(a0, t);
+    var a1 = a0;
+    var v1 = Vecs(vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u));
+    if (RS > 1u) {
+        a1 = row_at(wg0 + s0 + 1u);
+        v1 = load_row(a1, t);
+    }
+    // 1. staging and partial sums
+    let p0 = stage_row(s0, t, v0);
+    part[s0 * 64u + t] = p0.f;
+    pmin[s0 * 64u + t] = p0.mn;
+    if (RS > 1u) {
+        let p1 = stage_row(s0 + 1u, t, v1);
+        part[(s0 + 1u) * 64u + t] = p1.f;
+        pmin[(s0 + 1u) * 64u + t] = p1.mn;
+    }
     workgroupBarrier();
 
     // 2. the sum of squares and the factor, once per row
-    if (lid < QR) {
-        let o = lid * 64u;
-        let a = fs_row(o);
-        let m = min64(o);
-        // every square is a multiple of 2^g: the smallest nonzero value's exponent, less the
-        // element's significand bits (a zero row: no value)
-        let g = 2 * unit_exp(m + 1u);
-        let fast = fs_f32(a, g, m == 0xffffffffu);
-        var ssq: f32;
-        if (fast.y != 0u) { ssq = bitcast<f32>(fast.x); } else { ssq = slow_sum(lid * RV); }
-        // ss / hd: for hd = 2^k the product ss * 2^-k is exact while it is a normal float32 (a
-        // biased exponent of ss above k; zeros, infinities and NaN come out as the quotient's)
-        let sb = (bitcast<u32>(ssq) >> 23u) & 0xffu;
-        let hk = 127u - ((bitcast<u32>(P.inv_hd) >> 23u) & 0xffu); // k
-        var sh: f32;
-        if (P.inv_hd != 0.0 && (sb > hk || ssq == 0.0 || sb == 255u)) { sh = ssq * P.inv_hd; }
-        else { sh = div_rn(ssq, f32(P.hd)); }
-        var rq = qk_factor(sh + P.eps); // 1 / sqrt(v), both steps rounded to nearest
-        if ((min(wg0 + lid, P.rows - 1u)) % (P.heads + 1u) != P.heads) { rq = rt_q(rq); } // query: rounded to T
-        factor[lid] = rq;
-    }
+    if (lid < QR * RS) { factor[lid] = row_factor(lid, wg0 + lid); }
     workgroupBarrier();
-    let w = Row(is_kv, is_kv && P.fp8 != 0u, factor[slot], slot,
-                P.c_base + b * P.cs.x + s * P.cs.y, P.s_base + b * P.ss.x + s * P.ss.y);
+    let w0 = Row(a0.is_kv, a0.is_kv && P.fp8 != 0u, factor[s0], s0, a0.cb, a0.sb);
+    var w1 = w0;
+    if (RS > 1u) { w1 = Row(a1.is_kv, a1.is_kv && P.fp8 != 0u, factor[s0 + 1u], s0 + 1u, a1.cb, a1.sb); }
 
-    // 3. the kv row's fp8 block maxima
-    if (w.fp8) {
-        if (t < nv) { kv_max(w, t, r0); }
-        if (VPT > 1u && t + 64u < nv) { kv_max(w, t + 64u, r1); }
-        if (VPT > 2u && t + 128u < nv) { kv_max(w, t + 128u, r2); }
-        if (VPT > 3u && t + 192u < nv) { kv_max(w, t + 192u, r3); }
-    }
+    // 3. the kv rows' fp8 block maxima
+    if (w0.fp8) { row_max(w0, t, v0); }
+    if (RS > 1u && w1.fp8) { row_max(w1, t, v1); }
     if (P.fp8 != 0u) { workgroupBarrier(); }
 
     // 4. scale, fp8 round trip (kv), rotation, one store per vector
-    if (valid) {
-        if (t < nv) { store_vec(is_kv, ob + t, out_vec(w, t, r0)); }
-        if (VPT > 1u && t + 64u < nv) { store_vec(is_kv, ob + t + 64u, out_vec(w, t + 64u, r1)); }
-        if (VPT > 2u && t + 128u < nv) { store_vec(is_kv, ob + t + 128u, out_vec(w, t + 128u, r2)); }
-        if (VPT > 3u && t + 192u < nv) { store_vec(is_kv, ob + t + 192u, out_vec(w, t + 192u, r3)); }
-    }
+    if (a0.valid) { row_out(a0, w0, t, v0); }
+    if (RS > 1u && a1.valid) { row_out(a1, w1, t, v1); }
 }
