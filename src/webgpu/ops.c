@@ -266,7 +266,7 @@ ropekit_status ropekit_webgpu_mrotary_embedding(ropekit_webgpu *ctx,
 #define RK_WG_QKNORM_VPT 4
 #endif
 #ifndef RK_WG_QKNORM_RS /* row kernel: the most rows per invocation (1 or 2) */
-#define RK_WG_QKNORM_RS 2
+#define RK_WG_QKNORM_RS 1
 #endif
 #ifndef RK_WG_QKNORM_QR /* row kernel: groups of 64 invocations per workgroup */
 #define RK_WG_QKNORM_QR 2
@@ -366,7 +366,9 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
      * 16-byte vectors, a float per vector, 64 partial sums of at most 24 bytes and 64 minima,
      * the factor; package.c's row variants the same) */
     uint32_t qr = RK_WG_QKNORM_QR;
-    /* two rows per invocation (twice the loads in flight) where each holds at most 2 vectors */
+    /* two rows per invocation (twice the loads in flight) where each holds at most 2 vectors;
+     * RK_WG_QKNORM_RS is 1 by default: on the H200 (R2) 2 was faster only for bfloat16, 0.591 vs
+     * 0.612 ms, slower for float32 (0.571 vs 0.537, one group per workgroup) and float16 */
     const uint32_t rs = RK_WG_QKNORM_RS > 1 && vpt <= 2 ? 2 : 1;
     while (qr > 1 && (ctx->wg < 64 * qr || qr * rs * (64 * vpt * 20 + 64 * 28 + 4) > 16384))
         qr /= 2;
