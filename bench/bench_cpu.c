@@ -3,6 +3,9 @@
  *
  *   ropekit_bench [--json] [--threads 1,2] [--filter NAME] [--dtypes f32,f16,bf16] [--time S]
  *                 [--sweep]   (--sweep: the Llama head layout, 40 x 128, over S = 1 .. 8192)
+ *                 [--offset B] [--yoffset B]  (x / y start B bytes past a 64-byte boundary, as
+ *                 numpy's default arrays start 16 bytes into a page; default 0; --yoffset defaults
+ *                 to --offset)
  *
  * Bytes moved per call: read x + write y + the cos/sin values once per token (QKNorm: query,
  * kv, their outputs, cos/sin; the regroup: input, output, cos/sin). The memcpy copies half of
@@ -171,6 +174,7 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 static double g_budget = 0.4; /* seconds per measurement */
+static int64_t g_xoff, g_yoff; /* --offset / --yoffset: bytes past 64-byte alignment */
 
 /* Calls per batch so that a batch takes about 1 ms. */
 static int calibrate(call_fn f, void *ctx, double *one_out) {
@@ -306,7 +310,8 @@ static result bench_one(const shape *sh, ropekit_dtype T, int threads) {
     if (sh->kind == K_ROTARY || sh->kind == K_MROPE) {
         int64_t P = S < 4096 ? 4096 : S;
         size_t nx = (size_t)(B * S * N * H);
-        void *x = bufs[nb++] = xalloc(nx * es), *y = bufs[nb++] = xalloc(nx * es);
+        void *x = (char *)(bufs[nb++] = xalloc(nx * es + 128)) + g_xoff;
+        void *y = (char *)(bufs[nb++] = xalloc(nx * es + 128)) + g_yoff;
         fill(x, T, nx, -2, 2);
         void *tc = bufs[nb++] = xalloc((size_t)(P * h) * es),
              *ts = bufs[nb++] = xalloc((size_t)(P * h) * es);
@@ -321,7 +326,7 @@ static result bench_one(const shape *sh, ropekit_dtype T, int threads) {
         }
         if (sh->packed) { /* (B, S, (N + N/5) * H): q and k heads, then v (8 of 40 heads) */
             int64_t row = (N + N / 5) * H;
-            void *qkv = bufs[nb++] = xalloc((size_t)(B * S * row) * es);
+            void *qkv = (char *)(bufs[nb++] = xalloc((size_t)(B * S * row) * es + 128)) + g_xoff;
             fill(qkv, T, (size_t)(B * S * row), -2, 2);
             c.x = (ropekit_tensor){qkv, T, 3, {B, S, N * H}, {S * row, row, 1}};
             c.y = c.x;
@@ -351,8 +356,10 @@ static result bench_one(const shape *sh, ropekit_dtype T, int threads) {
         bytes = 2.0 * (double)nx * (double)es + (double)(B * S * R) * (double)es;
     } else if (sh->kind == K_QKNORM) {
         size_t nq = (size_t)(B * S * N * H), nk = (size_t)(B * S * H), nt = (size_t)(B * S * R);
-        void *q = bufs[nb++] = xalloc(nq * es), *qo = bufs[nb++] = xalloc(nq * es);
-        void *kv = bufs[nb++] = xalloc(nk * es), *kvo = bufs[nb++] = xalloc(nk * es);
+        void *q = (char *)(bufs[nb++] = xalloc(nq * es + 128)) + g_xoff;
+        void *qo = (char *)(bufs[nb++] = xalloc(nq * es + 128)) + g_yoff;
+        void *kv = (char *)(bufs[nb++] = xalloc(nk * es + 128)) + g_xoff;
+        void *kvo = (char *)(bufs[nb++] = xalloc(nk * es + 128)) + g_yoff;
         float *w = bufs[nb++] = xalloc((size_t)H * 4);
         float *cs = bufs[nb++] = xalloc(nt * 4), *sn = bufs[nb++] = xalloc(nt * 4);
         fill(q, T, nq, -2, 2), fill(kv, T, nk, -2, 2),
@@ -370,7 +377,8 @@ static result bench_one(const shape *sh, ropekit_dtype T, int threads) {
     } else {
         int64_t T_ = S * B, F = N * H, G = sh->groups;
         size_t nx = (size_t)(T_ * F), nt = (size_t)(T_ * R);
-        void *x = bufs[nb++] = xalloc(nx * es), *o = bufs[nb++] = xalloc(nx * es);
+        void *x = (char *)(bufs[nb++] = xalloc(nx * es + 128)) + g_xoff;
+        void *o = (char *)(bufs[nb++] = xalloc(nx * es + 128)) + g_yoff;
         float *cs = bufs[nb++] = xalloc(nt * 4), *sn = bufs[nb++] = xalloc(nt * 4);
         fill(x, T, nx, -2, 2), fill(cs, ROPEKIT_FLOAT32, nt, -1, 1),
             fill(sn, ROPEKIT_FLOAT32, nt, -1, 1);
@@ -401,6 +409,8 @@ int main(int argc, char **argv) {
     const char *filter = NULL;
     int threads[4] = {1, 2}, nthreads = 2;
     int dt_on[3] = {1, 1, 1};
+    int yoff_set = 0;
+    int64_t g_yoff2 = 0;
     for (int i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "--json") == 0)
             json = 1;
@@ -408,6 +418,10 @@ int main(int argc, char **argv) {
             sweep = 1;
         else if (strcmp(argv[i], "--filter") == 0 && i + 1 < argc)
             filter = argv[++i];
+        else if (strcmp(argv[i], "--offset") == 0 && i + 1 < argc)
+            g_xoff = g_yoff = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--yoffset") == 0 && i + 1 < argc)
+            g_yoff2 = atoi(argv[++i]), yoff_set = 1;
         else if (strcmp(argv[i], "--time") == 0 && i + 1 < argc)
             g_budget = atof(argv[++i]);
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
@@ -422,10 +436,15 @@ int main(int argc, char **argv) {
         } else {
             fprintf(stderr,
                     "usage: %s [--json] [--threads 1,2] [--filter NAME] "
-                    "[--dtypes f32,f16,bf16] [--time SECONDS] [--sweep]\n",
+                    "[--dtypes f32,f16,bf16] [--time SECONDS] [--sweep] [--offset B] [--yoffset B]\n",
                     argv[0]);
             return 2;
         }
+    }
+    if (yoff_set) g_yoff = g_yoff2;
+    if (g_xoff < 0 || g_xoff > 64 || g_yoff < 0 || g_yoff > 64) {
+        fprintf(stderr, "--offset / --yoffset: 0 .. 64 bytes\n");
+        return 2;
     }
     const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
     const char *variant = ropekit_cpu_variant();

@@ -32,6 +32,7 @@ try:  # a machine without the onnx package reads the models saved by --save-mode
 except ImportError:
     onnx = None
 MODEL_DIR = None  # --models DIR
+ARRAY_OFFSET = 0  # --array-offset B: arrays start B bytes past a 64-byte boundary
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -111,18 +112,21 @@ def aligned(a: np.ndarray, align: int = 64) -> np.ndarray:
     """A copy of a at a 64-byte aligned address, as onnxruntime's own allocator places tensors
     (numpy's large arrays start 16 bytes into a page: vector rows then straddle cache lines, and
     ropekit writes no streaming stores to them; 1.5-1.8x slower on the dev VM)."""
-    buf = np.empty(a.nbytes + align, np.uint8)
-    off = (-buf.ctypes.data) % align
+    buf = np.empty(a.nbytes + 2 * align, np.uint8)
+    off = (ARRAY_OFFSET - buf.ctypes.data) % align
     v = buf[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
     v[...] = a
     return v
 
 
-def time_ort(B, S, N, H, R, dtype, threads, budget, bnsh=False, nopos=False, side=False):
+def time_ort(B, S, N, H, R, dtype, threads, budget, bnsh=False, nopos=False, side=False,
+             spin=False):
     """Median seconds per run of ORT's CPU RotaryEmbedding (inputs and a preallocated output
     bound once with IOBinding). side: also ropekit on the same arrays, in batches alternated with
     ORT's in this process (the C library called directly with views built once: ctypes adds
-    ~1 us per call), returned as (ort, ropekit); ropekit is None where the binding does not load."""
+    ~1 us per call), returned as (ort, ropekit); ropekit is None where the binding does not load.
+    spin: ORT's intra-op pool spins between runs (its default). Off here: a spinning pool keeps the
+    pinned CPUs busy while ropekit's batches run beside it, so a second ropekit thread gains nothing."""
     P = max(S, 4096)
     rng = np.random.default_rng(0)
     x = rng.uniform(-2, 2, (B, N, S, H) if bnsh else (B, S, N * H)).astype(dtype)
@@ -134,6 +138,8 @@ def time_ort(B, S, N, H, R, dtype, threads, budget, bnsh=False, nopos=False, sid
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
+    if not spin:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     sess = ort.InferenceSession(rotary_model(B, S, N, H, R, P, dtype, bnsh, nopos), so,
@@ -236,15 +242,20 @@ def main() -> int:
                     "benchmark's")
     ap.add_argument("--cpu-name", default=None, help="the CPU's name, where lscpu does not give it "
                     "(a VM's generic 'Processor')")
+    ap.add_argument("--array-offset", type=int, default=0, help="bytes past a 64-byte boundary at "
+                    "which the arrays of the ORT / 'beside ORT' timings start (16: where numpy's own "
+                    "large arrays start); the C benchmark gets the same as --offset")
     args = ap.parse_args()
-    global MODEL_DIR
+    global MODEL_DIR, ARRAY_OFFSET
     MODEL_DIR = args.models
+    ARRAY_OFFSET = args.array_offset
     thread_list = [int(t) for t in args.threads.split(",")]
 
     load_before = loadavg()
     started = datetime.datetime.now(datetime.timezone.utc)
     c = run_c_bench(args.bench, args.time, ["--threads", args.threads] +
-                    (["--filter", args.filter] if args.filter else []))
+                    (["--filter", args.filter] if args.filter else []) +
+                    (["--offset", str(args.array_offset)] if args.array_offset else []))
     rows = c["results"]
     ort_t = {}
     cache = pathlib.Path(args.ort_cache) if args.ort_cache else None
@@ -317,15 +328,17 @@ def main() -> int:
              "figures, per call (validation included). ORT: one-node ai.onnx.RotaryEmbedding "
              "(opset 23) with IOBinding, intra_op_num_threads = threads. "
              + ("'ropekit beside ORT': the same call timed in the Python process that times ORT, on "
-                "the same arrays (64-byte aligned, as ORT's allocator places tensors), in batches "
+                "the same arrays (" + (f"starting {ARRAY_OFFSET} bytes past a 64-byte boundary, as numpy's "
+                                     "own arrays do" if ARRAY_OFFSET else "64-byte aligned, as ORT's "
+                                     "allocator places tensors") + "), in batches "
                 "alternated with ORT's (ropekit's C function called "
                 "directly with views built once; ctypes adds ~1 us per call, which matters only "
                 "for decode rows); 'ropekit speedup vs ORT' divides ORT's time by it, so both sides "
                 "see the same caches and the same load (a large last-level cache can hold a whole "
                 "benchmark's arrays). " if side else "")
              + "\n")
-    L.append("| shape | dtype | threads | ropekit time | MB moved | GB/s | memcpy GB/s | vs memcpy | vs memcpy (best) | ORT time | ORT GB/s | ropekit beside ORT | ropekit speedup vs ORT |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    L.append("| shape | dtype | threads | ropekit time | MB moved | GB/s | memcpy GB/s | vs memcpy | vs memcpy (best) | ORT time | ORT GB/s | ORT vs memcpy | ropekit beside ORT | ropekit speedup vs ORT |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def vs_ort(key, c_seconds):
         o = ort_t[key]
@@ -334,8 +347,9 @@ def main() -> int:
         key = (r["shape"], r["dtype"], r["threads"])
         o = ort_t.get(key)
         b = side_t.get(key)
-        ocol = (f"{fmt_time(o)} | {r['bytes'] / o * 1e-9:.2f} | {fmt_time(b) if b else 'n/a'} | "
-                f"{vs_ort(key, r['seconds']):.2f}x" if o else "n/a | n/a | n/a | n/a")
+        ocol = (f"{fmt_time(o)} | {r['bytes'] / o * 1e-9:.2f} | "
+                f"{r['bytes'] / o * 1e-9 / r['memcpy_gbps']:.2f} | {fmt_time(b) if b else 'n/a'} | "
+                f"{vs_ort(key, r['seconds']):.2f}x" if o else "n/a | n/a | n/a | n/a | n/a")
         L.append(f"| {r['shape']} | {r['dtype']} | {r['threads']} | {fmt_time(r['seconds'])} | "
                  f"{r['bytes'] * 1e-6:.2f} | {r['gbps']:.2f} | {r['memcpy_gbps']:.2f} | "
                  f"{r['ratio_memcpy']:.2f} | {r['best_ratio_memcpy']:.2f} | {ocol} |")
@@ -372,6 +386,18 @@ def main() -> int:
         if big:
             L.append(f"- >= 2x ORT: large shapes {sum(s >= 2 for s in big)}/{len(big)} rows, speedup "
                      f"{min(big):.1f}x .. {max(big):.1f}x.")
+            # where ORT itself runs above half the copy's speed, 2x ORT would need ropekit above
+            # the copy: the bound is memcpy GB/s / ORT GB/s
+            cap = []
+            for k, v in sp:
+                r = next(r for r in rows if (r["shape"], r["dtype"], r["threads"]) == k)
+                if not k[0].startswith("decode") and v < 2:
+                    bound = r["memcpy_gbps"] / (r["bytes"] / ort_t[k] * 1e-9)
+                    cap.append(f"{k[0]} {k[1]} {k[2]} thr {v:.2f}x (a copy would be {bound:.2f}x)")
+            if cap:
+                L.append("- rows under 2x ORT, each with the speedup a ropekit at the memcpy's speed "
+                         "would reach (ORT vs memcpy above 0.5 makes 2x unreachable): "
+                         + "; ".join(cap) + ".")
         if dsp:
             L.append(f"- vs ORT, decode: {min(dsp):.1f}x .. {max(dsp):.1f}x (ORT's per-run session overhead).")
     by_t = {(r["shape"], r["dtype"], r["threads"]): r["seconds"] for r in rows}

@@ -23,19 +23,21 @@
  *   - Validation is the CPU library's own (same plan builders, same messages). WebGPU limits add
  *     a few rules, each refused with ROPEKIT_ERROR_UNSUPPORTED and a message: every bound range
  *     must fit maxStorageBufferBindingSize, and strides and element counts must fit in 32 bits.
- *     16-bit data stored as packed u32 (bfloat16 always; float16 without shader-f16) is fastest
+ *     16-bit data (stored as packed u32: bfloat16 and float16 alike) is fastest
  *     with a unit last stride, even other strides, an even element offset and, for the
  *     half-split layout, an even R/2 (one invocation then owns whole 32-bit words); any other
  *     layout works too, its output written 16 bits at a time with atomics (variants f16a, bf16a).
  *
  * Variants (chosen per call; ropekit_webgpu_last_variant() names the one used):
  *   rows       ids2d (2D table + position_ids), offset (ms offset form), table3d, mrope
- *   storage    f32; f16 (native, needs the shader-f16 feature); f16p (f16 packed in u32,
- *              unpacked with bit arithmetic); bf16p (always packed); f16a/bf16a for the written
- *              tensor of a packed layout that does not pair into words. Tables: f32 or x's type.
+ *   storage    f32; f16p (f16 packed in u32, unpacked with bit arithmetic, shader-f16 or not:
+ *              native f16 storage would convert through the hardware, which WGSL lets flush
+ *              float16 subnormals); bf16p; f16a/bf16a for the written tensor of a packed
+ *              layout that does not pair into words. Tables: f32 or x's type.
  *   arithmetic wide64: products in f64 (needs the shader-f64 feature: Vulkan on most GPUs and on
  *              lavapipe) — the CPU's arithmetic, bit-identical; narrow: 16-bit x and 16-bit
- *              tables, products exact in f32 — bit-identical; exact32: no shader-f64, the
+ *              tables, the CPU's float arithmetic (each product rounded to float, then the
+ *              sum) — bit-identical; exact32: no shader-f64, the
  *              CPU's double arithmetic (exact 24x24-bit products, the sum rounded to double
  *              then to float; QKNorm's double sums of squares and correctly rounded division
  *              and square root) done in u32 integer arithmetic, which shader compilers cannot
@@ -53,8 +55,9 @@
  *   kept one holds a reference to its buffers, so a buffer released by the caller is freed
  *   once 8 other binding sets have been used, or by ropekit_webgpu_destroy.
  *   Rounding to float16/bfloat16 is done with integer arithmetic (round to nearest even), never
- *   with the shader compiler's conversions, so every adapter rounds the same way. Values below
- *   FLT_MIN may be flushed to zero by an adapter (WGSL allows it); the CPU keeps them.
+ *   with the shader compiler's conversions, so every adapter rounds the same way. Subnormals,
+ *   which WGSL lets an adapter flush to zero (NVIDIA's Vulkan driver does for float32), and
+ *   fused multiply-adds do not change any result: see "Exactness on every adapter" below.
  *
  * Implementation: wgpu-native (the library and webgpu.h/wgpu.h shipped in the PyPI `wgpu` wheel,
  * pinned in tests/requirements.txt; the build uses that wheel's headers). Tested (every shared
@@ -88,9 +91,12 @@ typedef enum ropekit_webgpu_backend {
 
 typedef struct ropekit_webgpu_options {
     ropekit_webgpu_backend backend;
-    int disable_f16; /* do not use shader-f16 even if the adapter has it: float16 packed in u32 */
+    int disable_f16; /* kept for compatibility: float16 is always packed in u32 (see storage) */
     int disable_f64; /* do not use shader-f64: the exact32 integer arithmetic (see Variants) */
-    int workgroup_size; /* 0: min(256, maxComputeInvocationsPerWorkgroup); else a power of 2 */
+    /* 0: min(256, maxComputeInvocationsPerWorkgroup) for the element-wise kernels and at most
+     * 128 for the vector rotary kernel (measured 1-3% faster than 256 on an H200); else a power
+     * of 2 >= 64 (capped at the device's limit), used by every kernel, the vector one included */
+    int workgroup_size;
     /* 0: the device's maxComputeWorkgroupsPerDimension; else a smaller value, so that tests can
      * reach the 2-D and 3-D grids with small tensors */
     uint32_t max_workgroups_per_dim;
@@ -98,6 +104,14 @@ typedef struct ropekit_webgpu_options {
      * adapter's timestamp-query feature; see ropekit_webgpu_kernel_time). For benchmarks. */
     int timestamps;
 } ropekit_webgpu_options;
+/* Exactness on every adapter: the kernels compute a float operation on the hardware only where
+ * its operands and result are such that the bits cannot depend on what the adapter does with
+ * subnormals (WGSL lets it flush them; NVIDIA's Vulkan driver flushes float32 ones) or with
+ * fused multiply-adds; every other element (subnormals, products out of float32's normal range,
+ * infinities, NaNs) is computed with integer arithmetic, with the CPU's bits. For tests, the
+ * environment variable ROPEKIT_WEBGPU_INTEGER_PATHS=1, read when a context is created, sends
+ * every element of that context's calls through the integer paths (the same bits, slower; the
+ * variant names then end in " intpaths" before the grid). */
 
 /** Create a context with its own instance, adapter and device (options may be NULL). The device
  *  asks for the adapter's limits and for shader-f16 / shader-f64 where present. Both create
@@ -122,7 +136,7 @@ ROPEKIT_API const char *ropekit_webgpu_last_error(void);
 ROPEKIT_API WGPUDevice ropekit_webgpu_device(const ropekit_webgpu *ctx);
 /** "llvmpipe (LLVM 15.0.6, 256 bits) via Vulkan", ... */
 ROPEKIT_API const char *ropekit_webgpu_adapter_name(const ropekit_webgpu *ctx);
-/** 1 if the context uses shader-f16 / shader-f64. */
+/** 1 if the context uses shader-f16 (now always 0: float16 is stored packed) / shader-f64. */
 ROPEKIT_API int ropekit_webgpu_has_f16(const ropekit_webgpu *ctx);
 ROPEKIT_API int ropekit_webgpu_has_f64(const ropekit_webgpu *ctx);
 /** Name of the variant the last successful operator call on this context used, e.g.

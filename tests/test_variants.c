@@ -4,8 +4,13 @@
  * in place, float32 tables with 16-bit x, MRoPE both layouts, QKNorm with fp8 on and off, the
  * regroup with groups inside and across heads; thread counts 1, 2, 3 and a host parallel-for
  * with an odd split give the same bits. Whole output buffers are compared (untouched bytes too).
+ * Inputs and outputs start at random byte offsets from a 64-byte line (multiples of the element
+ * size, x and y apart), so the writes of rows that do not start on a line run too.
  * Inputs hold zeros, subnormals, huge values, infinities and NaN (one NaN encoding: x86's
  * default NaN, so a NaN's bits never depend on which operand it came from). */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* posix_memalign */
+#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,7 +103,8 @@ typedef struct bufs {
     ropekit_dtype dt; /* every buffer holds elements of this type (the case's T) */
     size_t es;
     char *out[2], *init[2], *want[2];
-    size_t size[2];
+    char *raw[2];    /* out[i] = raw[i] + shift[i]: the shift bytes before it must stay as they are */
+    size_t size[2], shift[2];
 } bufs;
 
 typedef ropekit_status (*run_fn)(void *ctx, char *const *out);
@@ -140,6 +146,13 @@ static void check_case(const char *what, run_fn run, void *ctx, bufs *b) {
                 memcpy(b->out[i], b->init[i], b->size[i]);
             st = run(ctx, b->out);
             ropekit_set_parallel_for(NULL, NULL);
+            for (int i = 0; i < b->n; ++i) {
+                size_t k = 0;
+                while (k < b->shift[i] && (unsigned char)b->raw[i][k] == 0x5a)
+                    ++k;
+                CHECK(k == b->shift[i], "%s: variant %s: byte %zu before output %d written", what,
+                      g_variants[v], b->shift[i] - k, i);
+            }
             int same = st == ROPEKIT_OK, bi = 0;
             size_t at = 0;
             for (bi = 0; bi < b->n && same; ++bi)
@@ -167,22 +180,31 @@ static void check_case(const char *what, run_fn run, void *ctx, bufs *b) {
 
 static void bufs_free(bufs *b) {
     for (int i = 0; i < b->n; ++i)
-        free(b->out[i]), free(b->init[i]), free(b->want[i]);
+        free(b->raw[i]), free(b->init[i]), free(b->want[i]);
 }
 
-/* Odd rounds: outputs 64-byte aligned (size rounded up), so that the streaming-store paths,
- * which need aligned outputs, run too. Even rounds: exact sizes (the sanitizers see overruns). */
+/* Odd rounds: outputs from a 64-byte line, so that the streaming-store paths run too (direct
+ * where the rows are aligned, through the staged writer where not). Even rounds: malloc's 16-byte
+ * alignment. Both: half the time shifted by a random multiple of the element size below 64 bytes;
+ * the buffer ends where the output does (the sanitizers see overruns). */
 static int g_align_out;
+
+/* A random start within a line for a buffer of es-byte elements (0 half the time). */
+static size_t rnd_shift(size_t es) {
+    return rnd(2) ? 0 : es * (size_t)rnd((int)(64 / es));
+}
 
 static void bufs_add(bufs *b, size_t size, const void *init) {
     int i = b->n++;
-    b->size[i] = size;
+    b->size[i] = size, b->shift[i] = rnd_shift(b->es);
+    void *raw = NULL;
     if (g_align_out) {
-        b->out[i] = aligned_alloc(64, (size + 63) / 64 * 64);
-        if (!b->out[i]) exit(2);
+        if (posix_memalign(&raw, 64, b->shift[i] + size ? b->shift[i] + size : 1) != 0) exit(2);
     } else {
-        b->out[i] = xmalloc(size);
+        raw = xmalloc(b->shift[i] + size);
     }
+    b->raw[i] = raw, b->out[i] = b->raw[i] + b->shift[i];
+    memset(b->raw[i], 0x5a, b->shift[i]);
     b->init[i] = xmalloc(size), b->want[i] = xmalloc(size);
     if (init)
         memcpy(b->init[i], init, size);
@@ -265,7 +287,8 @@ static void rotary_case(int big) {
         st[3] = 1, st[2] = H, st[1] = N * H, st[0] = S * N * H;
         n_el = B * S * N * H;
     }
-    char *xbuf = xmalloc((size_t)n_el * es);
+    const size_t xsh = rnd_shift(es);
+    char *xraw = xmalloc(xsh + (size_t)n_el * es), *xbuf = xraw + xsh;
     fill(xbuf, c.T, n_el, 1);
     if (c.rank == 3 && st[2] != H * st[3]) c.rank = 4; /* rank 3 needs heads adjacent */
     ropekit_tensor *x = &c.x;
@@ -329,7 +352,7 @@ static void rotary_case(int big) {
              (long long)B, (long long)S, (long long)N, (long long)H, (long long)c.R, il, inv);
     check_case(what, run_rot, &c, &b);
     bufs_free(&b);
-    free(xbuf), free(tc), free(ts), free(ids);
+    free(xraw), free(tc), free(ts), free(ids);
 }
 
 /* The (B, N, S, H) layout fused dynamo models run (head-major: blocks of tokens share their
@@ -422,11 +445,12 @@ static void qknorm_case(int big, int mla) {
     int specials = rnd(4) == 0;
     /* query: contiguous, or rows padded (packed) */
     int64_t qrow = nh * hd + (c.q_inplace || mla ? 0 : rnd(2) * 7);
-    char *qb = xmalloc((size_t)(B * S * qrow) * es);
+    const size_t qsh = rnd_shift(es), ksh = rnd_shift(es);
+    char *qraw = xmalloc(qsh + (size_t)(B * S * qrow) * es), *qb = qraw + qsh;
     fill_qk(qb, T, B * S * qrow, specials, tiny);
     c.q = (ropekit_tensor){qb, T, 3, {B, S, nh * hd}, {S * qrow, qrow, 1}};
     int64_t krow = hd + (c.kv_inplace || mla ? 0 : rnd(2) * 5);
-    char *kb = xmalloc((size_t)(B * S * krow) * es);
+    char *kraw = xmalloc(ksh + (size_t)(B * S * krow) * es), *kb = kraw + ksh;
     fill_qk(kb, T, B * S * krow, specials, tiny);
     c.kv = (ropekit_tensor){kb, T, 3, {B, S, hd}, {S * krow, krow, 1}};
     float *w = xmalloc((size_t)hd * 4);
@@ -452,7 +476,7 @@ static void qknorm_case(int big, int mla) {
              (long long)rd, fp8, c.q_inplace, c.kv_inplace, tiny);
     check_case(what, run_qk, &c, &b);
     bufs_free(&b);
-    free(qb), free(kb), free(w), free(cs), free(sn);
+    free(qraw), free(kraw), free(w), free(cs), free(sn);
 }
 
 /* ---- InverseRotaryRegroup ---------------------------------------------------------------- */
@@ -490,7 +514,8 @@ static void regroup_case(int big) {
     }
     c.a = (ropekit_inverse_rotary_regroup_attrs){nh, hd, rd, G};
     int64_t row = F + rnd(2) * 3;
-    char *xb = xmalloc((size_t)(N * row) * es);
+    const size_t xsh = rnd_shift(es);
+    char *xraw = xmalloc(xsh + (size_t)(N * row) * es), *xb = xraw + xsh;
     fill(xb, T, N * row, rnd(4) == 0);
     c.x = (ropekit_tensor){xb, T, 2, {N, F}, {row, 1}};
     float *cs = xmalloc((size_t)(N * rd) * 4 + 4), *sn = xmalloc((size_t)(N * rd) * 4 + 4);
@@ -508,7 +533,7 @@ static void regroup_case(int big) {
              (long long)G);
     check_case(what, run_rg, &c, &b);
     bufs_free(&b);
-    free(xb), free(cs), free(sn);
+    free(xraw), free(cs), free(sn);
 }
 
 /* ---- API ----------------------------------------------------------------------------------- */

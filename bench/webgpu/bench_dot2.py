@@ -64,7 +64,10 @@ def source(arith, kernel=KERNEL):
     common = open(os.path.join(SHADERS, "common.wgsl")).read().replace("WG +", "64u +")
     if arith == "float":
         return common + FLOAT + kernel
-    return common + open(os.path.join(SHADERS, arith)).read() + kernel
+    # the prelude of src/webgpu/kernels.c: FAST, the integer primitives and the slow paths
+    core = "const FAST: bool = true;\n" + "".join(
+        open(os.path.join(SHADERS, f)).read() for f in ("exact_f32.wgsl", "slow_int.wgsl"))
+    return common + core + open(os.path.join(SHADERS, arith)).read() + kernel
 
 
 def acc_reference(v16):

@@ -161,6 +161,74 @@ RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
     if (i < n) memcpy(dst + i, src + i, (size_t)(n - i));
 }
 
+/* ---- Output rows that do not start on a cache line ----------------------------------------
+ * Streaming stores need aligned addresses and must write whole 64-byte lines (a line half
+ * streamed, half stored normally is far slower than either). Outputs whose rows are not line
+ * aligned (numpy's arrays start 16 bytes into a page; odd head widths; partial rotary's copied
+ * tails) are therefore first computed into an aligned row in L1 (`stage`), then handed to a
+ * writer in memory order: every line that the writer's consecutive rows cover whole goes out as
+ * a streaming store (rows adjacent in memory join up, so a run of rows stores no line twice),
+ * the partial lines at a run's two ends as normal stores. Only out of place (the output overlaps
+ * no input: validation), so holding a line's bytes back changes nothing that is read later. */
+#ifdef RK_HAVE_NT
+#define RK_STAGE 4096 /* bytes of one staged row at most */
+typedef struct rk_wr {
+    unsigned char line[64] __attribute__((aligned(64))); /* the pending line's bytes */
+    char *la;                                            /* its address (NULL: none pending) */
+    int lo, hi;                                          /* its bytes [lo, hi) are pending */
+} rk_wr;
+
+RK_INLINE void wr_init(rk_wr *w) {
+    w->la = NULL, w->lo = w->hi = 0;
+}
+RK_INLINE void wr_line_nt(char *dst, const unsigned char *src) { /* dst 64-byte aligned */
+    for (int i = 0; i < 64; i += 4 * VL)
+        f_st_nt((float *)(dst + i), f_ld((const float *)(src + i)));
+}
+/* n < 64 bytes, by fixed-size pieces (no library call per row end) */
+RK_INLINE void wr_bytes(void *dst, const void *src, int n) {
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+    if (n & 32) memcpy(d, s, 32), d += 32, s += 32;
+    if (n & 16) memcpy(d, s, 16), d += 16, s += 16;
+    if (n & 8) memcpy(d, s, 8), d += 8, s += 8;
+    if (n & 4) memcpy(d, s, 4), d += 4, s += 4;
+    if (n & 2) memcpy(d, s, 2), d += 2, s += 2;
+    if (n & 1) *d = (char)*s;
+}
+/* The pending bytes, with normal stores. */
+RK_INLINE void wr_flush(rk_wr *w) {
+    if (w->la) wr_bytes(w->la + w->lo, w->line + w->lo, w->hi - w->lo);
+    w->la = NULL;
+}
+/* n bytes from src to dst (any alignment). */
+RK_INLINE void wr_put(rk_wr *w, char *dst, const char *src, int64_t n) {
+    if (n <= 0) return;
+    const int off = (int)((uintptr_t)dst & 63);
+    char *la = dst - off;
+    if (w->la && (w->la != la || w->hi != off)) wr_flush(w); /* not a continuation */
+    if (off) { /* the first line, from off */
+        const int k = n < 64 - off ? (int)n : 64 - off;
+        if (!w->la) w->la = la, w->lo = off;
+        wr_bytes(w->line + off, src, k);
+        w->hi = off + k;
+        if (w->hi < 64) return; /* the line goes on in the next row, or is flushed */
+        if (w->lo == 0)
+            wr_line_nt(la, w->line);
+        else
+            wr_bytes(la + w->lo, w->line + w->lo, 64 - w->lo);
+        w->la = NULL;
+        dst += k, src += k, n -= k;
+    }
+    for (; n >= 64; dst += 64, src += 64, n -= 64)
+        wr_line_nt(dst, (const unsigned char *)src);
+    if (n > 0) { /* the last line's first n bytes: pending */
+        wr_bytes(w->line, src, (int)n);
+        w->la = dst, w->lo = 0, w->hi = (int)n;
+    }
+}
+#endif
+
 /* One pair, exactly as ref.c's rotate_pair. */
 RK_INLINE void pair_scalar(int wide, const char *x, char *y, ropekit_dtype dt, int64_t i0,
                            int64_t i1, float c, float s) {
@@ -381,8 +449,35 @@ RK_INLINE void prefetch_row(uintptr_t a, int64_t n, int w) {
  * (token-major) ahead: hardware prefetchers lose track of strided rows (packed QKV) and of new
  * runs. */
 RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dtype tdt, int wide,
-                           int nt, int hw) {
+                           int nt, int hw, int stg) {
     const int64_t h = p->R / 2, es = (int64_t)esz(dt), rowb = p->H * es;
+#if defined(RK_HAVE_NT) && defined(RK_WR_DEFER)
+    /* knob: each staged row handed to the writer after the next row is computed (two buffers) */
+    char rowbufs[2][RK_STAGE] __attribute__((aligned(64)));
+    rk_wr wr;
+    wr_init(&wr);
+    char *prev_y = NULL;
+    const char *prev_x = NULL;
+    int cur = 0;
+#define RK_ROWOUT(y) (stg ? rowbufs[cur] : (y))
+#define RK_ROWPUT(y, x)                                                                            \
+    (stg ? (prev_y ? wr_row(&wr, prev_y, rowbufs[cur ^ 1], prev_x) : (void)0), prev_y = (y),        \
+     prev_x = (x), cur ^= 1 : 0)
+#elif defined(RK_HAVE_NT)
+    char rowbuf[RK_STAGE] __attribute__((aligned(64))); /* stg: the row, then the writer */
+    rk_wr wr;
+    wr_init(&wr);
+#define RK_ROWOUT(y) (stg ? rowbuf : (y))
+#define RK_ROWPUT(y, x) (stg ? wr_row(&wr, (y), rowbuf, (x)) : (void)0)
+#else
+    (void)stg;
+#define RK_ROWOUT(y) (y)
+#define RK_ROWPUT(y, x) ((void)0)
+#endif
+    /* a staged row: its rotated channels from the buffer, the copied ones [R, H) straight from x */
+#define wr_row(w, y, buf, x)                                                                       \
+    (wr_put((w), (y), (buf), p->R * es),                                                           \
+     wr_put((w), (y) + p->R * es, (x) + p->R * es, (p->H - p->R) * es))
     const int il = p->interleaved, eo = RK_EO(dt);
     float c[RK_CHUNK], sn[RK_CHUNK];
     union {
@@ -411,7 +506,7 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
     ((uintptr_t)p->x + (uintptr_t)(((b)*p->xs[0] + (s)*p->xs[1] + (hd)*p->xs[2]) * es))
 #define RK_YADDR(b, s, hd)                                                                         \
     ((uintptr_t)p->y + (uintptr_t)(((b)*p->ys[0] + (s)*p->ys[1] + (hd)*p->ys[2]) * es))
-    const int pfy = !in_place && !nt;
+    const int pfy = !in_place && !nt && !stg; /* a streamed row is not read first */
     for (int64_t b = 0; b < p->B; ++b)
         for (int64_t s0 = 0; s0 < p->S; s0 += TB) {
             const int64_t nb = p->S - s0 < TB ? p->S - s0 : TB;
@@ -425,52 +520,49 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
                                    tab.d[0] + j * m0, tab.d[1] + j * m0);
                 }
                 (void)m;
-                if (head_major) {
-                    for (int64_t hd = 0; hd < p->N; ++hd)
-                        for (int64_t j = 0; j < nb; ++j) {
-                            const int64_t s = s0 + j;
-                            if (k0 == 0) { /* the row one block ahead: the next head's */
-                                int64_t bn = b, sn_ = s, hn = hd + 1;
+                /* head-major: each head's tokens of the block in turn; token-major: each token's
+                 * heads in turn (the block is one token) */
+                const int64_t n_out = head_major ? p->N : nb, n_in = head_major ? nb : p->N;
+                for (int64_t o = 0; o < n_out; ++o)
+                    for (int64_t q = 0; q < n_in; ++q) {
+                        const int64_t j = head_major ? q : o, hd = head_major ? o : q, s = s0 + j;
+                        if (k0 == 0) { /* head-major: the row one block ahead (the next head's);
+                                        * token-major: the next token's row of this head */
+                            int64_t bn = b, sn_ = s + 1, hn = hd;
+                            if (head_major) {
+                                sn_ = s, hn = hd + 1;
                                 if (hn == p->N) hn = 0, sn_ = s + TB;
-                                if (sn_ >= p->S) sn_ -= p->S, ++bn;
-                                if (bn < p->B) {
-                                    prefetch_row(RK_XADDR(bn, sn_, hn), rowb, 0);
-                                    if (pfy) prefetch_row(RK_YADDR(bn, sn_, hn), rowb, 1);
-                                }
                             }
-                            const char *x = RK_XROW(b, s, hd);
-                            char *y = RK_YROW(b, s, hd);
-                            rotate_row(x, y, dt, wide, nt, hw, il, eo, h, k0, n, tab.f[0] + j * m0,
-                                       tab.f[1] + j * m0, tab.d[0] + j * m0, tab.d[1] + j * m0);
-                            if (copy_tail && last)
-                                copy_bytes(y + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
-                        }
-                } else {
-                    for (int64_t j = 0; j < nb; ++j) {
-                        const int64_t s = s0 + j;
-                        int64_t bn = s + 1 < p->S ? b : b + 1, sn_ = s + 1 < p->S ? s + 1 : 0;
-                        const int pf = bn < p->B && k0 == 0;
-                        for (int64_t hd = 0; hd < p->N; ++hd) {
-                            if (pf) { /* the next token's row of this head */
-                                prefetch_row(RK_XADDR(bn, sn_, hd), rowb, 0);
-                                if (pfy) prefetch_row(RK_YADDR(bn, sn_, hd), rowb, 1);
+                            if (sn_ >= p->S) sn_ -= p->S, ++bn;
+                            if (bn < p->B) {
+                                prefetch_row(RK_XADDR(bn, sn_, hn), rowb, 0);
+                                if (pfy) prefetch_row(RK_YADDR(bn, sn_, hn), rowb, 1);
                             }
-                            const char *x = RK_XROW(b, s, hd);
-                            char *y = RK_YROW(b, s, hd);
-                            rotate_row(x, y, dt, wide, nt, hw, il, eo, h, k0, n, tab.f[0] + j * m0,
-                                       tab.f[1] + j * m0, tab.d[0] + j * m0, tab.d[1] + j * m0);
-                            if (copy_tail && last)
-                                copy_bytes(y + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
                         }
+                        const char *x = RK_XROW(b, s, hd);
+                        char *y = RK_YROW(b, s, hd), *yo = RK_ROWOUT(y);
+                        rotate_row(x, yo, dt, wide, nt, hw, il, eo, h, k0, n, tab.f[0] + j * m0,
+                                   tab.f[1] + j * m0, tab.d[0] + j * m0, tab.d[1] + j * m0);
+                        if (copy_tail && last && !stg)
+                            copy_bytes(yo + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
+                        RK_ROWPUT(y, x);
                     }
-                }
             }
         }
 #undef RK_XROW
 #undef RK_YROW
 #undef RK_XADDR
 #undef RK_YADDR
-    if (nt) st_fence();
+#undef RK_ROWOUT
+#undef RK_ROWPUT
+#if defined(RK_HAVE_NT) && defined(RK_WR_DEFER)
+    if (stg && prev_y) wr_row(&wr, prev_y, rowbufs[cur ^ 1], prev_x);
+#endif
+#undef wr_row
+#ifdef RK_HAVE_NT
+    if (stg) wr_flush(&wr);
+#endif
+    if (nt || stg) st_fence();
 }
 
 /* Streaming stores only where they write whole 64-byte lines and nothing else writes into those
@@ -489,28 +581,41 @@ static int use_streaming(const rk_rotary_plan *p) {
     return 1;
 }
 
+/* Streaming stores through a staged row (rk_wr) where use_streaming's direct ones cannot be
+ * used: large, out of place, rows of at most RK_STAGE bytes rotated in one gather chunk. */
+static int use_staging(const rk_rotary_plan *p) {
+#ifdef RK_HAVE_NT
+    const int64_t es = (int64_t)esz(p->dtype);
+    return p->x != p->y && p->H * es <= RK_STAGE && p->R / 2 <= RK_CHUNK &&
+           large_output(p->B * p->S * p->N * p->H * es);
+#else
+    (void)p;
+    return 0;
+#endif
+}
+
 /* bfloat16 rows: hw = 1 rounds with the CPU's conversion instruction where the vocabulary has
  * one (st_eo; avx512 with AVX512_BF16: bnsh bf16 rows 4.9-5.4 -> 4.1 ms on the Xeon, neutral on
  * the AMD dev VM) */
-#define RK_ROTARY_BF16(nt, hw)                                                                     \
+#define RK_ROTARY_BF16(nt, hw, stg)                                                                \
     if (tf)                                                                                        \
-        rotary_fast(p, ROPEKIT_BFLOAT16, ROPEKIT_FLOAT32, 1, nt, hw);                              \
+        rotary_fast(p, ROPEKIT_BFLOAT16, ROPEKIT_FLOAT32, 1, nt, hw, stg);                         \
     else                                                                                           \
-        rotary_fast(p, ROPEKIT_BFLOAT16, ROPEKIT_BFLOAT16, 0, nt, hw);
-#define RK_ROTARY_CASES(nt)                                                                        \
+        rotary_fast(p, ROPEKIT_BFLOAT16, ROPEKIT_BFLOAT16, 0, nt, hw, stg);
+#define RK_ROTARY_CASES(nt, stg)                                                                   \
     switch (p->dtype) {                                                                            \
-    case ROPEKIT_FLOAT32: rotary_fast(p, ROPEKIT_FLOAT32, ROPEKIT_FLOAT32, 1, nt, 0); break;       \
+    case ROPEKIT_FLOAT32: rotary_fast(p, ROPEKIT_FLOAT32, ROPEKIT_FLOAT32, 1, nt, 0, stg); break;  \
     case ROPEKIT_FLOAT16:                                                                          \
         if (tf)                                                                                    \
-            rotary_fast(p, ROPEKIT_FLOAT16, ROPEKIT_FLOAT32, 1, nt, 0);                            \
+            rotary_fast(p, ROPEKIT_FLOAT16, ROPEKIT_FLOAT32, 1, nt, 0, stg);                       \
         else                                                                                       \
-            rotary_fast(p, ROPEKIT_FLOAT16, ROPEKIT_FLOAT16, 0, nt, 0);                            \
+            rotary_fast(p, ROPEKIT_FLOAT16, ROPEKIT_FLOAT16, 0, nt, 0, stg);                       \
         break;                                                                                     \
     default:                                                                                       \
         if (RK_EO(ROPEKIT_BFLOAT16) && RK_BF16_HW_OK()) {                                          \
-            RK_ROTARY_BF16(nt, 1)                                                                  \
+            RK_ROTARY_BF16(nt, 1, stg)                                                             \
         } else {                                                                                   \
-            RK_ROTARY_BF16(nt, 0)                                                                  \
+            RK_ROTARY_BF16(nt, 0, stg)                                                             \
         }                                                                                          \
         break;                                                                                     \
     }
@@ -522,9 +627,11 @@ static void RK_SUFFIX(rotary)(const rk_rotary_plan *p) {
     }
     const int tf = p->table_dtype == ROPEKIT_FLOAT32;
     if (use_streaming(p)) {
-        RK_ROTARY_CASES(1)
+        RK_ROTARY_CASES(1, 0)
+    } else if (use_staging(p)) {
+        RK_ROTARY_CASES(0, 1)
     } else {
-        RK_ROTARY_CASES(0)
+        RK_ROTARY_CASES(0, 0)
     }
 }
 
@@ -735,9 +842,17 @@ RK_INLINE void qknorm_head(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
     tail_rotate(v, cs, sn, rd, 0, y + nope * es, dt, nt, hw);
 }
 
-/* nt: query outputs written with streaming stores (see qknorm_streaming); kv_out never is. */
-RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, int hw) {
+/* nt: query outputs written with streaming stores (see qknorm_streaming); stg: through staged
+ * rows (rk_wr); kv_out never is. */
+RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, int hw, int stg) {
     const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
+#ifdef RK_HAVE_NT
+    char rowbuf[RK_STAGE] __attribute__((aligned(64)));
+    rk_wr qw;
+    wr_init(&qw);
+#else
+    (void)stg;
+#endif
     const int64_t hs = p->qs[2] * es, hos = p->qos[2] * es;
     float v[RK_MAXROPE] __attribute__((aligned(64)));
     double cwb[RK_QTW] __attribute__((aligned(64))), swb[RK_QTW] __attribute__((aligned(64)));
@@ -779,9 +894,19 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
                     sum_sq_rows(xt + h * hs, hs, dt, hd, RK_QG, ss);
                 else
                     sum_sq_rows(xt + h * hs, hs, dt, hd, 1, ss);
-                for (int i = 0; i < g; ++i)
-                    qknorm_head(p, dt, nt, hw, xt + (h + i) * hs, yt + (h + i) * hos, ss[i], cs, sn,
-                                v, tw ? cwb : NULL, tw ? swb : NULL);
+                for (int i = 0; i < g; ++i) {
+                    char *yq = yt + (h + i) * hos;
+#ifdef RK_HAVE_NT
+                    if (stg) {
+                        qknorm_head(p, dt, 0, hw, xt + (h + i) * hs, rowbuf, ss[i], cs, sn, v,
+                                    tw ? cwb : NULL, tw ? swb : NULL);
+                        wr_put(&qw, yq, rowbuf, hd * es);
+                        continue;
+                    }
+#endif
+                    qknorm_head(p, dt, nt, hw, xt + (h + i) * hs, yq, ss[i], cs, sn, v,
+                                tw ? cwb : NULL, tw ? swb : NULL);
+                }
                 h += g;
             }
             /* kv */
@@ -827,7 +952,10 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
                 v[t] = rk_round_to(dt, (rk_load(xr, dt, t) * r) * wr[t]);
             tail_rotate(v, cs, sn, rd, 0, y + nope * es, dt, 0, hw);
         }
-    if (nt) st_fence();
+#ifdef RK_HAVE_NT
+    if (stg) wr_flush(&qw);
+#endif
+    if (nt || stg) st_fence();
 }
 
 /* Streaming stores for the query output under use_streaming's rules: large, out of place, every
@@ -842,16 +970,27 @@ static int qknorm_streaming(const rk_qknorm_plan *p) {
         return 0;
     return 1;
 }
+/* Where qknorm_streaming's direct streaming stores cannot be used: through staged rows. */
+static int qknorm_staging(const rk_qknorm_plan *p) {
+#ifdef RK_HAVE_NT
+    const int64_t es = (int64_t)esz(p->dtype);
+    return p->q != p->q_out && p->head_dim * es <= RK_STAGE &&
+           large_output(p->B * p->S * p->num_heads * p->head_dim * es);
+#else
+    (void)p;
+    return 0;
+#endif
+}
 
-#define RK_QKNORM_CASES(nt)                                                                        \
+#define RK_QKNORM_CASES(nt, stg)                                                                   \
     switch (p->dtype) {                                                                            \
-    case ROPEKIT_FLOAT32: qknorm_fast(p, ROPEKIT_FLOAT32, nt, 0); break;                           \
-    case ROPEKIT_FLOAT16: qknorm_fast(p, ROPEKIT_FLOAT16, nt, 0); break;                           \
+    case ROPEKIT_FLOAT32: qknorm_fast(p, ROPEKIT_FLOAT32, nt, 0, stg); break;                      \
+    case ROPEKIT_FLOAT16: qknorm_fast(p, ROPEKIT_FLOAT16, nt, 0, stg); break;                      \
     default:                                                                                       \
         if (RK_BF16_HW_OK())                                                                       \
-            qknorm_fast(p, ROPEKIT_BFLOAT16, nt, 1);                                               \
+            qknorm_fast(p, ROPEKIT_BFLOAT16, nt, 1, stg);                                          \
         else                                                                                       \
-            qknorm_fast(p, ROPEKIT_BFLOAT16, nt, 0);                                               \
+            qknorm_fast(p, ROPEKIT_BFLOAT16, nt, 0, stg);                                          \
         break;                                                                                     \
     }
 
@@ -862,17 +1001,26 @@ static void RK_SUFFIX(qknorm)(const rk_qknorm_plan *p) {
         return;
     }
     if (qknorm_streaming(p)) {
-        RK_QKNORM_CASES(1)
+        RK_QKNORM_CASES(1, 0)
+    } else if (qknorm_staging(p)) {
+        RK_QKNORM_CASES(0, 1)
     } else {
-        RK_QKNORM_CASES(0)
+        RK_QKNORM_CASES(0, 0)
     }
 }
 
 /* =================================== InverseRotaryRegroup =================================== */
 
-RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt) {
+RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt, int stg) {
     const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
     float v[RK_MAXROPE] __attribute__((aligned(64)));
+#ifdef RK_HAVE_NT
+    char rowbuf[RK_STAGE] __attribute__((aligned(64))); /* stg: the rotated tail, then rk_wr */
+    rk_wr wr;
+    wr_init(&wr);
+#else
+    (void)stg;
+#endif
     for (int64_t n = 0; n < p->N; ++n) {
         const char *xn = p->x + n * p->xs[0] * es;
         const float *cs = rd ? p->cos + n * p->cos_s[0] : NULL;
@@ -881,7 +1029,12 @@ RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt) 
             int64_t f0 = h * hd, g = f0 / p->group_dim, gc = f0 % p->group_dim;
             const char *x = xn + f0 * es;
             char *y = p->out + (g * p->os[0] + n * p->os[1] + gc) * es;
-            copy_bytes(y, x, nope * es, nt);
+#ifdef RK_HAVE_NT
+            if (stg) /* the copied channels straight from x, the rotated ones from rowbuf */
+                wr_put(&wr, y, x, nope * es);
+            else
+#endif
+                copy_bytes(y, x, nope * es, nt);
             if (rd == 0) continue;
             const char *xr = x + nope * es;
             int64_t t = 0;
@@ -889,10 +1042,20 @@ RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt) 
                 f_st(v + t, ld_t(xr + t * es, dt));
             for (; t < rd; ++t)
                 v[t] = rk_load(xr, dt, t);
+#ifdef RK_HAVE_NT
+            if (stg) {
+                tail_rotate(v, cs, sn, rd, 1, rowbuf, dt, 0, 0);
+                wr_put(&wr, y + nope * es, rowbuf, rd * es);
+                continue;
+            }
+#endif
             tail_rotate(v, cs, sn, rd, 1, y + nope * es, dt, nt, 0);
         }
     }
-    if (nt) st_fence();
+#ifdef RK_HAVE_NT
+    if (stg) wr_flush(&wr);
+#endif
+    if (nt || stg) st_fence();
 }
 
 static void RK_SUFFIX(regroup)(const rk_regroup_plan *p) {
@@ -903,27 +1066,26 @@ static void RK_SUFFIX(regroup)(const rk_regroup_plan *p) {
     }
     /* streaming stores: large output, every vector store aligned (4*VL bytes) */
     const int64_t es = (int64_t)esz(p->dtype), w = 4 * VL;
-    int nt = large_output(p->N * p->num_heads * p->head_dim * es) &&
-             (uintptr_t)p->out % (uintptr_t)w == 0 && (p->os[0] * es) % w == 0 &&
+    const int large = large_output(p->N * p->num_heads * p->head_dim * es);
+    int nt = large && (uintptr_t)p->out % (uintptr_t)w == 0 && (p->os[0] * es) % w == 0 &&
              (p->os[1] * es) % w == 0 && (p->head_dim * es) % w == 0 && (p->nope * es) % w == 0;
+#ifdef RK_HAVE_NT
+    /* otherwise through staged rows (rk_wr) */
+    const int stg = !nt && large && p->rope_dim * es <= RK_STAGE;
+#else
+    const int stg = 0;
+#endif
+#define RK_REGROUP_T(T)                                                                            \
+    if (nt)                                                                                        \
+        regroup_fast(p, T, 1, 0);                                                                  \
+    else if (stg)                                                                                  \
+        regroup_fast(p, T, 0, 1);                                                                  \
+    else                                                                                           \
+        regroup_fast(p, T, 0, 0);
     switch (p->dtype) {
-    case ROPEKIT_FLOAT32:
-        if (nt)
-            regroup_fast(p, ROPEKIT_FLOAT32, 1);
-        else
-            regroup_fast(p, ROPEKIT_FLOAT32, 0);
-        break;
-    case ROPEKIT_FLOAT16:
-        if (nt)
-            regroup_fast(p, ROPEKIT_FLOAT16, 1);
-        else
-            regroup_fast(p, ROPEKIT_FLOAT16, 0);
-        break;
-    default:
-        if (nt)
-            regroup_fast(p, ROPEKIT_BFLOAT16, 1);
-        else
-            regroup_fast(p, ROPEKIT_BFLOAT16, 0);
-        break;
+    case ROPEKIT_FLOAT32: RK_REGROUP_T(ROPEKIT_FLOAT32) break;
+    case ROPEKIT_FLOAT16: RK_REGROUP_T(ROPEKIT_FLOAT16) break;
+    default: RK_REGROUP_T(ROPEKIT_BFLOAT16) break;
     }
+#undef RK_REGROUP_T
 }

@@ -30,6 +30,8 @@ struct QkArgs {
     int small;         /* rows < 2^31: 32-bit fast division */
     int hints;         /* cache hints on the rows (RK_HINT_*) */
     int tab_vec;       /* cos/sin rows contiguous, pairs 8-byte aligned (register kernel) */
+    int tab16, w16;    /* cos/sin rows, w contiguous and 16-byte aligned (bulk-copy kernel) */
+    int tma_hint;      /* bulk copies of x with an L2 evict-first policy (timing knob) */
     FastDiv d_nh, d_S; /* by nh and by S */
 };
 
@@ -379,6 +381,19 @@ template <int DT> __device__ __forceinline__ void word_to_double(unsigned w, dou
     }
 }
 
+/* The rotation of one tail pair (x0, x1) = the word w of two values already rounded to T, with
+ * table values c0, s0 (column t) and c1, s1 (column t + 1), in double as the contract has it:
+ *   y0 = x0*c0 - x1*s0,  y1 = x1*c1 + x0*s1  (products exact: 24 + 11 bits), rounded to T.
+ * Every 16-bit tail of the register, pipelined and bulk-copy kernels goes through it. */
+template <int DT>
+__device__ __forceinline__ unsigned rotate_word(unsigned w, float c0, float s0, float c1, float s1) {
+    double x0, x1;
+    word_to_double<DT>(w, x0, x1);
+    const float y0 = (float)(x0 * (double)c0 - x1 * (double)s0);
+    const float y1 = (float)(x1 * (double)c1 + x0 * (double)s1);
+    return pack2<DT>(y0, y1);
+}
+
 /* Row gr of the flat list (the T kv rows, then the T*nh query rows, token-major): its token
  * (b, s), whether it is the kv row, and its input and output rows. */
 template <int DT>
@@ -542,13 +557,7 @@ __device__ __forceinline__ void qk_reg_row(const QkArgs &a, WN wn, WR wr, WT wt,
     }
     /* the tail: pair (x0, x1) = word k, already rounded to T */
 #pragma unroll
-    for (int k = 0; k < RT; ++k) {
-        double x0, x1;
-        word_to_double<DT>(tw[k], x0, x1);
-        const float y0 = (float)(x0 * (double)c0[k] - x1 * (double)s0[k]);
-        const float y1 = (float)(x1 * (double)c1[k] + x0 * (double)s1[k]);
-        st_w(yw + 8 * (nn + k), pack2<DT>(y0, y1));
-    }
+    for (int k = 0; k < RT; ++k) st_w(yw + 8 * (nn + k), rotate_word<DT>(tw[k], c0[k], s0[k], c1[k], s1[k]));
 }
 
 template <int DT, int RT, int NN, int MINB>
@@ -656,6 +665,249 @@ __global__ void __launch_bounds__(128, 6) qknorm_pipe_kernel(const QkArgs a) {
     }
 }
 
+/* ---- the bulk-copy kernel (variant 4, sm_90) ----------------------------------------------
+ * ncu on the pipelined kernel (R2/R3 of the previous session): 65-70 M instructions, 0.45-0.5
+ * issued per scheduler, 12 cycles between a warp's instructions: each warp spent ~976
+ * instructions per quad of rows (the cp.async copies' addressing, every word read twice from
+ * shared memory with 32-bit loads, the per-row division and square root for 4 rows) and could
+ * not keep up with the memory. Here:
+ *   - a row is brought into shared memory by ONE instruction (cp.async.bulk, the TMA's bulk
+ *     copy, completion counted in bytes on a per-stage mbarrier), NS stages of 8 rows per warp,
+ *     so the next rows are in flight in no register and at no per-word cost;
+ *   - four threads per row (8 rows per warp): thread p holds CPU lanes 4p .. 4p+3 of every
+ *     16-channel group u (8 bytes: one 64-bit shared load), so its four lane sums are four
+ *     chains of double FMAs in the CPU's order, and the CPU's tree (lane j += lane j + width,
+ *     width 8, 4, 2, 1) is two xor shuffles (2, 1) and two additions in the thread. The
+ *     per-row scalar work (division, square root) is shared by 8 rows per warp instruction;
+ *   - query rows are scaled by one paired 16-bit multiply per word when it is exact (below).
+ * Rows are 16-byte aligned (input) and 8-byte aligned (output), head_dim % 16 == 0 and <= 512,
+ * rope 0 or 64 (RT = rope / 16 tail groups per thread), fp8 with nope % 64 == 0. */
+#define RK_QT_WARPS 4 /* warps per block */
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 /* the kernel's body is built for sm_90 and later */
+__device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void st_w2(void *p, uint2 v) {
+    asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" :: "l"(p), "r"(v.x), "r"(v.y) : "memory");
+}
+#endif
+
+/* x * r for a word of two 16-bit values x and a 16-bit value r (both halves of r2 = r):
+ * correctly rounded to T by one paired multiply. Equal to the contract's Rt(x * r) (the product
+ * rounded to float, then to T) whenever x * r is exact in float: always for float16 (22
+ * significant bits, |x * r| >= 2^-48), and for bfloat16 when r >= 2^-9 (16 significant bits,
+ * the product's last bit >= 2^-133 * 2^-16 = 2^-149, float's last subnormal bit; inf and NaN
+ * products are inf and NaN either way). fma with -0 is the product exactly rounded (sm_80+). */
+template <int DT> __device__ __forceinline__ unsigned mul2_rt(unsigned x, unsigned r2) {
+    unsigned d;
+    if constexpr (DT == ROPEKIT_FLOAT16)
+        asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(x), "r"(r2));
+    else
+        asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(x), "r"(r2), "r"(0x80008000u));
+    return d;
+}
+
+/* Rotates the two pairs of a tail group (words w.x, w.y) with table columns t .. t+3 in c, s. */
+template <int DT> __device__ __forceinline__ uint2 rotate_group(uint2 w, float4 c, float4 s) {
+    return make_uint2(rotate_word<DT>(w.x, c.x, s.x, c.y, s.y), rotate_word<DT>(w.y, c.z, s.z, c.w, s.w));
+}
+
+template <int DT, int RT, int NS>
+__global__ void __launch_bounds__(32 * RK_QT_WARPS) qknorm_tma_kernel(const QkArgs a) {
+#if __CUDA_ARCH__ >= 900
+    typedef typename Elt<DT>::raw raw;
+    extern __shared__ __align__(128) unsigned char qt_smem[];
+    const int lane = threadIdx.x & 31, g = lane >> 2, p = lane & 3, wid = threadIdx.x >> 5;
+    const unsigned mask = 0xfu << (lane & 28);
+    const int G = a.hd >> 4, nn = G - RT;            /* 16-channel groups: all, leading */
+    const int rs = ((a.hd * 2 + 127) & ~127) + 32;     /* staged row bytes: rows 8 banks apart */
+    const unsigned rbytes = (unsigned)a.hd * 2u;
+    unsigned long long *bars = reinterpret_cast<unsigned long long *>(qt_smem) + wid * NS;
+    unsigned char *wb = qt_smem + 128 + (size_t)wid * NS * 8 * rs;
+    if (lane == 0) {
+#pragma unroll
+        for (int i = 0; i < NS; ++i)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_u32(bars + i)), "r"(8) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncwarp();
+    const long long nb = (a.rows + 7) >> 3;
+    const long long nw = (long long)gridDim.x * RK_QT_WARPS;
+    long long bi = (long long)blockIdx.x * RK_QT_WARPS + wid;
+    /* batch bi -> stage st: each row's thread 0 announces its bytes and starts its row's copy;
+     * the stage's barrier completes when all 8 have arrived and all bytes have landed */
+    auto issue = [&](long long b_i, int st) {
+        if (p != 0) return;
+        const unsigned bar = smem_u32(bars + st);
+        const long long gr = 8 * b_i + g;
+        if (gr < a.rows) {
+            long long b, s;
+            const raw *x;
+            raw *y;
+            (void)decode_row<DT>(a, gr, b, s, x, y);
+            const unsigned dst = smem_u32(wb + (size_t)(st * 8 + g) * rs);
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(rbytes) : "memory");
+            if (a.tma_hint) { /* x is read once: evict first from L2 */
+                unsigned long long pol;
+                asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                             :: "r"(dst), "l"(x), "r"(rbytes), "r"(bar), "l"(pol) : "memory");
+            } else {
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                             :: "r"(dst), "l"(x), "r"(rbytes), "r"(bar) : "memory");
+            }
+        } else {
+            asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+        }
+    };
+#pragma unroll
+    for (int i = 0; i < NS; ++i)
+        if (bi + i * nw < nb) issue(bi + i * nw, i);
+    unsigned phase = 0;
+    for (int st = 0; bi < nb; bi += nw) {
+        {
+            const unsigned bar = smem_u32(bars + st), par = (phase >> st) & 1u;
+            unsigned done = 0;
+            while (!done)
+                asm volatile("{ .reg .pred P; mbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2; selp.u32 %0, 1, 0, P; }"
+                             : "=r"(done) : "r"(bar), "r"(par) : "memory");
+            phase ^= 1u << st;
+        }
+        const long long gr = 8 * bi + g;
+        if (gr < a.rows) {
+            long long b, s;
+            const raw *x;
+            raw *y;
+            const bool kvrow = decode_row<DT>(a, gr, b, s, x, y);
+            const uint2 *xs = reinterpret_cast<const uint2 *>(wb + (size_t)(st * 8 + g) * rs) + p; /* group u: xs[4u] */
+            char *yb = reinterpret_cast<char *>(y) + 8 * p;                                        /* group u: yb + 32u */
+            /* the tail's table values, loaded before the sum so that their latency hides under it */
+            float4 tc[RT ? RT : 1], tsn[RT ? RT : 1];
+            if constexpr (RT > 0) {
+                const float *cs = a.cos + b * a.cos_s[0] + s * a.cos_s[1];
+                const float *sn = a.sin + b * a.sin_s[0] + s * a.sin_s[1];
+#pragma unroll
+                for (int k = 0; k < RT; ++k) {
+                    const int t = 16 * k + 4 * p;
+                    if (a.tab16) {
+                        tc[k] = __ldg(reinterpret_cast<const float4 *>(cs + t));
+                        tsn[k] = __ldg(reinterpret_cast<const float4 *>(sn + t));
+                    } else {
+                        const long long c1 = a.cos_s[2], s1 = a.sin_s[2];
+                        tc[k] = make_float4(__ldg(cs + t * c1), __ldg(cs + (t + 1) * c1), __ldg(cs + (t + 2) * c1), __ldg(cs + (t + 3) * c1));
+                        tsn[k] = make_float4(__ldg(sn + t * s1), __ldg(sn + (t + 1) * s1), __ldg(sn + (t + 2) * s1), __ldg(sn + (t + 3) * s1));
+                    }
+                }
+            }
+            /* CPU lanes 4p + i, i = 0..3, channels 16u + 4p + i in the CPU's order */
+            double q0 = 0.0, q1 = 0.0, q2 = 0.0, q3 = 0.0;
+#pragma unroll 8
+            for (int u = 0; u < G; ++u) {
+                const uint2 v = xs[4 * u];
+                double v0, v1, v2, v3;
+                word_to_double<DT>(v.x, v0, v1);
+                word_to_double<DT>(v.y, v2, v3);
+                q0 = fma(v0, v0, q0), q1 = fma(v1, v1, q1), q2 = fma(v2, v2, q2), q3 = fma(v3, v3, q3);
+            }
+            /* width 8: lanes 4p+i += 4(p+2)+i (thread p ^ 2); width 4: += thread p ^ 1 (the sums are
+             * the same in every thread: a + b == b + a); width 2 and 1 in the thread */
+            q0 += __shfl_xor_sync(mask, q0, 2), q1 += __shfl_xor_sync(mask, q1, 2);
+            q2 += __shfl_xor_sync(mask, q2, 2), q3 += __shfl_xor_sync(mask, q3, 2);
+            q0 += __shfl_xor_sync(mask, q0, 1), q1 += __shfl_xor_sync(mask, q1, 1);
+            q2 += __shfl_xor_sync(mask, q2, 1), q3 += __shfl_xor_sync(mask, q3, 1);
+            const float ss = (float)((q0 + q2) + (q1 + q3));
+            const float hdf = (float)a.hd;
+            if (!kvrow) {
+                const float r = round_to<DT>(__fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, hdf), a.eps))));
+                const unsigned rh = (unsigned)Elt<DT>::st(r), r2 = rh | rh << 16; /* r is a T value: exact */
+                if (DT == ROPEKIT_FLOAT16 || r >= 0x1p-9f) { /* mul2_rt is Rt(x * r) */
+#pragma unroll 4
+                    for (int u = 0; u < nn; ++u) {
+                        const uint2 v = xs[4 * u];
+                        st_w2(yb + 32 * u, make_uint2(mul2_rt<DT>(v.x, r2), mul2_rt<DT>(v.y, r2)));
+                    }
+#pragma unroll
+                    for (int k = 0; k < RT; ++k) {
+                        const uint2 v = xs[4 * (nn + k)];
+                        st_w2(yb + 32 * (nn + k), rotate_group<DT>(make_uint2(mul2_rt<DT>(v.x, r2), mul2_rt<DT>(v.y, r2)), tc[k], tsn[k]));
+                    }
+                } else { /* bfloat16, r < 2^-9 (or NaN): the products in float */
+                    auto sc = [&](unsigned w) { return pack2<DT>(__fmul_rn(lo_of<DT>(w), r), __fmul_rn(hi_of<DT>(w), r)); };
+#pragma unroll 1
+                    for (int u = 0; u < nn; ++u) {
+                        const uint2 v = xs[4 * u];
+                        st_w2(yb + 32 * u, make_uint2(sc(v.x), sc(v.y)));
+                    }
+#pragma unroll
+                    for (int k = 0; k < RT; ++k) {
+                        const uint2 v = xs[4 * (nn + k)];
+                        st_w2(yb + 32 * (nn + k), rotate_group<DT>(make_uint2(sc(v.x), sc(v.y)), tc[k], tsn[k]));
+                    }
+                }
+            } else {
+                const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, hdf), a.eps)));
+                /* k[c] = Rt((x[c] * r) * w[c]) for the 4 channels of group u, as floats */
+                auto normed = [&](int u, float *f) {
+                    const uint2 v = xs[4 * u];
+                    const int c = 16 * u + 4 * p;
+                    float4 wv;
+                    if (a.w16) wv = __ldg(reinterpret_cast<const float4 *>(a.w + c));
+                    else wv = make_float4(__ldg(a.w + c * a.ws), __ldg(a.w + (c + 1) * a.ws), __ldg(a.w + (c + 2) * a.ws), __ldg(a.w + (c + 3) * a.ws));
+                    f[0] = round_to<DT>(__fmul_rn(__fmul_rn(lo_of<DT>(v.x), r), wv.x));
+                    f[1] = round_to<DT>(__fmul_rn(__fmul_rn(hi_of<DT>(v.x), r), wv.y));
+                    f[2] = round_to<DT>(__fmul_rn(__fmul_rn(lo_of<DT>(v.y), r), wv.z));
+                    f[3] = round_to<DT>(__fmul_rn(__fmul_rn(hi_of<DT>(v.y), r), wv.w));
+                };
+                if (a.fp8) { /* blocks of 64 channels = 4 groups (nope % 64 == 0) */
+#pragma unroll 1
+                    for (int u0 = 0; u0 < nn; u0 += 4) {
+                        float v[16];
+                        float amax = 0.0f;
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) normed(u0 + i, v + 4 * i);
+#pragma unroll
+                        for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
+                        amax = fmaxf(amax, __shfl_xor_sync(mask, amax, 2));
+                        amax = fmaxf(amax, __shfl_xor_sync(mask, amax, 1));
+                        const float scale = fp8_block_scale(amax);
+                        const float inv = __frcp_rn(scale); /* x / scale == x * (1 / scale): see the staged kernel */
+#pragma unroll
+                        for (int i = 0; i < 16; ++i) {
+                            const float q = fminf(fmaxf(__fmul_rn(v[i], inv), -448.0f), 448.0f);
+                            v[i] = __fmul_rn(e4m3_round(q), scale);
+                        }
+#pragma unroll
+                        for (int i = 0; i < 4; ++i)
+                            st_w2(yb + 32 * (u0 + i), make_uint2(pack2<DT>(v[4 * i], v[4 * i + 1]), pack2<DT>(v[4 * i + 2], v[4 * i + 3])));
+                    }
+                } else {
+#pragma unroll 1
+                    for (int u = 0; u < nn; ++u) {
+                        float v[4];
+                        normed(u, v);
+                        st_w2(yb + 32 * u, make_uint2(pack2<DT>(v[0], v[1]), pack2<DT>(v[2], v[3])));
+                    }
+                }
+#pragma unroll
+                for (int k = 0; k < RT; ++k) {
+                    float v[4];
+                    normed(nn + k, v);
+                    const uint2 w2 = make_uint2(pack2<DT>(v[0], v[1]), pack2<DT>(v[2], v[3]));
+                    st_w2(yb + 32 * (nn + k), rotate_group<DT>(w2, tc[k], tsn[k]));
+                }
+            }
+        }
+        __syncwarp();
+        /* the stage's rows have been read (their values are in registers or stored): refill it
+         * (the proxy fence orders those generic-proxy reads before the async-proxy writes) */
+        if (bi + NS * nw < nb) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            issue(bi + NS * nw, st);
+        }
+        st = st + 1 == NS ? 0 : st + 1;
+    }
+#endif
+}
+
 template <int DT, bool W8>
 ropekit_status launch_qknorm_t(const QkArgs &a, int threads, size_t shm, cudaStream_t st) {
     if (shm > 48 * 1024) {
@@ -699,7 +951,62 @@ ropekit_status launch_qknorm_pipe_t(const QkArgs &a, cudaStream_t st) {
     qknorm_pipe_kernel<DT, RT, NN, NS><<<(unsigned)blocks, 128, shm, st>>>(a);
     return launched("qknorm kernel launch");
 }
+/* Stages of the bulk-copy kernel (ROPEKIT_CUDA_QKNORM_STAGES=2|3, a timing knob). */
+int qknorm_tma_stages() {
+    static const int v = env_int("ROPEKIT_CUDA_QKNORM_STAGES", 2, 3, 2);
+    return v;
+}
+/* ROPEKIT_CUDA_QKNORM_TMA_HINT=1: the bulk copies of x evict first from L2 (timing knob). */
+int qknorm_tma_hint() {
+    static const int v = env_int("ROPEKIT_CUDA_QKNORM_TMA_HINT", 0, 1, 0);
+    return v;
+}
+/* Whether the current device has the bulk copy (sm_90 and later). */
+bool device_sm90() {
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    return major >= 9;
+}
+/* The bulk-copy kernel: RK_QT_WARPS warps per block, NS stages of 8 rows per warp; as many
+ * blocks as are resident at once (each warp walks its batches of 8 rows). */
+template <int DT, int RT, int NS>
+ropekit_status launch_qknorm_tma_t(const QkArgs &a, cudaStream_t st) {
+    const int rs = ((a.hd * 2 + 127) & ~127) + 32;
+    const size_t shm = 128 + (size_t)RK_QT_WARPS * NS * 8 * rs;
+    cudaError_t e = cudaFuncSetAttribute(qknorm_tma_kernel<DT, RT, NS>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm);
+    if (e != cudaSuccess) return cuda_fail(e, "qknorm shared memory");
+    /* per (kernel, shared-memory size); head_dim decides the size: a small cache */
+    static std::mutex mu;
+    static size_t shm_of[4];
+    static int per_sm_of[4];
+    int per_sm = 0;
+    {
+        std::lock_guard<std::mutex> lk(mu);
+        for (int i = 0; i < 4 && !per_sm; ++i)
+            if (shm_of[i] == shm) per_sm = per_sm_of[i];
+        if (!per_sm) {
+            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, qknorm_tma_kernel<DT, RT, NS>, 32 * RK_QT_WARPS, shm);
+            if (e != cudaSuccess || per_sm <= 0)
+                return cuda_fail(e != cudaSuccess ? e : cudaErrorInvalidConfiguration, "qknorm bulk-copy kernel setup");
+            static int next = 0;
+            shm_of[next] = shm, per_sm_of[next] = per_sm, next = (next + 1) % 4;
+        }
+    }
+    const long long batches = (a.rows + 7) / 8;
+    long long blocks = (batches + RK_QT_WARPS - 1) / RK_QT_WARPS;
+    const long long resident = (long long)per_sm * sm_count();
+    if (blocks > resident) blocks = resident;
+    qknorm_tma_kernel<DT, RT, NS><<<(unsigned)blocks, 32 * RK_QT_WARPS, shm, st>>>(a);
+    return launched("qknorm kernel launch");
+}
 template <int DT> ropekit_status launch_qknorm_reg(const QkArgs &a, int variant, cudaStream_t st) {
+    if (variant >= 4) {
+        const int ns = qknorm_tma_stages();
+        if (a.rd == 0) return ns == 3 ? launch_qknorm_tma_t<DT, 0, 3>(a, st) : launch_qknorm_tma_t<DT, 0, 2>(a, st);
+        return ns == 3 ? launch_qknorm_tma_t<DT, 4, 3>(a, st) : launch_qknorm_tma_t<DT, 4, 2>(a, st);
+    }
     if (variant == 3) {
         if (a.rd == 0) return launch_qknorm_pipe_t<DT, 0, 0, 2>(a, st);
         if (a.hd == 512) return launch_qknorm_pipe_t<DT, 4, 28, 2>(a, st);
@@ -713,12 +1020,13 @@ template <int DT> ropekit_status launch_qknorm_reg(const QkArgs &a, int variant,
 /* The register kernels' conditions: 16-bit rows of 32-bit words (channel stride 1, even row
  * strides, 4-byte aligned bases), head_dim % 16 == 0 and <= 512, rope 0 or 64 (so nope % 16 ==
  * 0: every thread's tail words are its last ones). Variant (ROPEKIT_CUDA_QKNORM_KERNEL, a
- * timing knob): 3 (default) the pipelined kernel where the input rows are 16-byte aligned, else
- * the register kernel; 1 the register kernel; 0 the staged kernel. H200, same round (R3), DS-V4
- * 2048 tokens, vs copy: float16 77.9 / 80.5 / 84.7%, bfloat16 75.1 / 79.9 / 83.8% (staged /
- * register / pipelined). */
+ * timing knob): 4 the bulk-copy kernel where the device is sm_90 or later, the input rows
+ * 16-byte aligned and the output rows 8-byte aligned, else 3; 3 (default) the pipelined kernel
+ * where the input rows are 16-byte aligned, else the register kernel; 1 the register kernel; 0
+ * the staged kernel. H200, same round (previous session's R3), DS-V4 2048 tokens, vs copy: float16
+ * 77.9 / 80.5 / 84.7%, bfloat16 75.1 / 79.9 / 83.8% (staged / register / pipelined). */
 int qknorm_reg_variant() {
-    static const int v = env_int("ROPEKIT_CUDA_QKNORM_KERNEL", 0, 3, 3);
+    static const int v = env_int("ROPEKIT_CUDA_QKNORM_KERNEL", 0, 4, 3);
     /* 2 (a 64-register register kernel, measured slower: spills) is no longer built */
     return v;
 }
@@ -798,7 +1106,16 @@ ropekit_status run_qknorm(const rk_qknorm_plan *p, void *stream) {
         /* the pipelined kernel copies 16-byte chunks: 16-byte aligned input rows */
         const bool rows16 = (uintptr_t)p->q % 16 == 0 && (uintptr_t)p->kv % 16 == 0 && p->qs[0] % 8 == 0 &&
                             p->qs[1] % 8 == 0 && p->qs[2] % 8 == 0 && p->kvs[0] % 8 == 0 && p->kvs[1] % 8 == 0;
+        /* the bulk-copy kernel also stores 8-byte pieces: 8-byte aligned output rows */
+        const bool out8 = (uintptr_t)p->q_out % 8 == 0 && (uintptr_t)p->kv_out % 8 == 0 && p->qos[0] % 4 == 0 &&
+                          p->qos[1] % 4 == 0 && p->qos[2] % 4 == 0 && p->kvos[0] % 4 == 0 && p->kvos[1] % 4 == 0;
+        if (v == 4 && !(rows16 && out8 && device_sm90())) v = 3;
         if (v == 3 && !rows16) v = 1;
+        a.tab16 = p->rope_dim > 0 && p->cos_s[2] == 1 && p->sin_s[2] == 1 && (uintptr_t)p->cos % 16 == 0 &&
+                  (uintptr_t)p->sin % 16 == 0 && p->cos_s[0] % 4 == 0 && p->cos_s[1] % 4 == 0 &&
+                  p->sin_s[0] % 4 == 0 && p->sin_s[1] % 4 == 0;
+        a.w16 = p->ws == 1 && (uintptr_t)p->w % 16 == 0;
+        a.tma_hint = qknorm_tma_hint();
         return p->dtype == ROPEKIT_FLOAT16 ? launch_qknorm_reg<ROPEKIT_FLOAT16>(a, v, st)
                                            : launch_qknorm_reg<ROPEKIT_BFLOAT16>(a, v, st);
     }

@@ -202,10 +202,12 @@ static ropekit_status finish_context(ropekit_webgpu *ctx, const ropekit_webgpu_o
     memset(&lim, 0, sizeof lim);
     if (wgpuDeviceGetLimits(ctx->device, &lim) != WGPUStatus_Success)
         return rk_fail(ROPEKIT_ERROR_DEVICE, "wgpuDeviceGetLimits failed");
-    ctx->has_f16 = wgpuDeviceHasFeature(ctx->device, WGPUFeatureName_ShaderF16) &&
+    ctx->has_f16 = RK_WG_F16_STORAGE && wgpuDeviceHasFeature(ctx->device, WGPUFeatureName_ShaderF16) &&
                    !(opt && opt->disable_f16);
     ctx->has_f64 = wgpuDeviceHasFeature(ctx->device, (WGPUFeatureName)WGPUNativeFeature_ShaderF64) &&
                    !(opt && opt->disable_f64);
+    const char *ip = getenv("ROPEKIT_WEBGPU_INTEGER_PATHS"); /* tests: every element on the integer paths */
+    ctx->integer_paths = ip && strcmp(ip, "1") == 0;
     ctx->max_groups_per_dim = lim.maxComputeWorkgroupsPerDimension;
     if (opt && opt->max_workgroups_per_dim && opt->max_workgroups_per_dim < ctx->max_groups_per_dim)
         ctx->max_groups_per_dim = opt->max_workgroups_per_dim;
@@ -225,6 +227,7 @@ static ropekit_status finish_context(ropekit_webgpu *ctx, const ropekit_webgpu_o
         return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE,
                        "workgroup_size %u must be a power of two >= 64", wg);
     ctx->wg = wg < cap ? wg : cap;
+    ctx->wg_asked = opt && opt->workgroup_size;
     RK_TRY(make_layouts(ctx));
     ctx->ids_off = ctx->storage_align > 256 ? ctx->storage_align : 256;
     ctx->args_bytes = ctx->ids_off + 1024;
@@ -637,7 +640,7 @@ ropekit_status rk_wg_bind_view(ropekit_webgpu *ctx, const ropekit_webgpu_tensor 
 }
 
 rk_wg_kind rk_wg_kind_of(const ropekit_webgpu *ctx, ropekit_dtype dt) {
-    if (dt == ROPEKIT_FLOAT16) return ctx->has_f16 ? RK_WG_F16 : RK_WG_F16P;
+    if (dt == ROPEKIT_FLOAT16) return ctx->has_f16 && RK_WG_F16_STORAGE ? RK_WG_F16 : RK_WG_F16P;
     if (dt == ROPEKIT_BFLOAT16) return RK_WG_BF16P;
     return RK_WG_F32;
 }

@@ -91,11 +91,27 @@ static void in_out(rk_buf *s, int in_binding, const char *in, rk_wg_kind in_kind
 
 /* ---- whole variants -------------------------------------------------------------------------- */
 
-static void prelude(rk_buf *sb, int f16, uint32_t wg, uint32_t sw, const char *arith) {
+/* FAST false (ROPEKIT_WEBGPU_INTEGER_PATHS=1, tests): the float fast paths off, every element on
+ * the integer paths of exact_f32.wgsl (tests) */
+static void prelude(rk_buf *sb, int f16, uint32_t wg, uint32_t sw, const char *arith, int integer_paths,
+                    int f64) {
     if (f16) rk_buf_puts(sb, "enable f16;\n");
-    rk_buf_printf(sb, "const WG: u32 = %uu;\nconst SW: u32 = %uu;\n", wg, sw);
+    rk_buf_printf(sb, "const WG: u32 = %uu;\nconst SW: u32 = %uu;\nconst FAST: bool = %s;\n", wg, sw,
+                  integer_paths ? "false" : "true");
     rk_wgsl_add_file(sb, "common.wgsl");
+    rk_wgsl_add_file(sb, "exact_f32.wgsl");
+    rk_wgsl_add_file(sb, f64 ? "slow_f64.wgsl" : "slow_int.wgsl"); /* the fast paths' slow paths */
     rk_wgsl_add_file(sb, arith);
+}
+
+/* QKNorm's correctly rounded division and square root: in integers (round32.wgsl), with f64
+ * for the normal range under shader-f64 (round64.wgsl) */
+static void rounding(rk_buf *s, rk_wg_arith ar) {
+    rk_wgsl_add_file(s, "round32.wgsl");
+    if (ar == RK_ARITH_WIDE64) rk_wgsl_add_file(s, "round64.wgsl");
+    else
+        rk_buf_puts(s, "fn div_rn(a: f32, b: f32) -> f32 { return div_rn_int(a, b); }\n"
+                       "fn sqrt_rn(x: f32) -> f32 { return sqrt_rn_int(x); }\n");
 }
 
 static const char *arith_file(rk_wg_arith a) {
@@ -111,7 +127,8 @@ const char *rk_wg_rows_name(uint32_t rows_mode) {
 }
 
 void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c) {
-    prelude(s, c->xk == RK_WG_F16 || c->tk == RK_WG_F16, c->wg, c->sw, arith_file(c->ar));
+    prelude(s, c->xk == RK_WG_F16 || c->tk == RK_WG_F16, c->wg, c->sw, arith_file(c->ar), c->integer_paths,
+            c->ar == RK_ARITH_WIDE64 || c->f64);
     rk_buf_printf(s, "const ROWS: u32 = %uu;\nconst HG: u32 = %uu;\n", c->rows_mode, c->hg);
     const rk_wg_kind xv = c->vec ? RK_WG_V4 : c->xk, yv = c->vec ? RK_WG_V4 : c->yk;
     if (c->vec) {
@@ -130,8 +147,14 @@ void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c) {
                       conv[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
         /* both 16-bit halves of a word as floats: with shader-f16 float16 is widened by the
          * hardware (exact, as the element kernel's f16 loads), else with integer arithmetic */
-        if (c->xk == RK_WG_F16)
-            rk_buf_puts(s, "fn word_f(w: u32) -> vec2<f32> { return unpack2x16float(w); }\n");
+        if (c->dtype == ROPEKIT_FLOAT16) /* unpack2x16float (core WGSL): exact for normal halves;
+                                            the others (exponent field 0 or 31: a subnormal may be
+                                            flushed) with integer arithmetic */
+            rk_buf_puts(s, "fn word_f(w: u32) -> vec2<f32> {\n"
+                           "    let lo = w & 0x7c00u;\n"
+                           "    let hi = w & 0x7c000000u;\n"
+                           "    if (FAST && lo != 0u && lo != 0x7c00u && hi != 0u && hi != 0x7c000000u) { return unpack2x16float(w); }\n"
+                           "    return vec2<f32>(f16_bits_to_f32(w & 0xffffu), f16_bits_to_f32(w >> 16u));\n}\n");
         else
             rk_buf_puts(s, "fn word_f(w: u32) -> vec2<f32> {\n"
                            "    return vec2<f32>(elem_to_f32(w & 0xffffu), elem_to_f32(w >> 16u));\n}\n");
@@ -168,8 +191,9 @@ static const char *elem_conversions(ropekit_dtype dt) {
 
 void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c) {
     if (c->vpt) { /* the row kernel: 16-byte vectors, 64 invocations per row */
-        prelude(s, 0, 64 * c->qr, 1, arith_file(c->ar));
-        rk_wgsl_add_file(s, c->ar == RK_ARITH_WIDE64 ? "round64.wgsl" : "round32.wgsl");
+        prelude(s, 0, 64 * c->qr, 1, arith_file(c->ar), c->integer_paths,
+            c->ar == RK_ARITH_WIDE64);
+        rounding(s, c->ar);
         const unsigned ve = 16u / (unsigned)ropekit_dtype_size(c->dtype);
         rk_buf_printf(s, "const VE: u32 = %uu;\nconst VPT: u32 = %uu;\nconst QR: u32 = %uu;\n"
                       "const RS: u32 = %uu;\n%s",
@@ -209,8 +233,9 @@ void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c) {
         return;
     }
     prelude(s, c->k == RK_WG_F16, 64, c->ok == RK_WG_F16P || c->ok == RK_WG_BF16P ? 2 : 1,
-            arith_file(c->ar));
-    rk_wgsl_add_file(s, c->ar == RK_ARITH_WIDE64 ? "round64.wgsl" : "round32.wgsl");
+            arith_file(c->ar), c->integer_paths,
+            c->ar == RK_ARITH_WIDE64);
+    rounding(s, c->ar);
     in_out(s, 1, "q", c->k, 6, "qo", c->ok, c->q_inplace);
     in_out(s, 2, "kv", c->k, 7, "kvo", c->ok, c->kv_inplace);
     rk_wgsl_tensor(s, 3, "w", RK_WG_F32, 1, 0);
@@ -222,7 +247,8 @@ void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c) {
 
 void rk_wg_regroup_wgsl(rk_buf *s, const rk_wg_regroup_cfg *c) {
     prelude(s, c->k == RK_WG_F16, c->wg, c->ok == RK_WG_F16P || c->ok == RK_WG_BF16P ? 2 : 1,
-            arith_file(c->ar));
+            arith_file(c->ar), c->integer_paths,
+            c->ar == RK_ARITH_WIDE64);
     rk_buf_printf(s, "const UE: u32 = %uu;\n", c->ue);
     rk_wgsl_tensor(s, 1, "x", c->k, 1, 0);
     rk_wgsl_tensor(s, 2, "o", c->ok, 0, 1);

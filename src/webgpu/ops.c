@@ -178,8 +178,9 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
         tv = p->cos_bs % vt == 0 && p->cos_ss % vt == 0 && p->sin_bs % vt == 0 && p->sin_ss % vt == 0;
     else if (tv)
         tv = p->cos_rs % vt == 0 && p->sin_rs % vt == 0;
-    /* workgroup: the context's size, at most RK_WG_ROTARY_VEC_WG for the vector kernel */
-    const uint32_t wg = vec && ctx->wg > RK_WG_ROTARY_VEC_WG ? RK_WG_ROTARY_VEC_WG : ctx->wg;
+    /* workgroup: the context's size; by default (options.workgroup_size 0) at most
+     * RK_WG_ROTARY_VEC_WG for the vector kernel */
+    const uint32_t wg = vec && !ctx->wg_asked && ctx->wg > RK_WG_ROTARY_VEC_WG ? RK_WG_ROTARY_VEC_WG : ctx->wg;
     char key[160];
     snprintf(key, sizeof key, "rotary %s x=%s y=%s t=%s %s%s%s %s wg%u hg%u", rk_wg_rows_name(rows_mode),
              rk_wg_kind_name(xk), rk_wg_kind_name(yk), rk_wg_kind_name(tk), rk_wg_arith_name(ar),
@@ -188,7 +189,8 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     WGPUComputePipeline pipe;
     if (!rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
         const rk_wg_rotary_cfg cfg = {rows_mode, xk, yk, tk, ar, vec, inplace, wg, sw,
-                                      (uint32_t)hg, p->dtype, tv};
+                                      (uint32_t)hg, p->dtype, tv, ctx->integer_paths,
+                                      ctx->has_f64};
         rk_buf s = {0};
         rk_wg_rotary_wgsl(&s, &cfg);
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
@@ -199,7 +201,8 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     int dims;
     RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_ROTARY, pipe, prm, sizeof prm, bind, 6, (uint64_t)total,
                           wg, &dims));
-    snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s grid%dd", key, dims);
+    snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s%s grid%dd", key,
+             ctx->integer_paths ? " intpaths" : "", dims);
     return ROPEKIT_OK;
 }
 
@@ -384,7 +387,7 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
                  kv_inplace ? "inplace" : "outofplace");
     WGPUComputePipeline pipe;
     if (!rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
-        const rk_wg_qknorm_cfg cfg = {k, ok_, ar, q_inplace, kv_inplace, vpt, qr, p.dtype, rs};
+        const rk_wg_qknorm_cfg cfg = {k, ok_, ar, q_inplace, kv_inplace, vpt, qr, p.dtype, ctx->integer_paths, rs};
         rk_buf s = {0};
         rk_wg_qknorm_wgsl(&s, &cfg);
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
@@ -400,7 +403,8 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
     else
         RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_QKNORM, pipe, prm, sizeof prm, bind, 8,
                               (uint64_t)rows * 16, 64, &dims));
-    snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s grid%dd", key, dims);
+    snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s%s grid%dd", key,
+             ctx->integer_paths ? " intpaths" : "", dims);
     return ROPEKIT_OK;
 }
 
@@ -475,7 +479,7 @@ ropekit_status ropekit_webgpu_inverse_rotary_regroup(ropekit_webgpu *ctx,
              ctx->wg);
     WGPUComputePipeline pipe;
     if (!rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
-        const rk_wg_regroup_cfg cfg = {k, ok_, ar, ue, ctx->wg};
+        const rk_wg_regroup_cfg cfg = {k, ok_, ar, ue, ctx->wg, ctx->integer_paths};
         rk_buf s = {0};
         rk_wg_regroup_wgsl(&s, &cfg);
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
@@ -486,6 +490,7 @@ ropekit_status ropekit_webgpu_inverse_rotary_regroup(ropekit_webgpu *ctx,
     int dims;
     RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_REGROUP, pipe, prm, sizeof prm, bind, 5, (uint64_t)total,
                           ctx->wg, &dims));
-    snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s grid%dd", key, dims);
+    snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s%s grid%dd", key,
+             ctx->integer_paths ? " intpaths" : "", dims);
     return ROPEKIT_OK;
 }

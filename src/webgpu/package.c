@@ -74,7 +74,7 @@ static int rotary_variants(const char *dir, FILE *vj, const uint32_t *rows, int 
     for (int r = 0; r < nrows; ++r)
         for (int d = 0; d < 5; ++d) {
             const ropekit_dtype dt = pairs[d][0], tdt = pairs[d][1];
-            const int uses_f16 = dt == ROPEKIT_FLOAT16 || tdt == ROPEKIT_FLOAT16;
+            const int uses_f16 = (dt == ROPEKIT_FLOAT16 || tdt == ROPEKIT_FLOAT16) && RK_WG_F16_STORAGE;
             for (int f16 = 0; f16 <= uses_f16; ++f16) {
                 const rk_wg_kind xk = kind_of(dt, f16), tk = kind_of(tdt, f16);
                 const rk_wg_arith ar = dt != ROPEKIT_FLOAT32 && tdt != ROPEKIT_FLOAT32 ? RK_ARITH_NARROW : RK_ARITH_EXACT32;
@@ -88,7 +88,7 @@ static int rotary_variants(const char *dir, FILE *vj, const uint32_t *rows, int 
                         for (int paired = 1; paired >= (vec || !packed(xk) ? 1 : 0); --paired) {
                             const rk_wg_kind yk = paired ? xk : atomic_of(xk);
                             const uint32_t sw = packed(yk) ? 2 : 1, hg = vec ? RK_WG_ROTARY_HG_VEC : RK_WG_ROTARY_HG;
-                            rk_wg_rotary_cfg cfg = {rows[r], xk, yk, tk, ar, vec, 0, PKG_WG, sw, hg, dt, tv};
+                            rk_wg_rotary_cfg cfg = {rows[r], xk, yk, tk, ar, vec, 0, PKG_WG, sw, hg, dt, tv, 0, 0};
                             rk_buf s = {0};
                             rk_wg_rotary_wgsl(&s, &cfg);
                             char name[128], when[512], disp[256];
@@ -127,7 +127,7 @@ static int qknorm_variants(const char *dir, FILE *vj) {
     for (int d = 0; d < 3; ++d)
         for (uint32_t vpt = 1; vpt <= 4; ++vpt) {
             const uint32_t qr = 2, smem = qr * (64 * vpt * 20 + 64 * 28 + 4);
-            rk_wg_qknorm_cfg cfg = {RK_WG_V4, RK_WG_V4, RK_ARITH_EXACT32, 0, 0, vpt, qr, dts[d], 1};
+            rk_wg_qknorm_cfg cfg = {RK_WG_V4, RK_WG_V4, RK_ARITH_EXACT32, 0, 0, vpt, qr, dts[d], 0, 1};
             rk_buf s = {0};
             rk_wg_qknorm_wgsl(&s, &cfg);
             char name[128], when[384], disp[192];
@@ -143,19 +143,19 @@ static int qknorm_variants(const char *dir, FILE *vj) {
             if (rc) return -1;
         }
     for (int d = 0; d < 3; ++d)
-        for (int f16 = 0; f16 <= (dts[d] == ROPEKIT_FLOAT16); ++f16) {
+        for (int f16 = 0; f16 <= (dts[d] == ROPEKIT_FLOAT16 && RK_WG_F16_STORAGE); ++f16) {
             const rk_wg_kind k = kind_of(dts[d], f16);
             for (int paired = 1; paired >= (packed(k) ? 0 : 1); --paired) {
                 const rk_wg_kind ok = paired ? k : atomic_of(k);
                 /* vpt 0: the general kernel (qknorm.wgsl), any layout */
-                rk_wg_qknorm_cfg cfg = {k, ok, RK_ARITH_EXACT32, 0, 0, 0, 1, dts[d], 1};
+                rk_wg_qknorm_cfg cfg = {k, ok, RK_ARITH_EXACT32, 0, 0, 0, 1, dts[d], 0, 1};
                 rk_buf s = {0};
                 rk_wg_qknorm_wgsl(&s, &cfg);
                 char name[128], when[384], disp[192];
                 snprintf(name, sizeof name, "qknorm-%s-%s-exact32", kshort(k), kshort(ok));
                 snprintf(when, sizeof when, "\"kernel\": \"element\", \"dtype\": \"%s\"%s%s, \"limits\": {\"maxComputeInvocationsPerWorkgroup\": 64}",
                          dtype_name(dts[d]),
-                         dts[d] == ROPEKIT_FLOAT16 ? (f16 ? ", \"shader-f16\": true" : ", \"shader-f16\": false") : "",
+                         dts[d] == ROPEKIT_FLOAT16 && RK_WG_F16_STORAGE ? (f16 ? ", \"shader-f16\": true" : ", \"shader-f16\": false") : "",
                          packed(k) ? (paired ? ", \"paired\": true" : ", \"paired\": false") : "");
                 snprintf(disp, sizeof disp, "\"workgroup_size\": 64, \"rows_per_workgroup\": 4, \"params_u32\": 48, "
                          "\"arithmetic\": \"exact32\"");
@@ -171,20 +171,20 @@ static int regroup_variants(const char *dir, FILE *vj) {
     static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
     int first = 1;
     for (int d = 0; d < 3; ++d)
-        for (int f16 = 0; f16 <= (dts[d] == ROPEKIT_FLOAT16); ++f16) {
+        for (int f16 = 0; f16 <= (dts[d] == ROPEKIT_FLOAT16 && RK_WG_F16_STORAGE); ++f16) {
             const rk_wg_kind k = kind_of(dts[d], f16);
             for (int ue = 2; ue >= 1; --ue) {
                 /* packed: two features per invocation only when they pair into words; one
                  * feature per invocation writes its half-word with atomics */
                 const rk_wg_kind ok = packed(k) && ue == 1 ? atomic_of(k) : k;
-                rk_wg_regroup_cfg cfg = {k, ok, RK_ARITH_EXACT32, (uint32_t)ue, PKG_WG};
+                rk_wg_regroup_cfg cfg = {k, ok, RK_ARITH_EXACT32, (uint32_t)ue, PKG_WG, 0};
                 rk_buf s = {0};
                 rk_wg_regroup_wgsl(&s, &cfg);
                 char name[128], when[384], disp[192];
                 snprintf(name, sizeof name, "regroup-%s-%s-exact32-ue%d", kshort(k), kshort(ok), ue);
                 snprintf(when, sizeof when, "\"dtype\": \"%s\"%s, \"pairs\": %s, \"limits\": "
                          "{\"maxComputeInvocationsPerWorkgroup\": %u}", dtype_name(dts[d]),
-                         dts[d] == ROPEKIT_FLOAT16 ? (f16 ? ", \"shader-f16\": true" : ", \"shader-f16\": false") : "",
+                         dts[d] == ROPEKIT_FLOAT16 && RK_WG_F16_STORAGE ? (f16 ? ", \"shader-f16\": true" : ", \"shader-f16\": false") : "",
                          ue == 2 ? "true" : "false", PKG_WG);
                 snprintf(disp, sizeof disp, "\"workgroup_size\": %u, \"UE\": %d, \"params_u32\": 28, "
                          "\"arithmetic\": \"exact32\"", PKG_WG, ue);

@@ -18,6 +18,14 @@ typedef enum rk_wg_kind {
     RK_WG_V4 = 6     /* any type, contiguous 16-byte vectors: array<vec4<u32>> (rotary_vec.wgsl) */
 } rk_wg_kind;
 
+/* 0: float16 tensors are always stored packed in u32 (RK_WG_F16P), shader-f16 or not. array<f16>
+ * (RK_WG_F16) reads and writes go through the hardware's f16 <-> f32 conversions, which WGSL
+ * lets flush float16 subnormals, and naga (wgpu-native 29) has no bitcast for vec2<f16> to take
+ * the bits instead; the packed words are converted with integer arithmetic (common.wgsl). */
+#ifndef RK_WG_F16_STORAGE
+#define RK_WG_F16_STORAGE 0
+#endif
+
 typedef enum rk_wg_arith { RK_ARITH_NARROW = 0, RK_ARITH_WIDE64 = 1, RK_ARITH_EXACT32 = 2 } rk_wg_arith;
 
 /* The three pipeline layouts (one bind group each). */
@@ -74,7 +82,9 @@ struct ropekit_webgpu {
     WGPUQueue queue;
     char adapter_name[256];
     int has_f16, has_f64;
+    int integer_paths;           /* ROPEKIT_WEBGPU_INTEGER_PATHS=1: pipelines built with FAST = false */
     uint32_t wg;                 /* workgroup size of the element-wise kernels */
+    int wg_asked;                /* options.workgroup_size given: the vector kernel uses wg too */
     uint32_t max_groups_per_dim; /* maxComputeWorkgroupsPerDimension */
     uint64_t max_binding;        /* maxStorageBufferBindingSize */
     uint32_t storage_align;      /* minStorageBufferOffsetAlignment */
@@ -186,6 +196,8 @@ typedef struct rk_wg_rotary_cfg {
     uint32_t wg, sw, hg;       /* workgroup size, elements per store, heads per invocation */
     ropekit_dtype dtype;       /* x's dtype (the vector kernel's element conversions) */
     int tv;                    /* vector kernel: tables bound as 16-byte vectors (rotary_vec_tv.wgsl) */
+    int integer_paths;         /* FAST = false (ROPEKIT_WEBGPU_INTEGER_PATHS=1) */
+    int f64;                   /* shader-f64 available: the narrow arithmetic's slow path in f64 */
 } rk_wg_rotary_cfg;
 typedef struct rk_wg_qknorm_cfg {
     rk_wg_kind k, ok;          /* input and output storage */
@@ -194,12 +206,14 @@ typedef struct rk_wg_qknorm_cfg {
     uint32_t vpt, qr;    /* row kernel (qknorm_row.wgsl): vectors per invocation (0: the
                             general kernel), groups of 64 invocations per workgroup */
     ropekit_dtype dtype; /* row kernel: the element type */
+    int integer_paths;
     uint32_t rs;         /* row kernel: rows per invocation (1 or 2) */
 } rk_wg_qknorm_cfg;
 typedef struct rk_wg_regroup_cfg {
     rk_wg_kind k, ok;
     rk_wg_arith ar;
     uint32_t ue, wg;           /* features per invocation, workgroup size */
+    int integer_paths;
 } rk_wg_regroup_cfg;
 
 void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c);

@@ -386,6 +386,20 @@ static void rotary_suite(ropekit_cuda_error_state *err) {
                 c.layout = 0, c.sec[0] = 8, c.sec[1] = 12, c.sec[2] = 12, c.R = 64, c.H = 80;
                 c.scale = 1.5f, c.inverse = 1, c.rank = 4, c.name = "mrope rank4 R64 H80 scale inverse";
                 run_rotary_case(&c, err);
+                /* prefill-sized calls (more than one wave, so the multi-wave kernel choices —
+                 * tile, staged, flat with 4 heads — are reached without knobs; token counts
+                 * that are no multiple of any block or step) */
+                c.op = OP_ONNX, c.layout = 0, c.scale = 1.0f, c.inverse = 0, c.rank = 3;
+                c.B = 2, c.S = 777, c.N = 40, c.H = 128, c.R = 0, c.P = 4099;
+                c.name = "onnx prefill B2 S777 N40 H128";
+                run_rotary_case(&c, err);
+                c.B = 1, c.S = 3333, c.N = 16, c.H = 80, c.R = 32, c.inverse = 1;
+                c.name = "onnx prefill S3333 N16 H80 R32 inverse";
+                run_rotary_case(&c, err);
+                c.op = OP_MROPE, c.inverse = 0, c.S = 1601, c.N = 32, c.H = 128, c.R = 0;
+                c.sec[0] = 16, c.sec[1] = 24, c.sec[2] = 24;
+                c.name = "mrope prefill S1601 N32 [16,24,24]";
+                run_rotary_case(&c, err);
             }
         }
 }
@@ -513,36 +527,52 @@ static void bad_ids_suite(void) {
 
 /* ---- QKNormRotaryEmbedding ---------------------------------------------------------------- */
 
-static void qknorm_case(ropekit_dtype T, int64_t B, int64_t S, int64_t nh, int64_t hd, int64_t rd,
-                        int fp8, int inplace, int qstride_pad, const char *name) {
+/* Layout options of a QKNorm case (all 0: the plain case): element offsets of the query, kv,
+ * output and weight data in their buffers (offsets that break 16- or 8-byte alignment send
+ * the rows to the kernels for 4-byte words or the staged kernel), floats of padding after
+ * each table row (8-byte but not 16-byte aligned rows), and the inputs' amplitude (default 3). */
+typedef struct qk_layout {
+    int64_t qoff, koff, ooff, woff, tpad;
+    double amp;
+} qk_layout;
+
+static void qknorm_case_l(ropekit_dtype T, int64_t B, int64_t S, int64_t nh, int64_t hd, int64_t rd,
+                          int fp8, int inplace, int qstride_pad, const char *name, qk_layout L) {
     const size_t es = ropekit_dtype_size(T);
     const int64_t qrow = nh * hd + qstride_pad; /* padded token stride: strided query view */
-    buf qb = buf_new((size_t)(B * S * qrow) * es), kb = buf_new((size_t)(B * S * hd) * es);
-    buf qo = buf_new((size_t)(B * S * nh * hd) * es), ko = buf_new(kb.bytes);
-    buf wb = buf_new((size_t)hd * 4);
-    buf cb = buf_new((size_t)(B * S * (rd ? rd : 1)) * 4), sb = buf_new(cb.bytes);
-    fill(&qb, T, -3, 3);
-    fill(&kb, T, -3, 3);
+    const int64_t trow = rd + L.tpad;
+    const double amp = L.amp > 0 ? L.amp : 3.0;
+    buf qb = buf_new((size_t)(B * S * qrow + L.qoff) * es), kb = buf_new((size_t)(B * S * hd + L.koff) * es);
+    buf qo = buf_new((size_t)(B * S * nh * hd + L.ooff) * es), ko = buf_new((size_t)(B * S * hd + L.ooff) * es);
+    buf wb = buf_new((size_t)(hd + L.woff) * 4);
+    buf cb = buf_new((size_t)(B * S * (rd ? trow : 1)) * 4), sb = buf_new(cb.bytes);
+    fill(&qb, T, -amp, amp);
+    fill(&kb, T, -amp, amp);
     if (g_special) sprinkle(&qb, T, 3000, 1), sprinkle(&kb, T, 3000, 1);
     fill(&wb, ROPEKIT_FLOAT32, 0.5, 1.5);
     float *cf = (float *)cb.h, *sf = (float *)sb.h;
-    for (int64_t i = 0; i < B * S * rd; i += 2) { /* pre-interleaved, as models give them */
-        double th = urand(0, 6.283185307179586);
-        cf[i] = cf[i + 1] = (float)cos(th), sf[i] = sf[i + 1] = (float)sin(th);
-    }
+    for (int64_t i = 0; i < B * S * (rd ? trow : 1); ++i) cf[i] = sf[i] = 2.0f; /* padding */
+    for (int64_t tk = 0; tk < B * S && rd; ++tk)
+        for (int64_t i = 0; i < rd; i += 2) { /* pre-interleaved, as models give them */
+            double th = urand(0, 6.283185307179586);
+            float *c = cf + tk * trow + i, *sn = sf + tk * trow + i;
+            c[0] = c[1] = (float)cos(th), sn[0] = sn[1] = (float)sin(th);
+        }
     up(&cb), up(&sb);
     poison(&qo), poison(&ko);
     int64_t q3[3] = {B, S, nh * hd}, q3s[3] = {S * qrow, qrow, 1}, k3[3] = {B, S, hd};
-    int64_t qo4[4] = {B, S, nh, hd}, w1[1] = {hd}, c3[3] = {B, S, rd};
-    ropekit_tensor q = view(qb.h, T, 3, q3, q3s), kv = view(kb.h, T, 3, k3, NULL);
-    ropekit_tensor w = view(wb.h, ROPEKIT_FLOAT32, 1, w1, NULL);
-    ropekit_tensor ct = view(cb.h, ROPEKIT_FLOAT32, 3, c3, NULL), st = view(sb.h, ROPEKIT_FLOAT32, 3, c3, NULL);
+    int64_t qo4[4] = {B, S, nh, hd}, w1[1] = {hd}, c3[3] = {B, S, rd}, c3s[3] = {S * trow, trow, 1};
+    char *qh = (char *)qb.h + L.qoff * (int64_t)es, *kh = (char *)kb.h + L.koff * (int64_t)es;
+    ropekit_tensor q = view(qh, T, 3, q3, q3s), kv = view(kh, T, 3, k3, NULL);
+    ropekit_tensor w = view((float *)wb.h + L.woff, ROPEKIT_FLOAT32, 1, w1, NULL);
+    ropekit_tensor ct = view(cb.h, ROPEKIT_FLOAT32, 3, c3, c3s), st = view(sb.h, ROPEKIT_FLOAT32, 3, c3, c3s);
     ropekit_tensor qout, kout;
     if (inplace) { /* same element mapping: a rank-4 view of the query buffer */
         int64_t s4[4] = {S * qrow, qrow, hd, 1};
-        qout = view(qb.h, T, 4, qo4, s4), kout = kv;
+        qout = view(qh, T, 4, qo4, s4), kout = kv;
     } else {
-        qout = view(qo.h, T, 4, qo4, NULL), kout = view(ko.h, T, 3, k3, NULL);
+        char *qoh = (char *)qo.h + L.ooff * (int64_t)es, *koh = (char *)ko.h + L.ooff * (int64_t)es;
+        qout = view(qoh, T, 4, qo4, NULL), kout = view(koh, T, 3, k3, NULL);
     }
     const buf *qob = inplace ? &qb : &qo, *kob = inplace ? &kb : &ko;
     ropekit_qknorm_rotary_embedding_attrs a = ROPEKIT_QKNORM_ROTARY_EMBEDDING_ATTRS_INIT;
@@ -569,6 +599,11 @@ static void qknorm_case(ropekit_dtype T, int64_t B, int64_t S, int64_t nh, int64
         free(gq), free(gk);
     }
     buf_free(&qb), buf_free(&kb), buf_free(&qo), buf_free(&ko), buf_free(&wb), buf_free(&cb), buf_free(&sb);
+}
+static void qknorm_case(ropekit_dtype T, int64_t B, int64_t S, int64_t nh, int64_t hd, int64_t rd,
+                        int fp8, int inplace, int qstride_pad, const char *name) {
+    const qk_layout plain = {0, 0, 0, 0, 0, 0.0};
+    qknorm_case_l(T, B, S, nh, hd, rd, fp8, inplace, qstride_pad, name, plain);
 }
 
 /* ---- InverseRotaryRegroup ------------------------------------------------------------------ */
@@ -634,6 +669,23 @@ int main(void) {
         qknorm_case(T, 2, 2, 5, 192, 64, 1, 0, 24, "192/64 fp8 strided query");
         qknorm_case(T, 2, 2, 3, 37, 6, 0, 0, 3, "37/6 odd nope (scalar)");
         qknorm_case(T, 1, 3, 4, 128, 0, 0, 0, 0, "128/0 no rope");
+        /* layouts at the edges of the 16-bit kernels' conditions: rows only 4-byte aligned (the
+         * register kernel), outputs only 4-byte aligned, tables and weights 8-byte aligned, a row
+         * count that is no multiple of 8 with kv and query rows in one batch, large rows (the
+         * bfloat16 scale below 2^-9: products in float), several stages' worth of rows */
+        {
+            const qk_layout q4 = {2, 2, 0, 0, 0, 0.0}, o4 = {0, 0, 2, 0, 0, 0.0};
+            const qk_layout t8 = {0, 0, 0, 2, 2, 0.0}, big = {0, 0, 0, 0, 0, 6000.0};
+            const qk_layout tiny = {0, 0, 0, 0, 0, 1e-3};
+            qknorm_case_l(T, 2, 3, 16, 512, 64, 1, 0, 0, "512/64 fp8 rows 4-byte aligned", q4);
+            qknorm_case_l(T, 2, 3, 16, 512, 64, 1, 0, 0, "512/64 fp8 outputs 4-byte aligned", o4);
+            qknorm_case_l(T, 2, 3, 16, 512, 64, 1, 0, 0, "512/64 fp8 tables, w 8-byte aligned", t8);
+            qknorm_case_l(T, 1, 3, 4, 128, 64, 0, 0, 0, "128/64 15 rows (kv + query batch)", t8);
+            qknorm_case_l(T, 2, 3, 16, 512, 64, 1, 0, 0, "512/64 fp8 values to 6000", big);
+            qknorm_case_l(T, 2, 3, 16, 512, 64, 0, 0, 0, "512/64 values to 1e-3", tiny);
+            qknorm_case_l(T, 3, 37, 9, 256, 64, 1, 1, 0, "256/64 fp8 in place, 1110 rows", tiny);
+            qknorm_case_l(T, 2, 29, 7, 64, 0, 0, 0, 8, "64/0 strided query, 464 rows", q4);
+        }
         for (int gi = 0; gi < 3; ++gi) {
             int64_t G = gi == 0 ? 1 : gi == 1 ? 2 : 8;
             char name[64];

@@ -16,6 +16,7 @@
  * ROPEKIT_WEBGPU_CONFIGS=NAME[,NAME...] runs only those configurations (then the other checks),
  * for short runs on a GPU machine.
  * Progress: a line per configuration and case file, as it goes (stdout is line-buffered). */
+#define _POSIX_C_SOURCE 200112L /* setenv, unsetenv */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -1275,6 +1276,309 @@ static void run_batched_calls(ropekit_webgpu_backend backend) {
     ropekit_webgpu_destroy(ctx);
 }
 
+/* Edge values (issue 16, item 4: bit for bit with the CPU on every adapter, whatever it does
+ * with subnormals, which WGSL lets an implementation flush (NVIDIA's Vulkan driver flushes
+ * float32 ones), and with fused multiply-adds, which it may contract a*b + c*d into): x and tables
+ * drawn from value classes — moderate, subnormals of the type, the smallest and largest normal
+ * exponents, magnitudes whose products leave float32's normal range (below 2^-126, above its
+ * largest finite value), zeros, infinities and NaNs — for every dtype combination (x float32,
+ * float16, bfloat16; tables of x's type and float32), both rotary kernels (vector: contiguous
+ * heads, element: H = 10), half-split and interleaved, MS RotaryEmbedding with scale 1.5 (the
+ * scaled tables), MRoPE, QKNormRotaryEmbedding (row kernel, fp8 on and off) and the regroup, in
+ * the default, shader-f16-off and shader-f64-off configurations. A NaN matches any NaN. The
+ * premises are checked: the data reach subnormal, infinite and NaN results, and (16-bit x and
+ * tables, float arithmetic) products below 2^-126 and above float32's range. */
+static uint32_t edge_seed = 31337u;
+
+static uint32_t edge_rand(void) {
+    edge_seed = edge_seed * 1664525u + 1013904223u;
+    return edge_seed >> 8;
+}
+
+/* bits of a random value of dtype dt from the classes above */
+static uint32_t edge_bits(ropekit_dtype dt) {
+    const uint32_t r = edge_rand() % 100u, m = edge_rand(), sg = edge_rand() & 1u;
+    const int f16 = dt == ROPEKIT_FLOAT16;
+    const int mb = dt == ROPEKIT_FLOAT32 ? 23 : f16 ? 10 : 7, eb = f16 ? 5 : 8, bias = f16 ? 15 : 127;
+    const uint32_t mant = m & ((1u << mb) - 1u), emax = (1u << eb) - 1u;
+    int e; /* unbiased exponent of a normal value */
+    if (r < 30) e = (int)(m % 9u) - 4;                               /* moderate */
+    else if (r < 40) return (sg << (mb + eb)) | (mant ? mant : 1u); /* subnormal */
+    else if (r < 43) return sg << (mb + eb);                        /* zero */
+    else if (r < 53) e = 1 - bias + (int)(m % 3u);                   /* smallest normal */
+    else if (r < 63) e = bias - (int)(m % 3u);                       /* largest finite */
+    else if (r < 80) e = f16 ? -10 + (int)(m % 6u) : -80 + (int)(m % 40u); /* products tiny */
+    else if (r < 96) e = f16 ? 8 + (int)(m % 5u) : 50 + (int)(m % 40u);    /* products huge */
+    else if (r < 98) return (sg << (mb + eb)) | (emax << mb);              /* infinity */
+    else return (sg << (mb + eb)) | (emax << mb) | (1u << (mb - 1)) | (mant >> 1); /* NaN */
+    return (sg << (mb + eb)) | ((uint32_t)(e + bias) << mb) | mant;
+}
+
+static void edge_fill(void *p, ropekit_dtype dt, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        const uint32_t b = edge_bits(dt);
+        if (dt == ROPEKIT_FLOAT32) memcpy((char *)p + 4 * i, &b, 4);
+        else ((uint16_t *)p)[i] = (uint16_t)b;
+    }
+}
+
+/* element i of a host tensor's data as a float (the CPU's exact widening) */
+static float edge_f(const void *p, ropekit_dtype dt, size_t i) { return to_f32(p, dt, i); }
+
+static int edge_is_nan(const void *p, ropekit_dtype dt, size_t i) {
+    return qk_is_nan((const unsigned char *)p + i * ropekit_dtype_size(dt), dt);
+}
+
+/* elements of n that differ (a NaN matches any NaN); *first: the first one */
+static size_t edge_diff(const void *gpu, const void *cpu, ropekit_dtype dt, size_t n, size_t *first) {
+    const size_t es = ropekit_dtype_size(dt);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i)
+        if (memcmp((const char *)gpu + i * es, (const char *)cpu + i * es, es) != 0 &&
+            !(edge_is_nan(gpu, dt, i) && edge_is_nan(cpu, dt, i)) && !bad++)
+            *first = i;
+    return bad;
+}
+
+typedef struct edge_stats {
+    size_t out_sub[3], out_inf[3], out_nan[3]; /* CPU results by x dtype (0 f32, 1 f16, 2 bf16) */
+    size_t prod_small, prod_big;               /* 16-bit x and tables: products out of range */
+} edge_stats;
+
+static int edge_di(ropekit_dtype dt) { return dt == ROPEKIT_FLOAT32 ? 0 : dt == ROPEKIT_FLOAT16 ? 1 : 2; }
+
+static void edge_count(edge_stats *st, const void *y, ropekit_dtype dt, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        const float v = edge_f(y, dt, i);
+        const double a = fabs((double)v);
+        const double minn = dt == ROPEKIT_FLOAT16 ? 0x1p-14 : 0x1p-126;
+        st->out_sub[edge_di(dt)] += a > 0 && a < minn;
+        st->out_inf[edge_di(dt)] += isinf(v) != 0;
+        st->out_nan[edge_di(dt)] += isnan(v) != 0;
+    }
+}
+
+/* compare, count, check one call */
+static void edge_check(ropekit_status st, ropekit_webgpu *ctx, const char *what, const ropekit_tensor *gpu,
+                       const ropekit_tensor *cpu, int n_out, edge_stats *es) {
+    const char *var = ropekit_webgpu_last_variant(ctx);
+    CHECK(st == ROPEKIT_OK, "edge values %s: %s (%s)", what, ropekit_status_str(st), ropekit_webgpu_last_error());
+    if (st != ROPEKIT_OK) return;
+    size_t bad = 0, first = 0, n0 = 0;
+    int fo = 0;
+    for (int o = 0; o < n_out; ++o) {
+        const size_t n = rk_tensor_nbytes(&cpu[o]) / ropekit_dtype_size(cpu[o].dtype);
+        size_t f = 0, b = edge_diff(gpu[o].data, cpu[o].data, cpu[o].dtype, n, &f);
+        if (b && !bad) first = f, fo = o;
+        bad += b, n0 += n;
+        edge_count(es, cpu[o].data, cpu[o].dtype, n);
+    }
+    uint32_t gb = 0, cb = 0;
+    if (bad) {
+        const size_t e = ropekit_dtype_size(cpu[fo].dtype);
+        memcpy(&gb, (const char *)gpu[fo].data + first * e, e);
+        memcpy(&cb, (const char *)cpu[fo].data + first * e, e);
+    }
+    CHECK(bad == 0, "edge values %s (%s): %zu of %zu elements differ from the CPU, first output %d element %zu: gpu 0x%x cpu 0x%x",
+          what, var, bad, n0, fo, first, (unsigned)gb, (unsigned)cb);
+}
+
+/* products c*a of 16-bit x and tables outside float32's normal range (the premise) */
+static void edge_products(edge_stats *es, const void *x, const void *t, ropekit_dtype dt, size_t nx, size_t nt) {
+    for (size_t i = 0; i < nx; i += 7)
+        for (size_t k = 0; k < nt; k += 5) {
+            const double p = fabs((double)edge_f(x, dt, i) * (double)edge_f(t, dt, k));
+            if (isnan(p) || isinf(p) || p == 0) continue;
+            es->prod_small += p < 0x1p-126;
+            es->prod_big += p > (double)FLT_MAX;
+        }
+}
+
+static void run_edge_values(ropekit_webgpu_backend backend, int integer_paths) {
+    const ropekit_webgpu_options opts[3] = {{backend, 0, 0, 0, 0, 0}, {backend, 1, 0, 0, 0, 0},
+                                            {backend, 0, 1, 0, 0, 0}};
+    /* integer_paths: ROPEKIT_WEBGPU_INTEGER_PATHS=1 for these contexts (every element on the
+     * integer paths, which an adapter that does not flush subnormals otherwise reaches only for
+     * the edge elements) */
+    if (integer_paths) setenv("ROPEKIT_WEBGPU_INTEGER_PATHS", "1", 1);
+    static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    edge_stats es;
+    memset(&es, 0, sizeof es);
+    int runs = 0, vec = 0, elem = 0;
+    /* ROPEKIT_WEBGPU_EDGE_OPTS=digits: only those of the three configurations (device rounds) */
+    const char *eo = getenv("ROPEKIT_WEBGPU_EDGE_OPTS");
+    for (int o = 0; o < 3; ++o) {
+        if (eo && *eo && !strchr(eo, '0' + o)) continue;
+        ropekit_webgpu *ctx = open_context(&opts[o]);
+        if (!ctx) break;
+        for (int d = 0; d < 3; ++d)
+            for (int t32 = 0; t32 <= (d != 0); ++t32) {
+                const ropekit_dtype dt = dts[d], tdt = t32 ? ROPEKIT_FLOAT32 : dt;
+                const size_t es_ = ropekit_dtype_size(dt), ts_ = ropekit_dtype_size(tdt);
+                char what[160];
+                /* RotaryEmbedding, vector (H 64, R 48) and element (H 10, R 8) kernels */
+                for (int lay = 0; lay < 2; ++lay)
+                    for (int il = 0; il <= 1; ++il) {
+                        const int64_t S = 3, N = lay ? 3 : 2, H = lay ? 10 : 64, R = lay ? 8 : 48, P = 5;
+                        const size_t n = (size_t)(S * N * H), nt = (size_t)(P * R / 2);
+                        void *x = malloc(n * es_), *yr = malloc(n * es_), *yg = malloc(n * es_);
+                        void *c = malloc(nt * ts_), *sn = malloc(nt * ts_);
+                        edge_fill(x, dt, n), edge_fill(c, tdt, nt), edge_fill(sn, tdt, nt);
+                        if (!t32) edge_products(&es, x, c, dt, n, nt);
+                        int64_t xs[3] = {1, S, N * H}, tsh[2] = {P, R / 2}, ps[2] = {1, S}, pos[3] = {4, 0, 2};
+                        ropekit_tensor hx = ropekit_tensor_contiguous(x, dt, 3, xs);
+                        ropekit_tensor hy = ropekit_tensor_contiguous(yr, dt, 3, xs);
+                        ropekit_tensor hg = ropekit_tensor_contiguous(yg, dt, 3, xs);
+                        ropekit_tensor hc = ropekit_tensor_contiguous(c, tdt, 2, tsh);
+                        ropekit_tensor hs = ropekit_tensor_contiguous(sn, tdt, 2, tsh);
+                        ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+                        rk_case cs = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+                        cs.attrs.rotary = (ropekit_rotary_embedding_attrs){il, R, N, 0};
+                        CHECK(rk_case_run_cpu(&cs, &hy) == ROPEKIT_OK, "cpu: %s", ropekit_last_error());
+                        ropekit_status st = run_gpu(ctx, &cs, 0, 0, &hg);
+                        snprintf(what, sizeof what, "rotary x %s tables %s H %d il %d opt %d", ropekit_dtype_name(dt),
+                                 ropekit_dtype_name(tdt), (int)H, il, o);
+                        edge_check(st, ctx, what, &hg, &hy, 1, &es);
+                        if (st == ROPEKIT_OK) {
+                            const char *var = ropekit_webgpu_last_variant(ctx);
+                            const int v = strstr(var, " vec16 ") != NULL;
+                            CHECK(v == !lay && (strstr(var, " intpaths ") != NULL) == integer_paths,
+                                  "edge values %s: variant '%s'", what, var);
+                            ++*(v ? &vec : &elem), ++runs;
+                        }
+                        /* MS RotaryEmbedding with scale 1.5 (offset form), and MRoPE, on the vector layout */
+                        if (!lay && !il) {
+                            ropekit_ms_rotary_embedding_attrs ms = ROPEKIT_MS_ROTARY_EMBEDDING_ATTRS_INIT;
+                            ms.rotary_embedding_dim = R, ms.num_heads = N, ms.scale = 1.5f;
+                            int64_t off = 1, os[1] = {1};
+                            ropekit_tensor ho = ropekit_tensor_contiguous(&off, ROPEKIT_INT64, 1, os);
+                            rk_case cm = make_case(RK_OP_MS_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &ho, &hc, &hs});
+                            cm.attrs.ms = ms;
+                            CHECK(rk_case_run_cpu(&cm, &hy) == ROPEKIT_OK, "cpu: %s", ropekit_last_error());
+                            snprintf(what, sizeof what, "ms scale 1.5 x %s tables %s opt %d", ropekit_dtype_name(dt),
+                                     ropekit_dtype_name(tdt), o);
+                            edge_check(run_gpu(ctx, &cm, 0, 0, &hg), ctx, what, &hg, &hy, 1, &es);
+                            ropekit_mrotary_embedding_attrs mr = ROPEKIT_MROTARY_EMBEDDING_ATTRS_INIT;
+                            mr.mrope_section[0] = 8, mr.mrope_section[1] = 8, mr.mrope_section[2] = 8;
+                            mr.rotary_embedding_dim = R, mr.num_heads = N;
+                            int64_t mp[9] = {0, 1, 2, 3, 4, 0, 2, 4, 1}, mps[3] = {3, 1, S};
+                            ropekit_tensor hm = ropekit_tensor_contiguous(mp, ROPEKIT_INT64, 3, mps);
+                            rk_case cr = make_case(RK_OP_MROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hm, &hc, &hs});
+                            cr.attrs.mrope = mr;
+                            CHECK(rk_case_run_cpu(&cr, &hy) == ROPEKIT_OK, "cpu: %s", ropekit_last_error());
+                            snprintf(what, sizeof what, "mrope x %s tables %s opt %d", ropekit_dtype_name(dt),
+                                     ropekit_dtype_name(tdt), o);
+                            edge_check(run_gpu(ctx, &cr, 0, 0, &hg), ctx, what, &hg, &hy, 1, &es);
+                        }
+                        free(x), free(yr), free(yg), free(c), free(sn);
+                    }
+                if (t32) continue;
+                /* QKNormRotaryEmbedding (float32 weight and tables) and the regroup, per dtype */
+                for (int fp8 = 0; fp8 <= 1; ++fp8) {
+                    const int64_t S = 2, nh = 2, hd = 80, rope = 16;
+                    const size_t nq = (size_t)(S * nh * hd), nkv = (size_t)(S * hd), nt = (size_t)(S * rope);
+                    void *q = malloc(nq * es_), *kv = malloc(nkv * es_), *out = malloc((nq + nkv) * es_ * 2);
+                    float w[80], cs_[32], sn_[32];
+                    edge_fill(q, dt, nq), edge_fill(kv, dt, nkv);
+                    edge_fill(w, ROPEKIT_FLOAT32, 80), edge_fill(cs_, ROPEKIT_FLOAT32, nt), edge_fill(sn_, ROPEKIT_FLOAT32, nt);
+                    int64_t qsh[3] = {1, S, nh * hd}, kvsh[3] = {1, S, hd}, wsh[1] = {hd}, tsh[3] = {1, S, rope},
+                            qosh[4] = {1, S, nh, hd};
+                    ropekit_tensor hq = ropekit_tensor_contiguous(q, dt, 3, qsh), hkv = ropekit_tensor_contiguous(kv, dt, 3, kvsh);
+                    ropekit_tensor hw = ropekit_tensor_contiguous(w, ROPEKIT_FLOAT32, 1, wsh);
+                    ropekit_tensor hc = ropekit_tensor_contiguous(cs_, ROPEKIT_FLOAT32, 3, tsh);
+                    ropekit_tensor hs = ropekit_tensor_contiguous(sn_, ROPEKIT_FLOAT32, 3, tsh);
+                    char *ob = out;
+                    ropekit_tensor cpu[2] = {ropekit_tensor_contiguous(ob, dt, 4, qosh),
+                                             ropekit_tensor_contiguous(ob + nq * es_, dt, 3, kvsh)};
+                    ropekit_tensor gpu[2] = {ropekit_tensor_contiguous(ob + (nq + nkv) * es_, dt, 4, qosh),
+                                             ropekit_tensor_contiguous(ob + (2 * nq + nkv) * es_, dt, 3, kvsh)};
+                    rk_case cq = make_case(RK_OP_QKNORM_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hq, &hkv, &hw, &hc, &hs});
+                    cq.attrs.qknorm = (ropekit_qknorm_rotary_embedding_attrs){nh, hd, rope, 1e-6f, fp8};
+                    CHECK(rk_case_run_cpu(&cq, cpu) == ROPEKIT_OK, "cpu: %s", ropekit_last_error());
+                    snprintf(what, sizeof what, "qknorm %s fp8 %d opt %d", ropekit_dtype_name(dt), fp8, o);
+                    edge_check(run_gpu(ctx, &cq, 0, 0, gpu), ctx, what, gpu, cpu, 2, &es);
+                    if (fp8) { /* the regroup of q's rows: 2 groups, tails of 16 rotated back */
+                        int64_t gsh[3] = {2, S, nh * hd / 2}, rsh[2] = {S, rope};
+                        ropekit_tensor hx = ropekit_tensor_contiguous(q, dt, 2, (int64_t[2]){S, nh * hd});
+                        ropekit_tensor rc = ropekit_tensor_contiguous(cs_, ROPEKIT_FLOAT32, 2, rsh);
+                        ropekit_tensor rs = ropekit_tensor_contiguous(sn_, ROPEKIT_FLOAT32, 2, rsh);
+                        ropekit_tensor rcpu = ropekit_tensor_contiguous(ob, dt, 3, gsh);
+                        ropekit_tensor rgpu = ropekit_tensor_contiguous(ob + (nq + nkv) * es_, dt, 3, gsh);
+                        rk_case cg = make_case(RK_OP_INVERSE_ROTARY_REGROUP, (const ropekit_tensor *[]){&hx, &rc, &rs});
+                        cg.attrs.regroup = (ropekit_inverse_rotary_regroup_attrs){nh, hd, rope, 2};
+                        CHECK(rk_case_run_cpu(&cg, &rcpu) == ROPEKIT_OK, "cpu: %s", ropekit_last_error());
+                        snprintf(what, sizeof what, "regroup %s opt %d", ropekit_dtype_name(dt), o);
+                        edge_check(run_gpu(ctx, &cg, 0, 0, &rgpu), ctx, what, &rgpu, &rcpu, 1, &es);
+                    }
+                    free(q), free(kv), free(out);
+                }
+            }
+        ropekit_webgpu_destroy(ctx);
+    }
+    if (integer_paths) unsetenv("ROPEKIT_WEBGPU_INTEGER_PATHS");
+    printf("edge values%s: %d rotary runs (vector %d, element %d); CPU results subnormal/inf/NaN: "
+           "float32 %zu/%zu/%zu, float16 %zu/%zu/%zu, bfloat16 %zu/%zu/%zu; 16-bit products below "
+           "2^-126 %zu, above FLT_MAX %zu\n", integer_paths ? " (integer paths)" : "", runs, vec, elem, es.out_sub[0], es.out_inf[0],
+           es.out_nan[0], es.out_sub[1], es.out_inf[1], es.out_nan[1], es.out_sub[2], es.out_inf[2],
+           es.out_nan[2], es.prod_small, es.prod_big);
+    for (int d = 0; d < 3; ++d)
+        CHECK(es.out_sub[d] > 0 && es.out_inf[d] > 0 && es.out_nan[d] > 0,
+              "edge values premise: %s results reach subnormal, inf and NaN", ropekit_dtype_name(dts[d]));
+    CHECK(es.prod_small > 0 && es.prod_big > 0, "edge values premise: 16-bit products out of float32's range");
+}
+
+/* options.workgroup_size: 0 gives the vector rotary kernel workgroups of 128 (the element kernel
+ * 256, both capped by the device); an explicit size is used by the vector kernel too (it was
+ * capped at 128 whatever was asked). Variant names and results, bit for bit, of a layout whose
+ * grid has many workgroups of each size. */
+static void run_workgroup_sizes(ropekit_webgpu_backend backend) {
+    static const int sizes[4] = {0, 64, 256, 512};
+    enum { S = 64, N = 8, H = 64 };
+    float x[S * N * H], yr[S * N * H], yg[S * N * H], c[S * H / 2], sn[S * H / 2];
+    uint32_t seed = 5u;
+    for (int i = 0; i < S * N * H; ++i) x[i] = (float)((int)((seed = seed * 1664525u + 1013904223u) >> 20) - 2048) / 64.0f;
+    for (int i = 0; i < S * H / 2; ++i) c[i] = cosf((float)i * 0.01f), sn[i] = sinf((float)i * 0.01f);
+    int64_t xs[3] = {1, S, N * H}, ts[2] = {S, H / 2}, ps[2] = {1, S}, pos[S];
+    for (int i = 0; i < S; ++i) pos[i] = (i * 7) % S;
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hy = ropekit_tensor_contiguous(yr, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hg = ropekit_tensor_contiguous(yg, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, ts);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, ts);
+    ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+    rk_case cs = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+    cs.attrs.rotary = (ropekit_rotary_embedding_attrs){0, 0, N, 0};
+    CHECK(rk_case_run_cpu(&cs, &hy) == ROPEKIT_OK, "cpu: %s", ropekit_last_error());
+    for (int k = 0; k < 4; ++k) {
+        ropekit_webgpu_options opt = {backend, 0, 0, sizes[k], 0, 0};
+        ropekit_webgpu *ctx = open_context(&opt);
+        if (!ctx) return;
+        ropekit_status st = run_gpu(ctx, &cs, 0, 0, &hg);
+        const char *var = ropekit_webgpu_last_variant(ctx);
+        /* the device's limit caps an explicit size (lavapipe and the H200 allow 1024) */
+        char want[32];
+        snprintf(want, sizeof want, " wg%d ", sizes[k] ? sizes[k] : 128);
+        CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && strstr(var, want),
+              "workgroup_size %d: %s, variant '%s' (want%s)", sizes[k], ropekit_webgpu_last_error(), var, want);
+        if (st == ROPEKIT_OK)
+            CHECK(memcmp(yr, yg, sizeof yr) == 0, "workgroup_size %d: differs from the CPU", sizes[k]);
+        ropekit_webgpu_destroy(ctx);
+    }
+}
+
+/* ROPEKIT_WEBGPU_TESTS=name[,name...]: only those of the tests after the configurations (device
+ * rounds); default all */
+static int want_test(const char *name) {
+    const char *only = getenv("ROPEKIT_WEBGPU_TESTS");
+    if (!only || !*only) return 1;
+    char want[64], list[512];
+    snprintf(want, sizeof want, ",%s,", name);
+    snprintf(list, sizeof list, ",%s,", only);
+    if (strstr(list, want)) return 1;
+    printf("%s: not in ROPEKIT_WEBGPU_TESTS: not run\n", name);
+    return 0;
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines appear as they are printed */
     static const char *names[] = {"rotary_embedding", "ms_rotary_embedding", "mrotary_embedding",
@@ -1358,21 +1662,26 @@ int main(void) {
         }
         run_config(&cfgs[i], i, files, 5);
     }
-    run_errors(backend);
-    run_vector_layouts(backend);
-    run_vector_narrowing(backend);
-    run_mrope_vector_tables(backend);
-    run_vector_blocks(backend);
-    run_qknorm_layouts(backend, 0);
-    run_qknorm_layouts(backend, 1);
-    run_qknorm_sums(backend, 0);
-    run_qknorm_sums(backend, 1);
-    run_qknorm_factor(backend, 0);
-    run_qknorm_factor(backend, 1);
-    run_timestamps(backend);
-    run_repeated_calls(backend);
-    run_batched_calls(backend);
-    run_double_rounding(backend);
+#define RUN(name, ...) \
+    do { \
+        if (want_test(#name)) run_##name(__VA_ARGS__); \
+    } while (0)
+    RUN(errors, backend);
+    RUN(vector_layouts, backend);
+    RUN(vector_narrowing, backend);
+    RUN(mrope_vector_tables, backend);
+    RUN(vector_blocks, backend);
+    if (want_test("qknorm_layouts")) run_qknorm_layouts(backend, 0), run_qknorm_layouts(backend, 1);
+    if (want_test("qknorm_sums")) run_qknorm_sums(backend, 0), run_qknorm_sums(backend, 1);
+    if (want_test("qknorm_factor")) run_qknorm_factor(backend, 0), run_qknorm_factor(backend, 1);
+    RUN(timestamps, backend);
+    RUN(repeated_calls, backend);
+    RUN(batched_calls, backend);
+    RUN(double_rounding, backend);
+    RUN(workgroup_sizes, backend);
+    RUN(edge_values, backend, 0);
+    if (want_test("edge_values_integer")) run_edge_values(backend, 1);
+#undef RUN
     for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);
     return REPORT();
 }

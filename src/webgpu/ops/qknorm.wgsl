@@ -74,7 +74,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
     }
     let ss = acc_f32(lanes[slot * 16u]);
-    var rq = div_rn(1.0, sqrt_rn(div_rn(ss, f32(P.hd)) + P.eps));
+    var rq = div_rn(1.0, sqrt_rn(add32(div_rn(ss, f32(P.hd)), P.eps)));
     if (!is_kv) { rq = rt_q(rq); } // the query's factor is rounded to T, the kv's is not
 
     // leading nope channels, in blocks of 64 (the fp8 blocks); lane's channels of a block:
@@ -88,25 +88,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             v[i] = 0.0;
             if (valid && c < P.nope) {
                 let x = load_in(is_kv, ib + c * istep);
-                if (is_kv) { v[i] = rt_q((x * rq) * ld_w(P.w_base + c * P.w_s)); }
-                else { v[i] = rt_q(x * rq); }
-                if (!is_nan32(v[i])) { amax = max(amax, abs(v[i])); }
+                if (is_kv) { v[i] = rt_q(mul32(mul32(x, rq), ld_w(P.w_base + c * P.w_s))); }
+                else { v[i] = rt_q(mul32(x, rq)); }
+                amax = max_abs(amax, v[i]);
             }
         }
         if (P.fp8 != 0u) {
             block_max[lid] = amax;
             workgroupBarrier();
             var m: f32 = 0.0;
-            for (var l = 0u; l < 16u; l++) { m = max(m, block_max[slot * 16u + l]); }
+            for (var l = 0u; l < 16u; l++) { m = max_pos(m, block_max[slot * 16u + l]); }
             workgroupBarrier();
             if (is_kv) {
                 let scale = fp8_block_scale(m);
-                let inv = bitcast<f32>(254u * 0x800000u - bitcast<u32>(scale)); // 1/scale, a power of 2
-                for (var i = 0u; i < 4u; i++) {
-                    // as the CPU's fminf(fmaxf(v / scale, -448), 448): a NaN becomes -448
-                    let q = select(min(max(v[i] * inv, -448.0), 448.0), -448.0, is_nan32(v[i]));
-                    v[i] = e4m3_round(q) * scale;
-                }
+                for (var i = 0u; i < 4u; i++) { v[i] = fp8_quant(v[i], scale); }
             }
         }
         if (valid) {
@@ -131,11 +126,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             var x0 = load_in(is_kv, ib + c * istep);
             var x1 = load_in(is_kv, ib + (c + 1u) * istep);
             if (is_kv) {
-                x0 = rt_q((x0 * rq) * ld_w(P.w_base + c * P.w_s));
-                x1 = rt_q((x1 * rq) * ld_w(P.w_base + (c + 1u) * P.w_s));
+                x0 = rt_q(mul32(mul32(x0, rq), ld_w(P.w_base + c * P.w_s)));
+                x1 = rt_q(mul32(mul32(x1, rq), ld_w(P.w_base + (c + 1u) * P.w_s)));
             } else {
-                x0 = rt_q(x0 * rq);
-                x1 = rt_q(x1 * rq);
+                x0 = rt_q(mul32(x0, rq));
+                x1 = rt_q(mul32(x1, rq));
             }
             let cb = P.c_base + b * P.cs.x + s * P.cs.y;
             let sb = P.s_base + b * P.ss.x + s * P.ss.y;
@@ -143,7 +138,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let c1 = ld_c(cb + (t + 1u) * P.cs.z);
             let s0 = ld_s(sb + t * P.ss.z);
             let s1 = ld_s(sb + (t + 1u) * P.ss.z);
-            store_out(is_kv, ob + c * ostep, ostep, dot2(x0, c0, -x1, s0), dot2(x1, c1, x0, s1));
+            store_out(is_kv, ob + c * ostep, ostep, dot2(x0, c0, neg32(x1), s0), dot2(x1, c1, x0, s1));
         }
     }
 }

@@ -139,31 +139,29 @@ fn slow_sum(base: u32) -> f32 {
 }
 
 // ---- stage 4 ----
-// as the CPU's fminf(fmaxf(v / scale, -448), 448) (a NaN becomes -448), E4M3, times scale
-fn fp8_quant(v: f32, scale: f32, inv: f32) -> f32 {
-    let q = select(min(max(v * inv, -448.0), 448.0), -448.0, is_nan32(v));
-    return e4m3_round(q) * scale;
-}
-
 fn rt4(v: vec4<f32>) -> vec4<f32> { return vec4<f32>(rt_q(v.x), rt_q(v.y), rt_q(v.z), rt_q(v.w)); }
+// v * s lane by lane (mul32: the hardware's product where it stays in the normal range)
+fn mul4(v: vec4<f32>, s: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(mul32(v.x, s.x), mul32(v.y, s.y), mul32(v.z, s.z), mul32(v.w, s.w));
+}
 
 // channels c0 .. c0+3 (inputs x) scaled: Rt(x * r) for a query head, Rt((x * r) * w[c]) for kv
 fn normed4(is_kv: bool, c0: u32, x: vec4<f32>, rq: f32) -> vec4<f32> {
     if (is_kv) {
         let w = vec4<f32>(ld_w(P.w_base + c0 * P.w_s), ld_w(P.w_base + (c0 + 1u) * P.w_s),
                           ld_w(P.w_base + (c0 + 2u) * P.w_s), ld_w(P.w_base + (c0 + 3u) * P.w_s));
-        return rt4((x * rq) * w);
+        return rt4(mul4(mul4(x, vec4<f32>(rq)), w));
     }
-    return rt4(x * rq);
+    return rt4(mul4(x, vec4<f32>(rq)));
 }
 
 // max |y| over the channels of y below nope, NaN skipped
 fn nope_max4(c0: u32, y: vec4<f32>) -> f32 {
     var m: f32 = 0.0;
-    if (c0 < P.nope && !is_nan32(y.x)) { m = max(m, abs(y.x)); }
-    if (c0 + 1u < P.nope && !is_nan32(y.y)) { m = max(m, abs(y.y)); }
-    if (c0 + 2u < P.nope && !is_nan32(y.z)) { m = max(m, abs(y.z)); }
-    if (c0 + 3u < P.nope && !is_nan32(y.w)) { m = max(m, abs(y.w)); }
+    if (c0 < P.nope) { m = max_abs(m, y.x); }
+    if (c0 + 1u < P.nope) { m = max_abs(m, y.y); }
+    if (c0 + 2u < P.nope) { m = max_abs(m, y.z); }
+    if (c0 + 3u < P.nope) { m = max_abs(m, y.w); }
     return m;
 }
 
@@ -175,7 +173,7 @@ fn rot2(x0: f32, x1: f32, c: u32, cb: u32, sb: u32) -> vec2<f32> {
     let c1 = ld_c(cb + (t + 1u) * P.cs.z);
     let s0 = ld_s(sb + t * P.ss.z);
     let s1 = ld_s(sb + (t + 1u) * P.ss.z);
-    return vec2<f32>(dot2(x0, c0, -x1, s0), dot2(x1, c1, x0, s1));
+    return vec2<f32>(dot2(x0, c0, neg32(x1), s0), dot2(x1, c1, x0, s1));
 }
 
 // One row's state for stage 4.
@@ -187,11 +185,10 @@ fn final4(w: Row, c0: u32, x: vec4<f32>) -> vec4<f32> {
     if (w.fp8 && c0 < P.nope) { // the block of channels [64 k, 64 k + 64): 64 / VE vectors
         let first = w.slot * RV + (c0 / 64u) * (64u / VE);
         var bm: f32 = 0.0;
-        for (var k = 0u; k < 64u / VE; k++) { bm = max(bm, vmax[first + k]); }
+        for (var k = 0u; k < 64u / VE; k++) { bm = max_pos(bm, vmax[first + k]); }
         let scale = fp8_block_scale(bm);
-        let inv = bitcast<f32>(254u * 0x800000u - bitcast<u32>(scale)); // 1/scale, a power of 2
-        y = vec4<f32>(fp8_quant(y.x, scale, inv), fp8_quant(y.y, scale, inv),
-                      fp8_quant(y.z, scale, inv), fp8_quant(y.w, scale, inv));
+        y = vec4<f32>(fp8_quant(y.x, scale), fp8_quant(y.y, scale), fp8_quant(y.z, scale),
+                      fp8_quant(y.w, scale));
     }
     if (c0 + 4u > P.nope) { // rope pairs (nope is even: pairs start at even channels)
         if (c0 >= P.nope) {
@@ -221,7 +218,7 @@ fn kv_max(w: Row, vi: u32, r: vec4<u32>) {
     if (VE == 4u) {
         vmax[w.slot * RV + vi] = nope_max4(c0, normed4(true, c0, widen_lo(r), w.rq));
     } else {
-        vmax[w.slot * RV + vi] = max(nope_max4(c0, normed4(true, c0, widen_lo(r), w.rq)),
+        vmax[w.slot * RV + vi] = max_pos(nope_max4(c0, normed4(true, c0, widen_lo(r), w.rq)),
                                      nope_max4(c0 + 4u, normed4(true, c0 + 4u, widen_hi(r), w.rq)));
     }
 }
@@ -230,8 +227,9 @@ fn kv_max(w: Row, vi: u32, r: vec4<u32>) {
 fn out_vec(w: Row, vi: u32, r: vec4<u32>) -> vec4<u32> {
     let c0 = vi * VE;
     if (!w.is_kv && c0 + VE <= P.nope) { // a query vector without rope channels: x * r rounded once
-        if (VE == 4u) { return bitcast<vec4<u32>>(bitcast<vec4<f32>>(r) * w.rq); }
-        return elem_words4(elem_even4(r) * w.rq, elem_odd4(r) * w.rq);
+        let rv = vec4<f32>(w.rq);
+        if (VE == 4u) { return bitcast<vec4<u32>>(mul4(bitcast<vec4<f32>>(r), rv)); }
+        return elem_words4(mul4(elem_even4(r), rv), mul4(elem_odd4(r), rv));
     }
     if (VE == 4u) { return bitcast<vec4<u32>>(final4(w, c0, widen_lo(r))); }
     let lo = final4(w, c0, widen_lo(r));
@@ -312,9 +310,9 @@ fn row_factor(slot: u32, row: u32) -> f32 {
     let sb = (bitcast<u32>(ssq) >> 23u) & 0xffu;
     let hk = 127u - ((bitcast<u32>(P.inv_hd) >> 23u) & 0xffu); // k
     var sh: f32;
-    if (P.inv_hd != 0.0 && (sb > hk || ssq == 0.0 || sb == 255u)) { sh = ssq * P.inv_hd; }
+    if (P.inv_hd != 0.0 && (sb > hk || ssq == 0.0 || sb == 255u)) { sh = mul32(ssq, P.inv_hd); }
     else { sh = div_rn(ssq, f32(P.hd)); }
-    var rq = qk_factor(sh + P.eps); // 1 / sqrt(v), both steps rounded to nearest
+    var rq = qk_factor(add32(sh, P.eps)); // 1 / sqrt(v), both steps rounded to nearest
     if (min(row, P.rows - 1u) % (P.heads + 1u) != P.heads) { rq = rt_q(rq); } // query: rounded to T
     return rq;
 }

@@ -36,7 +36,7 @@ fn element(n: u32, f: u32) -> Elem {
         return Elem(0u, dot2(x0, ld_c(cb + t0 * P.cs.y), x1, ld_s(sb + t0 * P.ss.y)), false);
     }
     // y1 = x1*c1 - x0*s1
-    return Elem(0u, dot2(x1, ld_c(cb + (t0 + 1u) * P.cs.y), -x0, ld_s(sb + (t0 + 1u) * P.ss.y)), false);
+    return Elem(0u, dot2(x1, ld_c(cb + (t0 + 1u) * P.cs.y), neg32(x0), ld_s(sb + (t0 + 1u) * P.ss.y)), false);
 }
 
 @compute @workgroup_size(WG)

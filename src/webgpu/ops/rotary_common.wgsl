@@ -65,22 +65,34 @@ fn table_index(b: u32, s: u32, k: u32) -> vec2<u32> {
 }
 
 // cos and sin of column k as the rotation uses them: scaled (and rounded back to the table type)
-// when scale != 1, sin negated for the inverse rotation.
-fn cos_sin(b: u32, s: u32, k: u32) -> vec2<f32> {
+// when scale != 1, sin negated for the inverse rotation. cos_sin: the scaling's fast path
+// (mul32_fast: slow_hit where it does not apply); cos_sin_exact: mul32 (the kernels' slow loops).
+fn cos_sin_m(b: u32, s: u32, k: u32, fast: bool) -> vec2<f32> {
     let i = table_index(b, s, k);
     var c = ld_c(i.x);
     var sn = ld_s(i.y);
-    if ((P.flags & 4u) != 0u) {
-        c = rt_c(c * P.scale);
-        sn = rt_c(sn * P.scale);
+    if ((P.flags & 4u) != 0u) { // the CPU's float product, rounded to the table type
+        if (fast) {
+            c = rt_c(mul32_fast(c, P.scale));
+            sn = rt_c(mul32_fast(sn, P.scale));
+        } else {
+            c = rt_c(mul32(c, P.scale));
+            sn = rt_c(mul32(sn, P.scale));
+        }
     }
-    if ((P.flags & 2u) != 0u) { sn = -sn; }
+    if ((P.flags & 2u) != 0u) { sn = neg32(sn); } // on the bits (a float negation may flush)
     return vec2<f32>(c, sn);
 }
+fn cos_sin(b: u32, s: u32, k: u32) -> vec2<f32> { return cos_sin_m(b, s, k, true); }
+fn cos_sin_exact(b: u32, s: u32, k: u32) -> vec2<f32> { return cos_sin_m(b, s, k, false); }
 
-// y0 = c*a - s*b, y1 = s*a + c*b, rounded as the Arithmetic section of ropekit.h says.
+// y0 = c*a - s*b, y1 = s*a + c*b, rounded as the Arithmetic section of ropekit.h says: rotate
+// with the fast arithmetic (slow_hit set where it does not apply), rotate_slow with the exact one.
 fn rotate(a: f32, b: f32, cs: vec2<f32>) -> vec2<f32> {
-    return vec2<f32>(dot2(cs.x, a, -cs.y, b), dot2(cs.y, a, cs.x, b));
+    return vec2<f32>(dot2_fast(cs.x, a, neg32(cs.y), b), dot2_fast(cs.y, a, cs.x, b));
+}
+fn rotate_slow(a: f32, b: f32, cs: vec2<f32>) -> vec2<f32> {
+    return vec2<f32>(dot2_slow(cs.x, a, neg32(cs.y), b), dot2_slow(cs.y, a, cs.x, b));
 }
 
 // Invocation g (g < P.total): its unit u, token (b, s), the heads in its group (nh <= HG) and

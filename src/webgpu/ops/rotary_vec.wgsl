@@ -45,6 +45,41 @@ fn rot_pair16(w: u32, cs: vec2<f32>) -> vec2<f32> {
     return rotate(f.x, f.y, cs);
 }
 
+// Element e of a vector (its bits) and the vector with element e replaced.
+fn elem_get(v: vec4<u32>, e: u32) -> u32 {
+    if (EW == 1u) { return v[e]; }
+    return (v[e >> 1u] >> ((e & 1u) * 16u)) & 0xffffu;
+}
+fn elem_set(v: vec4<u32>, e: u32, bits: u32) -> vec4<u32> {
+    var r = v;
+    if (EW == 1u) {
+        r[e] = bits;
+    } else {
+        let sh = (e & 1u) * 16u;
+        r[e >> 1u] = (r[e >> 1u] & ~(0xffffu << sh)) | (bits << sh);
+    }
+    return r;
+}
+
+// A head's unit again with the exact arithmetic (dot2_slow, cos_sin_exact), taken when its fast
+// results met an operand or result the fast path cannot promise (slow_hit): element by element in
+// a loop whose count the compiler does not know, so the slow code is inlined once. va: x's vector
+// u; vc: its partner u + hv (half-split). Returns y's vector u and (half-split) u + hv, the same
+// bits as the fast code's (f32_to_elem rounds as elem_words4).
+fn slow_vec(b: u32, s: u32, k0: u32, il: bool, va: vec4<u32>, vc: vec4<u32>) -> array<vec4<u32>, 2> {
+    var o0 = vec4<u32>(0u);
+    var o1 = vec4<u32>(0u);
+    for (var i = 0u; i < select(VE, VE / 2u, il); i = i + 1u) {
+        let ea = select(i, 2u * i, il);
+        let xa = elem_to_f32(elem_get(va, ea));
+        let xb = elem_to_f32(elem_get(select(vc, va, il), select(i, ea + 1u, il)));
+        let y = rotate_slow(xa, xb, cos_sin_exact(b, s, k0 + i));
+        o0 = elem_set(o0, ea, f32_to_elem(y.x));
+        if (il) { o0 = elem_set(o0, ea + 1u, f32_to_elem(y.y)); } else { o1 = elem_set(o1, i, f32_to_elem(y.y)); }
+    }
+    return array<vec4<u32>, 2>(o0, o1);
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -84,7 +119,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     let v = a[j];
                     let p0 = rot_split32(v.x, v.y, c0);
                     let p1 = rot_split32(v.z, v.w, c1);
-                    st4_y(yo + j * yn + w.u, vec4<u32>(p0.x, p0.y, p1.x, p1.y));
+                    var o = vec4<u32>(p0.x, p0.y, p1.x, p1.y);
+                    if (slow_hit) { o = slow_vec(w.b, w.s, k0, true, v, v)[0]; }
+                    st4_y(yo + j * yn + w.u, o);
                 }
             }
         } else { // 16-bit: one pair per word
@@ -99,8 +136,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     let r1 = rot_pair16(v.y, c1);
                     let r2 = rot_pair16(v.z, c2);
                     let r3 = rot_pair16(v.w, c3);
-                    st4_y(yo + j * yn + w.u, elem_words4(vec4<f32>(r0.x, r1.x, r2.x, r3.x),
-                                                         vec4<f32>(r0.y, r1.y, r2.y, r3.y)));
+                    var o = elem_words4(vec4<f32>(r0.x, r1.x, r2.x, r3.x), vec4<f32>(r0.y, r1.y, r2.y, r3.y));
+                    if (slow_hit) { o = slow_vec(w.b, w.s, k0, true, v, v)[0]; }
+                    st4_y(yo + j * yn + w.u, o);
                 }
             }
         }
@@ -131,17 +169,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 let w1 = rot_split32(va.y, vc.y, cs1);
                 let w2 = rot_split32(va.z, vc.z, cs2);
                 let w3 = rot_split32(va.w, vc.w, cs3);
-                st4_y(yo + j * yn + w.u, vec4<u32>(w0.x, w1.x, w2.x, w3.x));
-                st4_y(yo + j * yn + w.u + hv, vec4<u32>(w0.y, w1.y, w2.y, w3.y));
+                var o = array<vec4<u32>, 2>(vec4<u32>(w0.x, w1.x, w2.x, w3.x), vec4<u32>(w0.y, w1.y, w2.y, w3.y));
+                if (slow_hit) { o = slow_vec(w.b, w.s, k0, false, va, vc); }
+                st4_y(yo + j * yn + w.u, o[0]);
+                st4_y(yo + j * yn + w.u + hv, o[1]);
             } else { // r.x, r.y: the low halves of y's words at u and u + hv; r.z, r.w: the high
                 let r0 = rot_split16(va.x, vc.x, cs0);
                 let r1 = rot_split16(va.y, vc.y, cs1);
                 let r2 = rot_split16(va.z, vc.z, cs2);
                 let r3 = rot_split16(va.w, vc.w, cs3);
-                st4_y(yo + j * yn + w.u, elem_words4(vec4<f32>(r0.x, r1.x, r2.x, r3.x),
-                                                     vec4<f32>(r0.z, r1.z, r2.z, r3.z)));
-                st4_y(yo + j * yn + w.u + hv, elem_words4(vec4<f32>(r0.y, r1.y, r2.y, r3.y),
-                                                          vec4<f32>(r0.w, r1.w, r2.w, r3.w)));
+                var o = array<vec4<u32>, 2>(elem_words4(vec4<f32>(r0.x, r1.x, r2.x, r3.x), vec4<f32>(r0.z, r1.z, r2.z, r3.z)),
+                                            elem_words4(vec4<f32>(r0.y, r1.y, r2.y, r3.y), vec4<f32>(r0.w, r1.w, r2.w, r3.w)));
+                if (slow_hit) { o = slow_vec(w.b, w.s, k0, false, va, vc); }
+                st4_y(yo + j * yn + w.u, o[0]);
+                st4_y(yo + j * yn + w.u + hv, o[1]);
             }
         }
     }

@@ -3,7 +3,7 @@
 // not per column as MRoPE's): one or two vector loads per table instead of a load per column.
 // Same values as word_cs: the table's bits converted exactly, sin negated for the inverse.
 fn neg_if_inverse(v: f32) -> f32 {
-    if ((P.flags & 2u) != 0u) { return -v; }
+    if ((P.flags & 2u) != 0u) { return neg32(v); }
     return v;
 }
 fn cs_f32(c: u32, s: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(c), neg_if_inverse(bitcast<f32>(s))); }

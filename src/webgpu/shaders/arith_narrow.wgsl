@@ -1,4 +1,26 @@
-// arith_narrow.wgsl — x and tables both 16-bit: products of two 11- (or 8-) bit significands are
-// exact in float32, so a*b + c*d is rounded once, exactly as the CPU computes it in float.
-// (A fused multiply-add would round the same value: its product is exact too.)
-fn dot2(a: f32, b: f32, c: f32, d: f32) -> f32 { return a * b + c * d; }
+// arith_narrow.wgsl — x and tables both 16-bit: the CPU computes a*b + c*d in float, each
+// product rounded to float32, then the sum. Fast path: every operand zero or of magnitude in
+// [2^-53, 2^63) (biased exponent 74 .. 189). The operands have at most 11 significant bits, so
+// each product is then exact and normal, the two products' sum is zero or at least 2^-126 (both
+// are multiples of 2^-126) and finite: a*b + c*d rounds once, to the same bits whether the adapter
+// flushes subnormals or fuses the multiply-add. Anything else (subnormal, tiny or huge operands,
+// infinities, NaNs) takes the slow path (dot2_float_slow: slow_int.wgsl or, with shader-f64,
+// slow_f64.wgsl), which rounds as the CPU does.
+//   dot2_fast: the fast path, slow_hit set where it does not apply; dot2_slow: the slow path;
+//   dot2: either, per call.
+fn narrow_ok(u: u32) -> bool { return ((u >> 23u) & 0xffu) - 74u < 116u || (u & 0x7fffffffu) == 0u; }
+fn narrow_ok4(a: f32, b: f32, c: f32, d: f32) -> bool {
+    return FAST && narrow_ok(bitcast<u32>(a)) && narrow_ok(bitcast<u32>(b)) && narrow_ok(bitcast<u32>(c)) &&
+           narrow_ok(bitcast<u32>(d));
+}
+fn dot2_fast(a: f32, b: f32, c: f32, d: f32) -> f32 {
+    slow_hit = slow_hit || !narrow_ok4(a, b, c, d); // branch-free: no control flow at each call
+    return a * b + c * d;
+}
+fn dot2_slow(a: f32, b: f32, c: f32, d: f32) -> f32 {
+    return dot2_float_slow(bitcast<u32>(a), bitcast<u32>(b), bitcast<u32>(c), bitcast<u32>(d));
+}
+fn dot2(a: f32, b: f32, c: f32, d: f32) -> f32 {
+    if (narrow_ok4(a, b, c, d)) { return a * b + c * d; }
+    return dot2_slow(a, b, c, d);
+}

@@ -1,3 +1,28 @@
 // arith_wide64.wgsl — products in f64 (shader-f64): float32 x float32 is exact in f64, the sum is
 // rounded to f64 and then to f32: the CPU's double arithmetic, operation for operation.
-fn dot2(a: f32, b: f32, c: f32, d: f32) -> f32 { return f32(f64(a) * f64(b) + f64(c) * f64(d)); }
+//   dot2_fast: the hardware conversions, where they cannot depend on what the adapter does with
+//   subnormals (WGSL lets it flush them) or leave float32's range: every operand zero or normal,
+//   the double result zero or in float32's normal range; slow_hit set otherwise.
+//   dot2_slow / dot2: the same arithmetic written so that no step depends on it: the operands
+//   go to f64 exactly (f64_of), the result comes back with f32_of (slow_f64.wgsl), infinities
+//   and NaNs follow the CPU's rules (dot2_wide_special); branch-free. FAST false (tests): the
+//   integer exact32 path.
+fn wide_ok(u: u32) -> bool { return ((u >> 23u) & 0xffu) - 1u < 254u || (u & 0x7fffffffu) == 0u; }
+fn dot2_fast(a: f32, b: f32, c: f32, d: f32) -> f32 {
+    let ok = FAST && wide_ok(bitcast<u32>(a)) && wide_ok(bitcast<u32>(b)) && wide_ok(bitcast<u32>(c)) &&
+             wide_ok(bitcast<u32>(d));
+    let r = f64(a) * f64(b) + f64(c) * f64(d);
+    let m = abs(r);
+    // branch-free (no control flow at each call: it would slow the compilation of every kernel)
+    slow_hit = slow_hit || !(ok && (r == 0.0 || (m >= f64(bits_f32(0x00800000u)) && m <= f64(bits_f32(0x7f7fffffu)))));
+    return f32(r);
+}
+fn dot2_slow(a: f32, b: f32, c: f32, d: f32) -> f32 {
+    let ua = bitcast<u32>(a);
+    let ub = bitcast<u32>(b);
+    let uc = bitcast<u32>(c);
+    let ud = bitcast<u32>(d);
+    if (!FAST) { return dot2_wide_bits(ua, ub, uc, ud); }
+    return dot2_wide_slow(ua, ub, uc, ud);
+}
+fn dot2(a: f32, b: f32, c: f32, d: f32) -> f32 { return dot2_slow(a, b, c, d); }

@@ -1,8 +1,10 @@
-// round32.wgsl — correctly rounded float32 division and square root without shader-f64 (WGSL
-// only promises 2.5 ulp for f32 division and inherits sqrt's accuracy from inverseSqrt): the
+// round32.wgsl — correctly rounded float32 division and square root in integers (WGSL only
+// promises 2.5 ulp for f32 division and inherits sqrt's accuracy from inverseSqrt): the
 // significands are divided / square-rooted bit by bit in u32 integers with a sticky remainder
-// and rounded once by pack_f32 (arith_exact32.wgsl), as IEEE 754 prescribes. IEEE special
-// values (zeros, infinities, NaN) are handled first.
+// and rounded once by pack_f32 (exact_f32.wgsl), as IEEE 754 prescribes. IEEE special values
+// (zeros, infinities, NaN) are handled first. div_rn_int / sqrt_rn_int are div_rn / sqrt_rn
+// without shader-f64 (kernels.c) and round64.wgsl's path for operands or results outside the
+// normal range.
 
 // x = m * 2^e with 2^23 <= m < 2^24 (x finite, nonzero, sign ignored)
 fn f32_unpack(x: f32) -> vec2<i32> {
@@ -15,7 +17,7 @@ fn f32_unpack(x: f32) -> vec2<i32> {
     return vec2<i32>(i32((u & 0x7fffffu) | 0x800000u), i32(be) - 150);
 }
 
-fn div_rn(a: f32, b: f32) -> f32 {
+fn div_rn_int(a: f32, b: f32) -> f32 {
     let ua = bitcast<u32>(a);
     let ub = bitcast<u32>(b);
     let s = (ua ^ ub) & 0x80000000u;
@@ -44,7 +46,7 @@ fn div_rn(a: f32, b: f32) -> f32 {
     return pack_f32(m, A.y - Bv.y - 26, s >> 31u);
 }
 
-fn sqrt_rn(x: f32) -> f32 {
+fn sqrt_rn_int(x: f32) -> f32 {
     let u = bitcast<u32>(x);
     if ((u & 0x7fffffffu) == 0u) { return x; }             // +-0
     if (u > 0x80000000u || u > 0x7f800000u) { return bits_f32(0x7fc00000u); } // x < 0, NaN

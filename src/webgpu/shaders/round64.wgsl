@@ -1,9 +1,14 @@
 // round64.wgsl — correctly rounded float32 division and square root (WGSL only promises 2.5 ulp
 // for f32 division): computed in f64, then checked against the exact midpoints and moved by one
-// step if needed. For the positive operands ropekit uses. Needs shader-f64.
+// step if needed. For positive normal operands and results in float32's normal range (a
+// subnormal may be flushed on its way to or from f64); anything else takes the integer
+// versions (round32.wgsl). Needs shader-f64.
+fn normal_pos(x: f32) -> bool { return bitcast<u32>(x) - 0x00800000u < 0x7f000000u; } // in [2^-126, inf)
 fn div_rn(a: f32, b: f32) -> f32 {
-    var q = f32(f64(a) / f64(b));
-    if (!(a > 0.0) || !(b > 0.0) || !(q > 0.0) || q > 3.0e38) { return q; }
+    if (!(FAST && normal_pos(a) && normal_pos(b))) { return div_rn_int(a, b); }
+    let q64 = f64(a) / f64(b);
+    if (!(q64 >= f64(bits_f32(0x00800000u)) && q64 < f64(bits_f32(0x7f7fffffu)))) { return div_rn_int(a, b); }
+    var q = f32(q64);
     let A = f64(a);
     let Bd = f64(b);
     // a - m*b is exact in f64 (m has at most 25 significant bits); a quotient never is a midpoint
@@ -14,8 +19,8 @@ fn div_rn(a: f32, b: f32) -> f32 {
     return q;
 }
 fn sqrt_rn(x: f32) -> f32 {
+    if (!(FAST && normal_pos(x))) { return sqrt_rn_int(x); } // roots of normal values are normal
     var r = f32(sqrt(f64(x)));
-    if (!(x > 0.0) || !(r > 0.0) || r > 3.0e38) { return r; }
     let X = f64(x);
     let mu = (f64(r) + f64(next_up_pos(r))) * 0.5; // m*m is exact in f64 (50 bits)
     if (mu * mu < X) { return next_up_pos(r); }
@@ -28,6 +33,15 @@ fn sqrt_rn(x: f32) -> f32 {
 // multiply-add rounds the same value)
 alias Acc = f64;
 fn acc_zero() -> Acc { return 0.0; }
-fn acc_add_sq(acc: Acc, v: f32) -> Acc { return acc + f64(v) * f64(v); }
+// f64_of: slow_f64.wgsl (every wide64 variant includes it)
+fn acc_add_sq(acc: Acc, v: f32) -> Acc {
+    let d = f64_of(v);
+    return acc + d * d;
+}
 fn acc_add(a: Acc, b: Acc) -> Acc { return a + b; }
-fn acc_f32(a: Acc) -> f32 { return f32(a); }
+// the sum (>= 0, or NaN) rounded to float32 as the CPU's (float) conversion (f32_of); a NaN fails
+// every comparison (no self-comparison, which a compiler may fold)
+fn acc_f32(a: Acc) -> f32 {
+    if (a >= 0.0) { return bits_f32(f32_of(a)); }
+    return bits_f32(QNAN);
+}
