@@ -144,6 +144,20 @@ fn rt4(v: vec4<f32>) -> vec4<f32> { return vec4<f32>(rt_q(v.x), rt_q(v.y), rt_q(
 fn mul4(v: vec4<f32>, s: vec4<f32>) -> vec4<f32> {
     return vec4<f32>(mul32(v.x, s.x), mul32(v.y, s.y), mul32(v.z, s.z), mul32(v.w, s.w));
 }
+// v * s with mul4's results: the hardware's four products when every lane passes mul32's range
+// check (tested once for the vector), else mul4
+fn mulv(v: vec4<f32>, s: f32) -> vec4<f32> {
+    let u = bitcast<vec4<u32>>(v);
+    let e = (u >> vec4<u32>(23u)) & vec4<u32>(0xffu);
+    let z = (u & vec4<u32>(0x7fffffffu)) == vec4<u32>(0u);
+    let us = bitcast<u32>(s);
+    let es = (us >> 23u) & 0xffu;
+    let zs = (us & 0x7fffffffu) == 0u;
+    let ok = all((e - vec4<u32>(1u) < vec4<u32>(254u)) | z) && (es - 1u < 254u || zs) &&
+             (zs || all(z | (e + vec4<u32>(es) - vec4<u32>(128u) < vec4<u32>(252u))));
+    if (FAST && ok) { return v * s; }
+    return mul4(v, vec4<f32>(s));
+}
 
 // channels c0 .. c0+3 (inputs x) scaled: Rt(x * r) for a query head, Rt((x * r) * w[c]) for kv
 fn normed4(is_kv: bool, c0: u32, x: vec4<f32>, rq: f32) -> vec4<f32> {
@@ -227,9 +241,8 @@ fn kv_max(w: Row, vi: u32, r: vec4<u32>) {
 fn out_vec(w: Row, vi: u32, r: vec4<u32>) -> vec4<u32> {
     let c0 = vi * VE;
     if (!w.is_kv && c0 + VE <= P.nope) { // a query vector without rope channels: x * r rounded once
-        let rv = vec4<f32>(w.rq);
-        if (VE == 4u) { return bitcast<vec4<u32>>(mul4(bitcast<vec4<f32>>(r), rv)); }
-        return elem_words4(mul4(elem_even4(r), rv), mul4(elem_odd4(r), rv));
+        if (VE == 4u) { return bitcast<vec4<u32>>(mulv(bitcast<vec4<f32>>(r), w.rq)); }
+        return elem_words4(mulv(elem_even4(r), w.rq), mulv(elem_odd4(r), w.rq));
     }
     if (VE == 4u) { return bitcast<vec4<u32>>(final4(w, c0, widen_lo(r))); }
     let lo = final4(w, c0, widen_lo(r));
