@@ -173,7 +173,7 @@ static int cmp_d(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static double g_budget = 0.4; /* seconds per measurement */
+static double g_budget = 0.4;  /* seconds per measurement */
 static int64_t g_xoff, g_yoff; /* --offset / --yoffset: bytes past 64-byte alignment */
 
 /* Calls per batch so that a batch takes about 1 ms. */
@@ -434,10 +434,11 @@ int main(int argc, char **argv) {
                 for (int d = 0; d < 3; ++d)
                     if (strcmp(t, d == 0 ? "f32" : d == 1 ? "f16" : "bf16") == 0) dt_on[d] = 1;
         } else {
-            fprintf(stderr,
-                    "usage: %s [--json] [--threads 1,2] [--filter NAME] "
-                    "[--dtypes f32,f16,bf16] [--time SECONDS] [--sweep] [--offset B] [--yoffset B]\n",
-                    argv[0]);
+            fprintf(
+                stderr,
+                "usage: %s [--json] [--threads 1,2] [--filter NAME] "
+                "[--dtypes f32,f16,bf16] [--time SECONDS] [--sweep] [--offset B] [--yoffset B]\n",
+                argv[0]);
             return 2;
         }
     }

@@ -53,7 +53,11 @@
  *   Bind groups: the context keeps those of its last 8 distinct sets of bindings (buffers and
  *   ranges), so repeated calls on the same buffers (a decode loop) skip their creation; each
  *   kept one holds a reference to its buffers, so a buffer released by the caller is freed
- *   once 8 other binding sets have been used, or by ropekit_webgpu_destroy.
+ *   once 8 other binding sets have been used, or by ropekit_webgpu_destroy. Do not pass a
+ *   buffer destroyed with wgpuBufferDestroy: a call that creates its bind group returns
+ *   ROPEKIT_ERROR_DEVICE (nothing is submitted), but one that reuses a kept bind group reaches
+ *   the submission, where wgpu-native aborts the process on the destroyed buffer (it treats
+ *   submission errors as fatal); release buffers with wgpuBufferRelease instead.
  *   Rounding to float16/bfloat16 is done with integer arithmetic (round to nearest even), never
  *   with the shader compiler's conversions, so every adapter rounds the same way. Subnormals,
  *   which WGSL lets an adapter flush to zero (NVIDIA's Vulkan driver does for float32), and

@@ -353,8 +353,10 @@ export class Runner {
     fail("UNSUPPORTED", `${pkg.manifest.package}: no variant for ${JSON.stringify(f)}`);
   }
 
-  async pipeline(pkg, v) {
-    const key = pkg.url + v.name;
+  // constants: the variant's pipeline-overridable constants for this call (rotary: RK_IL,
+  // RK_COPY), one pipeline per set
+  async pipeline(pkg, v, constants) {
+    const key = pkg.url + v.name + (constants ? JSON.stringify(constants) : "");
     let p = this.pipelines.get(key);
     if (p) return p;
     const entries = pkg.manifest.bindings.map((b) => ({
@@ -367,7 +369,7 @@ export class Runner {
     try {
       pipe = await this.device.createComputePipelineAsync({
         layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout] }),
-        compute: { module, entryPoint: "main" },
+        compute: constants ? { module, entryPoint: "main", constants } : { module, entryPoint: "main" },
       });
     } catch (e) {
       const info = await module.getCompilationInfo();
@@ -416,7 +418,7 @@ export class Runner {
   }
 
   // one dispatch: params, bind group from the manifest's bindings, outputs read back when wanted
-  async dispatch(pkg, v, params, buffers, invocations, outputs, readBack) {
+  async dispatch(pkg, v, params, buffers, invocations, outputs, readBack, constants) {
     const dev = this.device;
     if (invocations === 0) { // empty tensors: nothing to run
       const r = {};
@@ -424,7 +426,7 @@ export class Runner {
         r[o.name] = !readBack ? o.buffer : o.dtype === "float32" ? new Float32Array(o.bytes / 4) : new Uint16Array(o.bytes / 2);
       return r;
     }
-    const { pipe, layout } = await this.pipeline(pkg, v);
+    const { pipe, layout } = await this.pipeline(pkg, v, constants);
     dev.pushErrorScope("validation");
     const ubuf = this.buffer(params.byteLength, GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
     dev.queue.writeBuffer(ubuf, 0, params);
@@ -553,7 +555,10 @@ export class Runner {
         temps.push(copy);
         bufs[0] = copy;
       }
-      return await this.dispatch(pkg, v, prm, bufs, total, outs, readBack);
+      // interleaved or not and the copy range as constants of the pipeline: one path per
+      // pipeline (SwiftShader runs both sides of every run-time branch)
+      const constants = { RK_IL: p.interleaved ? 1 : 0, RK_COPY: units > unitsRot ? 1 : 0 };
+      return await this.dispatch(pkg, v, prm, bufs, total, outs, readBack, constants);
     } finally {
       for (const b of temps) b.destroy();
     }

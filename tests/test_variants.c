@@ -103,7 +103,7 @@ typedef struct bufs {
     ropekit_dtype dt; /* every buffer holds elements of this type (the case's T) */
     size_t es;
     char *out[2], *init[2], *want[2];
-    char *raw[2];    /* out[i] = raw[i] + shift[i]: the shift bytes before it must stay as they are */
+    char *raw[2]; /* out[i] = raw[i] + shift[i]: the shift bytes before it must stay as they are */
     size_t size[2], shift[2];
 } bufs;
 

@@ -243,7 +243,7 @@ static void bench_rotary(const char *name, ropekit_dtype T, ropekit_dtype TT, lo
     CK(cudaFree(ids));
 }
 
-static void bench_qknorm(const char *name, ropekit_dtype T, long long B, long long S, int graph) {
+static void bench_qknorm(const char *name, ropekit_dtype T, long long B, long long S, int graph, int fp8 = 1) {
     if (skip(name, T, (ropekit_dtype)0)) return;
     const long long nh = 128, hd = 512, rd = 64, tokens = B * S;
     const size_t es = ropekit_dtype_size(T);
@@ -256,7 +256,7 @@ static void bench_qknorm(const char *name, ropekit_dtype T, long long B, long lo
     ropekit_tensor wt = tv(w, ROPEKIT_FLOAT32, 1, {hd});
     ropekit_tensor ct = tv(c, ROPEKIT_FLOAT32, 3, {B, S, rd}), st = tv(s, ROPEKIT_FLOAT32, 3, {B, S, rd});
     ropekit_qknorm_rotary_embedding_attrs a = ROPEKIT_QKNORM_ROTARY_EMBEDDING_ATTRS_INIT;
-    a.num_heads = nh, a.head_dim = hd, a.rope_head_dim = rd, a.simulate_fp8 = 1;
+    a.num_heads = nh, a.head_dim = hd, a.rope_head_dim = rd, a.simulate_fp8 = fp8;
     auto call = [&] { RK(ropekit_cuda_qknorm_rotary_embedding(&qt, &kt, &wt, &ct, &st, &a, &qot, &kot, g_st)); };
     const size_t xbytes = (size_t)(tokens * (nh + 1) * hd) * es;
     const double bytes = 2.0 * xbytes + tokens * 2.0 * rd * 4 + hd * 4;
@@ -316,6 +316,7 @@ int main(int argc, char **argv) {
             bench_rotary(nm, T, F32, B, 1, 40, 128, 0, 0, 1, 0);
         }
     for (ropekit_dtype T : dts) bench_qknorm("QKNorm DS-V4 2048 tok 128x512 rope64 fp8", T, 1, 2048, 0);
+    for (ropekit_dtype T : dts) bench_qknorm("QKNorm DS-V4 2048 tok 128x512 rope64 no fp8", T, 1, 2048, 0, 0);
     for (ropekit_dtype T : dts) bench_qknorm("QKNorm DS-V4 decode 64 tok (graph of 20)", T, 64, 1, 1);
     for (ropekit_dtype T : dts) bench_regroup("Regroup DS-V4 2048 tok 128x512 rope64 g8", T, 2048);
     int64_t cnt = 0;

@@ -3,39 +3,45 @@
  * wall clock of N calls plus the wait for the queue to go idle, divided by N (median of turns).
  *
  * Rows:
- *   op       ropekit_webgpu_rotary_embedding, decode B=64, S=1, 32 heads x128, float32, ids2d
+ *   op       ropekit_webgpu_rotary_embedding, decode B=64, S=1, 32 heads x128, ids2d
  *   op+wait  the same call followed by ropekit_webgpu_wait each time (latency of one call)
  *   op, batch n   ropekit_webgpu_set_batch(ctx, n): n calls recorded per submission (libraries
  *            without set_batch: row left out)
  *   raw/...  the same steps done directly with webgpu.h on a trivial kernel, one step added per
  *            row, to see what each step costs on this adapter: empty submit; + compute pass;
  *            + 1 queue write (params); + 2 queue writes (params, ids); + error scopes (2 pushed,
- *            2 popped); + a new bind group per call; and 8 dispatches per submission.
- * Usage: bench_decode [--backend vulkan|gl] [--calls N] [--turns T] [--raw] */
+ *            2 popped); + a new bind group per call; 8 dispatches per submission; and the
+ *            uploads through a ring of 8 mapped MapWrite buffers copied in the call's encoder
+ *            (re-mapped with mapAsync after the submission; a call finding none mapped falls
+ *            back to the queue writes: counted).
+ *   --float16: x and tables float16 (else float32). --op-only: the first row only, 8 calls of
+ *   warm-up, and the process's CPU time per call (slow software adapters, whose threads'
+ *   wall time moves with the machine's load).
+ * Usage: bench_decode [--backend vulkan|gl] [--calls N] [--turns T] [--raw] [--float16] [--op-only] */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <sys/resource.h>
 
 #include <wgpu.h>
 
+#include "bench_common.h"
 #include "ropekit_webgpu.h"
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+/* CPU time of the process (all threads), seconds */
+static double cpu_now(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 static ropekit_webgpu *g_ctx;
 static int g_calls = 2000, g_turns = 5, g_bad;
+static ropekit_dtype g_dtype = ROPEKIT_FLOAT32;
 
 /* ---- the operator ---- */
 typedef struct dec {
@@ -68,12 +74,24 @@ static void on_pop(WGPUPopErrorScopeStatus status, WGPUErrorType type, WGPUStrin
     ++*(int *)u1;
 }
 
-enum { R_EMPTY, R_PASS, R_W1, R_W2, R_SCOPES, R_BG, R_BATCH8, R_N };
+enum { R_EMPTY, R_PASS, R_W1, R_W2, R_SCOPES, R_BG, R_BATCH8, R_RING, R_N };
 static const char *raw_names[R_N] = {
     "raw: empty command buffer submitted", "raw: + compute pass (1 dispatch, cached bind group)",
     "raw: + 1 queue write (144 B params)", "raw: + 2 queue writes (params, 256 B ids)",
     "raw: + error scopes (2 pushed, 2 popped)", "raw: + new bind group per call",
-    "raw: as '+ 2 queue writes', 8 dispatches per submission"};
+    "raw: as '+ 2 queue writes', 8 dispatches per submission",
+    "raw: as '+ error scopes', uploads through a ring of mapped buffers + 2 copies"};
+
+/* raw ring: upload buffers (MapWrite | CopySrc) mapped again after each submission */
+enum { RING = 8 };
+static WGPUBuffer g_ring[RING];
+static int g_ring_state[RING]; /* 1 mapped, 0 busy */
+static long g_ring_fallbacks;
+
+static void on_ring_map(WGPUMapAsyncStatus status, WGPUStringView message, void *u1, void *u2) {
+    (void)message, (void)u2;
+    *(int *)u1 = status == WGPUMapAsyncStatus_Success;
+}
 
 static void raw_call(raw *r, int mode, int i) {
     static uint32_t prm[36], idv[64];
@@ -84,8 +102,13 @@ static void raw_call(raw *r, int mode, int i) {
         wgpuDevicePushErrorScope(r->dev, WGPUErrorFilter_Validation);
         wgpuDevicePushErrorScope(r->dev, WGPUErrorFilter_OutOfMemory);
     }
-    if (mode >= R_W1) wgpuQueueWriteBuffer(r->q, r->uni, 0, prm, sizeof prm);
-    if (mode >= R_W2) wgpuQueueWriteBuffer(r->q, r->ids, 0, idv, sizeof idv);
+    int ring = -1;
+    if (mode == R_RING)
+        for (int k = 0; k < RING && ring < 0; ++k)
+            if (g_ring_state[(i + k) % RING]) ring = (i + k) % RING;
+    if (mode == R_RING && ring < 0) g_ring_fallbacks++;
+    if (mode >= R_W1 && ring < 0) wgpuQueueWriteBuffer(r->q, r->uni, 0, prm, sizeof prm);
+    if (mode >= R_W2 && ring < 0) wgpuQueueWriteBuffer(r->q, r->ids, 0, idv, sizeof idv);
     WGPUBindGroup bg = r->bg;
     if (mode == R_BG) {
         WGPUBindGroupDescriptor bd = {NULL, sv("b"), r->bgl, 3, r->e};
@@ -93,6 +116,15 @@ static void raw_call(raw *r, int mode, int i) {
     }
     static WGPUCommandEncoder enc;
     if (mode != R_BATCH8 || i % 8 == 0) enc = wgpuDeviceCreateCommandEncoder(r->dev, NULL);
+    if (ring >= 0) {
+        unsigned char *p = wgpuBufferGetMappedRange(g_ring[ring], 0, 512);
+        memcpy(p, prm, sizeof prm);
+        memcpy(p + 256, idv, sizeof idv);
+        wgpuBufferUnmap(g_ring[ring]);
+        g_ring_state[ring] = 0;
+        wgpuCommandEncoderCopyBufferToBuffer(enc, g_ring[ring], 0, r->uni, 0, sizeof prm);
+        wgpuCommandEncoderCopyBufferToBuffer(enc, g_ring[ring], 256, r->ids, 0, sizeof idv);
+    }
     if (mode >= R_PASS) {
         WGPUComputePassDescriptor pd = {NULL, sv("p"), NULL};
         WGPUComputePassEncoder pass = wgpuCommandEncoderBeginComputePass(enc, &pd);
@@ -107,6 +139,11 @@ static void raw_call(raw *r, int mode, int i) {
         wgpuQueueSubmit(r->q, 1, &cmd);
         wgpuCommandBufferRelease(cmd);
         wgpuCommandEncoderRelease(enc);
+    }
+    if (ring >= 0) {
+        WGPUBufferMapCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_ring_map,
+                                        &g_ring_state[ring], NULL};
+        wgpuBufferMapAsync(g_ring[ring], WGPUMapMode_Write, 0, 512, cb);
     }
     if (mode == R_BG) wgpuBindGroupRelease(bg);
     if (mode >= R_SCOPES && mode != R_BATCH8) {
@@ -141,6 +178,11 @@ static int raw_make(raw *r) {
     bd.usage = WGPUBufferUsage_Storage | WGPUBufferUsage_CopyDst;
     r->ids = wgpuDeviceCreateBuffer(r->dev, &bd);
     r->out = wgpuDeviceCreateBuffer(r->dev, &bd);
+    WGPUBufferDescriptor rd = {NULL, sv("ring"), WGPUBufferUsage_MapWrite | WGPUBufferUsage_CopySrc, 512, 1};
+    for (int k = 0; k < RING; ++k) {
+        g_ring[k] = wgpuDeviceCreateBuffer(r->dev, &rd);
+        g_ring_state[k] = 1;
+    }
     WGPUComputePipelineDescriptor pd;
     memset(&pd, 0, sizeof pd);
     pd.compute.module = mod;
@@ -170,7 +212,7 @@ static void report(const char *name, double *t) {
 
 int main(int argc, char **argv) {
     ropekit_webgpu_options opt = {ROPEKIT_WEBGPU_BACKEND_ANY, 0, 0, 0, 0, 0};
-    int do_raw = 0;
+    int do_raw = 0, op_only = 0;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
             ++i;
@@ -178,44 +220,53 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--calls") && i + 1 < argc) g_calls = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--turns") && i + 1 < argc) g_turns = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--raw")) do_raw = 1;
+        else if (!strcmp(argv[i], "--float16")) g_dtype = ROPEKIT_FLOAT16;
+        else if (!strcmp(argv[i], "--op-only")) op_only = 1;
     }
     if (g_calls < 8 || g_turns < 1 || g_turns > 64) {
-        fprintf(stderr, "usage: bench_decode [--backend vulkan|gl] [--calls N>=8] [--turns 1..64] [--raw]\n");
+        fprintf(stderr, "usage: bench_decode [--backend vulkan|gl] [--calls N>=8] [--turns 1..64] [--raw] [--float16] [--op-only]\n");
         return 2;
     }
     if (ropekit_webgpu_create(&opt, &g_ctx) != ROPEKIT_OK) {
         fprintf(stderr, "no adapter: %s\n", ropekit_webgpu_last_error());
         return 1;
     }
-    printf("adapter: %s; %d calls per turn, %d turns; us per call (median, min, max of turns)\n\n",
-           ropekit_webgpu_adapter_name(g_ctx), g_calls, g_turns);
+    printf("adapter: %s; %s; %d calls per turn, %d turns; us per call (median, min, max of turns)\n\n",
+           ropekit_webgpu_adapter_name(g_ctx), g_dtype == ROPEKIT_FLOAT16 ? "float16" : "float32",
+           g_calls, g_turns);
     printf("| row | us per call | min | max |\n|---|---:|---:|---:|\n");
     /* decode B=64, 32 heads x128, float32, tables of 4096 rows */
     const int64_t B = 64, N = 32, H = 128, P = 131072; /* bench_ort_webgpu.py's decode shape */
     const size_t nx = (size_t)(B * N * H), nt = (size_t)(P * H / 2);
+    const size_t es = g_dtype == ROPEKIT_FLOAT16 ? 2 : 4;
     float *hx = malloc(nx * 4), *hc = malloc(nt * 4);
     int64_t *pos = malloc((size_t)B * sizeof *pos);
     for (size_t i = 0; i < nx; ++i) hx[i] = (float)((i * 2654435761u) % 2000u) / 1000.0f - 1.0f;
     for (size_t i = 0; i < nt; ++i) hc[i] = (float)((i * 40503u) % 2000u) / 1000.0f - 1.0f;
+    if (es == 2) { /* float16 in place: the first half of each array */
+        uint16_t *px = (uint16_t *)(void *)hx, *pc = (uint16_t *)(void *)hc;
+        for (size_t i = 0; i < nx; ++i) px[i] = f2h(hx[i]);
+        for (size_t i = 0; i < nt; ++i) pc[i] = f2h(hc[i]);
+    }
     for (int64_t b = 0; b < B; ++b) pos[b] = (b * 7919) % P;
     WGPUBuffer bx, by, bc, bs;
-    if (ropekit_webgpu_buffer_create(g_ctx, nx * 4, &bx) || ropekit_webgpu_buffer_create(g_ctx, nx * 4, &by) ||
-        ropekit_webgpu_buffer_create(g_ctx, nt * 4, &bc) || ropekit_webgpu_buffer_create(g_ctx, nt * 4, &bs) ||
-        ropekit_webgpu_write(g_ctx, bx, 0, hx, nx * 4) || ropekit_webgpu_write(g_ctx, bc, 0, hc, nt * 4) ||
-        ropekit_webgpu_write(g_ctx, bs, 0, hc, nt * 4)) {
+    if (ropekit_webgpu_buffer_create(g_ctx, nx * es, &bx) || ropekit_webgpu_buffer_create(g_ctx, nx * es, &by) ||
+        ropekit_webgpu_buffer_create(g_ctx, nt * es, &bc) || ropekit_webgpu_buffer_create(g_ctx, nt * es, &bs) ||
+        ropekit_webgpu_write(g_ctx, bx, 0, hx, nx * es) || ropekit_webgpu_write(g_ctx, bc, 0, hc, nt * es) ||
+        ropekit_webgpu_write(g_ctx, bs, 0, hc, nt * es)) {
         fprintf(stderr, "buffers: %s\n", ropekit_webgpu_last_error());
         return 1;
     }
     int64_t xs[3] = {B, 1, N * H}, ts[2] = {P, H / 2}, ps[2] = {B, 1};
     dec d;
-    d.gx = ropekit_webgpu_tensor_contiguous(bx, 0, ROPEKIT_FLOAT32, 3, xs);
-    d.gy = ropekit_webgpu_tensor_contiguous(by, 0, ROPEKIT_FLOAT32, 3, xs);
-    d.gc = ropekit_webgpu_tensor_contiguous(bc, 0, ROPEKIT_FLOAT32, 2, ts);
-    d.gs = ropekit_webgpu_tensor_contiguous(bs, 0, ROPEKIT_FLOAT32, 2, ts);
+    d.gx = ropekit_webgpu_tensor_contiguous(bx, 0, g_dtype, 3, xs);
+    d.gy = ropekit_webgpu_tensor_contiguous(by, 0, g_dtype, 3, xs);
+    d.gc = ropekit_webgpu_tensor_contiguous(bc, 0, g_dtype, 2, ts);
+    d.gs = ropekit_webgpu_tensor_contiguous(bs, 0, g_dtype, 2, ts);
     d.ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
     double t[64];
     for (int w = 0; w < 2; ++w) { /* warm up; then the rows, turns alternated */
-        for (int i = 0; i < 200; ++i) op_call(&d);
+        for (int i = 0; i < (op_only ? 4 : 200); ++i) op_call(&d);
         ropekit_webgpu_wait(g_ctx);
     }
     if (g_bad) {
@@ -223,13 +274,21 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("| variant: %s | | | |\n", ropekit_webgpu_last_variant(g_ctx));
+    double cpu[64];
     for (int k = 0; k < g_turns; ++k) {
-        double t0 = now();
+        double t0 = now(), c0 = cpu_now();
         for (int i = 0; i < g_calls; ++i) op_call(&d);
         ropekit_webgpu_wait(g_ctx);
         t[k] = (now() - t0) / g_calls;
+        cpu[k] = (cpu_now() - c0) / g_calls;
     }
     report("op: back-to-back calls", t);
+    if (op_only) { /* a software adapter's threads: CPU time per call moves less with load */
+        report("op: process CPU time per call (user + system, all threads)", cpu);
+        ropekit_webgpu_destroy(g_ctx);
+        free(hx), free(hc), free(pos);
+        return g_bad;
+    }
     for (int k = 0; k < g_turns; ++k) {
         double t0 = now();
         for (int i = 0; i < g_calls / 4; ++i) {
@@ -281,6 +340,8 @@ int main(int argc, char **argv) {
                 tr[m][k] = (now() - t0) / g_calls;
             }
         for (int m = 0; m < R_N; ++m) report(raw_names[m], tr[m]);
+        printf("| raw ring: calls without a mapped buffer (queue writes instead) | %ld | | |\n",
+               g_ring_fallbacks);
     }
     ropekit_webgpu_destroy(g_ctx);
     free(hx), free(hc), free(pos);

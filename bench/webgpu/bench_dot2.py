@@ -61,11 +61,12 @@ FLOAT = "fn dot2(a: f32, b: f32, c: f32, d: f32) -> f32 { return a * b + c * d; 
 
 
 def source(arith, kernel=KERNEL):
-    common = open(os.path.join(SHADERS, "common.wgsl")).read().replace("WG +", "64u +")
+    # the prelude of src/webgpu/kernels.c: FAST (common.wgsl's narrowing reads it too), the
+    # integer primitives and the slow paths
+    common = "const FAST: bool = true;\n" + open(os.path.join(SHADERS, "common.wgsl")).read().replace("WG +", "64u +")
     if arith == "float":
         return common + FLOAT + kernel
-    # the prelude of src/webgpu/kernels.c: FAST, the integer primitives and the slow paths
-    core = "const FAST: bool = true;\n" + "".join(
+    core = "".join(
         open(os.path.join(SHADERS, f)).read() for f in ("exact_f32.wgsl", "slow_int.wgsl"))
     return common + core + open(os.path.join(SHADERS, arith)).read() + kernel
 
@@ -177,42 +178,36 @@ def main():
     print("adapter:", adapter.info.get("device", "?"), adapter.info.get("backend_type", ""))
     rng = np.random.default_rng(a.seed)
     v = cases(rng, a.n)
-    ref = reference(v)
-    bad = 0
-    for arith in a.arith.split(","):
-        src = source(arith)
-        out, _, cs = run(dev, src, v, 1)
-        wrong = np.nonzero(out != ref)[0]
-        if arith != "float":
-            bad += len(wrong)
-        print(f"{arith}: {len(v)} cases, {len(v) - len(wrong)} passed, {len(wrong)} failed "
-              f"(pipeline {cs:.2f} s)")
-        for i in wrong[:5]:
-            print("  ", [hex(x) for x in v[i].view(np.uint32)], "got", hex(out[i]), "want", hex(ref[i]))
-        if not a.check_only:
-            bv = np.ascontiguousarray(np.resize(v, (a.bench_n, 4)))
-            _, t, _ = run(dev, src, bv, 7)
-            print(f"{arith}: {a.bench_n} dot2 in {t * 1e3:.2f} ms ({t / a.bench_n * 1e9:.2f} ns each)")
+    jobs = [(arith, source(arith), v, reference(v), None, arith != "float") for arith in a.arith.split(",")]
     if a.acc:  # 16 values per case: the dot2 cases' values, scaled rows, and non-finite ones
         w = v.reshape(-1)[: len(v) // 4 * 16].reshape(-1, 16).copy()
         w[::7, 3] = np.float32(np.inf)
         w[::11, 5] = np.float32(np.nan)
         w[1::13] = (w[1::13] * np.float32(2.0**-60)).astype(np.float32)
-        ref = acc_reference(w)
-        arith = "arith_exact32.wgsl"
-        out, _, cs = run(dev, source(arith, ACC_KERNEL), np.ascontiguousarray(w.reshape(-1, 4)), 1, len(w))
-        nan = ((ref & 0x7FFFFFFF) > 0x7F800000) & ((out & 0x7FFFFFFF) > 0x7F800000)
-        wrong = np.nonzero((out != ref) & ~nan)[0]
-        bad += len(wrong)
-        print(f"acc ({arith}): {len(w)} sums of 16 squares, {len(w) - len(wrong)} passed, "
-              f"{len(wrong)} failed (pipeline {cs:.2f} s)")
+        jobs.append(("acc (arith_exact32.wgsl)", source("arith_exact32.wgsl", ACC_KERNEL),
+                     np.ascontiguousarray(w.reshape(-1, 4)), acc_reference(w), 4, True))
+    bad = 0
+    for name, src, inp, ref, group, counted in jobs:
+        # group: input rows (of 4 values) per output; None: one dot2 per row
+        n_out = len(inp) if group is None else len(inp) // group
+        out, _, cs = run(dev, src, inp, 1, n_out)
+        wrong = out != ref
+        if group is not None:  # the sums of squares: any NaN matches any NaN
+            wrong &= ~(((ref & 0x7FFFFFFF) > 0x7F800000) & ((out & 0x7FFFFFFF) > 0x7F800000))
+        wrong = np.nonzero(wrong)[0]
+        if counted:
+            bad += len(wrong)
+        print(f"{name}: {n_out} cases, {n_out - len(wrong)} passed, {len(wrong)} failed (pipeline {cs:.2f} s)")
         for i in wrong[:5]:
-            print("  ", i, "got", hex(out[i]), "want", hex(ref[i]))
+            shown = inp[i] if group is None else inp[i * group:(i + 1) * group].reshape(-1)
+            print("  ", [hex(x) for x in shown.view(np.uint32)], "got", hex(out[i]), "want", hex(ref[i]))
         if not a.check_only:
-            nb = a.bench_n // 16
-            bw = np.ascontiguousarray(np.resize(w, (nb, 16)).reshape(-1, 4))
-            _, t, _ = run(dev, source(arith, ACC_KERNEL), bw, 7, nb)
-            print(f"acc: {nb} sums of 16 squares in {t * 1e3:.2f} ms ({t / nb / 16 * 1e9:.2f} ns per square)")
+            nb = a.bench_n if group is None else a.bench_n // 16
+            rows = nb if group is None else nb * group
+            bv = np.ascontiguousarray(np.resize(inp, (rows, 4)))
+            _, t, _ = run(dev, src, bv, 7, nb)
+            what, unit, count = ("dot2", "each", nb) if group is None else ("sums of 16 squares", "per square", nb * 16)
+            print(f"{name}: {nb} {what} in {t * 1e3:.2f} ms ({t / count * 1e9:.2f} ns {unit})")
     return 1 if bad else 0
 
 

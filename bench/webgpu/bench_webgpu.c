@@ -18,31 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <wgpu.h> /* wgpuQueueGetTimestampPeriod */
 
+#include "bench_common.h"
 #include "ropekit_webgpu.h"
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-
-static uint16_t f2h(float f) { /* values in [-1, 1): normal float16, truncation is fine here */
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    uint32_t s = (u >> 16) & 0x8000, e = (u >> 23) & 0xff, m = u & 0x7fffff;
-    if (e < 103) return (uint16_t)s;
-    return (uint16_t)(s | ((e - 112) << 10) | (m >> 13));
-}
 
 static void fill(void *p, ropekit_dtype dt, size_t n) {
     for (size_t i = 0; i < n; ++i) {
@@ -440,7 +422,9 @@ int main(int argc, char **argv) {
     if (rot_rows) bench_rotary("same, float16 x and tables", 1, 8192 / d, 32, 128, 128, 131072 / d, F16, F16, 0);
     if (rot_rows) bench_rotary("same, bfloat16 x, float32 tables", 1, 8192 / d, 32, 128, 128, 131072 / d, BF, F32, 0);
     if (rot_rows) bench_rotary("Phi-2 partial R=32 of 80, S=4096/div, 32 heads", 1, 4096 / d, 32, 80, 32, 8192, F16, F16, 0);
+    if (rot_rows) bench_rotary("same, float32", 1, 4096 / d, 32, 80, 32, 8192, F32, F32, 0);
     if (rot_rows) bench_rotary("decode B=64, 32 heads x128", 64, 1, 32, 128, 128, 131072 / d, F32, F32, 0);
+    if (rot_rows) bench_rotary("same, float16", 64, 1, 32, 128, 128, 131072 / d, F16, F16, 0);
     if (rot_rows) bench_rotary("MRoPE Qwen2.5-VL-7B S=8192/div, 32 heads x128, [16,24,24]", 1, 8192 / d, 32, 128, 128, 131072 / d, F32, F32, 1);
     if (rot_rows) bench_rotary("same, bfloat16 x, float32 tables", 1, 8192 / d, 32, 128, 128, 131072 / d, BF, F32, 1);
     if (qk_rows) bench_ds("QKNorm DeepSeek-V4 2048/div tokens, 128 heads x512, rope 64, fp8", 2048 / d, F32, 0);

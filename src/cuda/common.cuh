@@ -8,7 +8,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cstdio>
@@ -198,30 +197,6 @@ __device__ __forceinline__ void st_y8(void *p, uint2 v, int hints) {
 }
 __device__ __forceinline__ unsigned &word(uint4 &v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-/* ---- asynchronous global -> shared copies (cp.async, sm_80+) ------------------------------ */
-
-/* The copy lands in shared memory without passing through registers, so the bytes a thread has
- * in flight do not cost registers. A thread's copies are grouped (cp_async_commit) and
- * cp_async_wait<N> waits until at most N of the thread's groups are pending; the completed
- * groups' writes are then visible to the thread itself (other threads need a barrier). Source
- * and destination aligned to BYTES. x: .cg (L2 only: read once); table pieces: .ca (L1, shared
- * by a token's heads). */
-__device__ __forceinline__ unsigned smem_addr(const void *p) {
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ void cp_async_x16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
-}
-template <int BYTES> __device__ __forceinline__ void cp_async_ca(void *dst, const void *src) {
-    static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async.ca copies 4, 8 or 16 bytes");
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(smem_addr(dst)), "l"(src), "n"(BYTES)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
 /* ---- host side (src/cuda/ropekit_cuda.cu) ------------------------------------------------- */

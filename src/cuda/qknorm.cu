@@ -32,6 +32,8 @@ struct QkArgs {
     int tab_vec;       /* cos/sin rows contiguous, pairs 8-byte aligned (register kernel) */
     int tab16, w16;    /* cos/sin rows, w contiguous and 16-byte aligned (bulk-copy kernel) */
     int tma_hint;      /* bulk copies of x with an L2 evict-first policy (timing knob) */
+    int kvd;           /* bulk-copy kernel: query rounds a warp with a kv batch starts late */
+    int kvsplit;       /* bulk-copy kernel: kv items of 2 rows, 16 threads per row */
     FastDiv d_nh, d_S; /* by nh and by S */
 };
 
@@ -600,9 +602,9 @@ __global__ void __launch_bounds__(256, MINB) qknorm_reg_kernel(const QkArgs a) {
  * word t + 8u of their rows, are free of bank conflicts). Needs 16-byte aligned rows. */
 #define RK_QP_RW (8 * RK_QR_MAXW + 8)
 
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem) : "memory");
+__device__ __forceinline__ unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void cp_async_x16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() {
@@ -632,7 +634,7 @@ __global__ void __launch_bounds__(128, 6) qknorm_pipe_kernel(const QkArgs a) {
         for (int r = 0; r < 4; ++r) {
             const raw *xr = reinterpret_cast<const raw *>(__shfl_sync(0xffffffffu, (unsigned long long)x, 8 * r));
             if (xr)
-                for (int c = lane; c < chunks; c += 32) cp_async16(sb + r * RK_QP_RW + 4 * c, xr + 8 * c);
+                for (int c = lane; c < chunks; c += 32) cp_async_x16(sb + r * RK_QP_RW + 4 * c, xr + 8 * c);
         }
     };
     /* NS - 1 quads in flight while one is worked on; one commit group per quad (empty ones
@@ -685,7 +687,6 @@ __global__ void __launch_bounds__(128, 6) qknorm_pipe_kernel(const QkArgs a) {
 #define RK_QT_WARPS 4 /* warps per block */
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 /* the kernel's body is built for sm_90 and later */
-__device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void st_w2(void *p, uint2 v) {
     asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" :: "l"(p), "r"(v.x), "r"(v.y) : "memory");
 }
@@ -726,25 +727,43 @@ __global__ void __launch_bounds__(32 * RK_QT_WARPS) qknorm_tma_kernel(const QkAr
     if (lane == 0) {
 #pragma unroll
         for (int i = 0; i < NS; ++i)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_u32(bars + i)), "r"(8) : "memory");
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_addr(bars + i)), "r"(8) : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncwarp();
-    const long long nb = (a.rows + 7) >> 3;
-    const long long nw = (long long)gridDim.x * RK_QT_WARPS;
-    long long bi = (long long)blockIdx.x * RK_QT_WARPS + wid;
-    /* batch bi -> stage st: each row's thread 0 announces its bytes and starts its row's copy;
-     * the stage's barrier completes when all 8 have arrived and all bytes have landed */
-    auto issue = [&](long long b_i, int st) {
+    /* The work: kv batches (rows 8j .. 8j+7 of the T kv rows) and query batches (rows T + 8f ..).
+     * A kv batch costs several query batches (the weight and fp8 passes: about 4x with fp8), so
+     * the warps that hold one start their query batches a.kvd rounds later: warp w's items are
+     * its kv batches w, w + nw, ... and then query rounds i = (kv-late ? kvd : 0), +1, ..., round
+     * i's query batches numbered over the warps that take part in it. */
+    const long long nw = (long long)gridDim.x * RK_QT_WARPS, w = (long long)blockIdx.x * RK_QT_WARPS + wid;
+    const int KR = a.kvsplit ? 2 : 8; /* kv rows per item */
+    const long long nk = (a.T + KR - 1) / KR, nq = (a.rows - a.T + 7) >> 3;
+    const long long rem = nk % nw, kc = nk / nw + (w < rem ? 1 : 0), D = a.kvd;
+    /* item k -> first flat row (-1: none) and the end of its list */
+    auto item = [&](long long k, long long &lim) -> long long {
+        if (k < kc) {
+            lim = a.T;
+            return KR * (w + k * nw);
+        }
+        const long long i = k - kc + (w < rem ? D : 0);
+        const long long f = i < D ? i * (nw - rem) + (w - rem) : D * (nw - rem) + (i - D) * nw + w;
+        lim = a.rows;
+        return f < nq ? a.T + 8 * f : -1;
+    };
+    /* item -> stage st: each row's thread 0 announces its bytes and starts its row's copy; the
+     * stage's barrier completes when all 8 have arrived and all bytes have landed */
+    auto issue = [&](long long base, long long lim, bool split, int st) {
         if (p != 0) return;
-        const unsigned bar = smem_u32(bars + st);
-        const long long gr = 8 * b_i + g;
-        if (gr < a.rows) {
+        const unsigned bar = smem_addr(bars + st);
+        /* a split kv item: groups 0 and 4 copy its two rows (into their own slots) */
+        const long long gr = split ? base + (g >> 2) : base + g;
+        if (gr < lim && (!split || (g & 3) == 0)) {
             long long b, s;
             const raw *x;
             raw *y;
             (void)decode_row<DT>(a, gr, b, s, x, y);
-            const unsigned dst = smem_u32(wb + (size_t)(st * 8 + g) * rs);
+            const unsigned dst = smem_addr(wb + (size_t)(st * 8 + g) * rs);
             asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(rbytes) : "memory");
             if (a.tma_hint) { /* x is read once: evict first from L2 */
                 unsigned long long pol;
@@ -760,25 +779,34 @@ __global__ void __launch_bounds__(32 * RK_QT_WARPS) qknorm_tma_kernel(const QkAr
         }
     };
 #pragma unroll
-    for (int i = 0; i < NS; ++i)
-        if (bi + i * nw < nb) issue(bi + i * nw, i);
+    for (int i = 0; i < NS; ++i) {
+        long long lim;
+        const long long base = item(i, lim);
+        if (base >= 0) issue(base, lim, a.kvsplit && i < kc, i);
+    }
     unsigned phase = 0;
-    for (int st = 0; bi < nb; bi += nw) {
+    for (long long k = 0;; ++k) {
+        const int st = (int)(k % NS);
+        long long lim;
+        const long long base = item(k, lim);
+        if (base < 0) break;
         {
-            const unsigned bar = smem_u32(bars + st), par = (phase >> st) & 1u;
+            const unsigned bar = smem_addr(bars + st), par = (phase >> st) & 1u;
             unsigned done = 0;
             while (!done)
                 asm volatile("{ .reg .pred P; mbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2; selp.u32 %0, 1, 0, P; }"
                              : "=r"(done) : "r"(bar), "r"(par) : "memory");
             phase ^= 1u << st;
         }
-        const long long gr = 8 * bi + g;
-        if (gr < a.rows) {
+        const bool split = a.kvsplit && k < kc;
+        const long long gr = split ? base + (g >> 2) : base + g;
+        if (gr < lim) {
             long long b, s;
             const raw *x;
             raw *y;
             const bool kvrow = decode_row<DT>(a, gr, b, s, x, y);
-            const uint2 *xs = reinterpret_cast<const uint2 *>(wb + (size_t)(st * 8 + g) * rs) + p; /* group u: xs[4u] */
+            const int slot = split ? g & ~3 : g; /* a split kv item's row h is in slot 4h */
+            const uint2 *xs = reinterpret_cast<const uint2 *>(wb + (size_t)(st * 8 + slot) * rs) + p; /* group u: xs[4u] */
             char *yb = reinterpret_cast<char *>(y) + 8 * p;                                        /* group u: yb + 32u */
             /* the tail's table values, loaded before the sum so that their latency hides under it */
             float4 tc[RT ? RT : 1], tsn[RT ? RT : 1];
@@ -857,7 +885,56 @@ __global__ void __launch_bounds__(32 * RK_QT_WARPS) qknorm_tma_kernel(const QkAr
                     f[2] = round_to<DT>(__fmul_rn(__fmul_rn(lo_of<DT>(v.y), r), wv.z));
                     f[3] = round_to<DT>(__fmul_rn(__fmul_rn(hi_of<DT>(v.y), r), wv.w));
                 };
-                if (a.fp8) { /* blocks of 64 channels = 4 groups (nope % 64 == 0) */
+                if (split) {
+                    /* a split kv item: the 16 threads of row h (lanes 16h .. 16h+15, which all
+                     * computed its sum) take the groups u = sub, sub + 4, ...: an fp8 block of
+                     * 4 groups is one group of each of the row's 4 thread groups */
+                    const int sub = g & 3;
+                    const unsigned hmask = 0xffffu << (lane & 16);
+                    const float *cs = a.cos + b * a.cos_s[0] + s * a.cos_s[1];
+                    const float *sn = a.sin + b * a.sin_s[0] + s * a.sin_s[1];
+                    auto tail = [&](int u, uint2 w2) {
+                        const int t = 16 * (u - nn) + 4 * p;
+                        float4 c, sv;
+                        if (a.tab16) {
+                            c = __ldg(reinterpret_cast<const float4 *>(cs + t));
+                            sv = __ldg(reinterpret_cast<const float4 *>(sn + t));
+                        } else {
+                            const long long c1 = a.cos_s[2], s1 = a.sin_s[2];
+                            c = make_float4(__ldg(cs + t * c1), __ldg(cs + (t + 1) * c1), __ldg(cs + (t + 2) * c1), __ldg(cs + (t + 3) * c1));
+                            sv = make_float4(__ldg(sn + t * s1), __ldg(sn + (t + 1) * s1), __ldg(sn + (t + 2) * s1), __ldg(sn + (t + 3) * s1));
+                        }
+                        return rotate_group<DT>(w2, c, sv);
+                    };
+                    int u1 = sub; /* the first group after the fp8 blocks */
+                    if (a.fp8) {
+#pragma unroll 1
+                        for (int u0 = 0; u0 < nn; u0 += 4) { /* uniform over the row's 16 threads */
+                            float v[4];
+                            normed(u0 + sub, v);
+                            float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+#pragma unroll
+                            for (int d = 1; d <= 8; d <<= 1) amax = fmaxf(amax, __shfl_xor_sync(hmask, amax, d));
+                            const float scale = fp8_block_scale(amax);
+                            const float inv = __frcp_rn(scale);
+#pragma unroll
+                            for (int i = 0; i < 4; ++i) {
+                                const float q = fminf(fmaxf(__fmul_rn(v[i], inv), -448.0f), 448.0f);
+                                v[i] = __fmul_rn(e4m3_round(q), scale);
+                            }
+                            st_w2(yb + 32 * (u0 + sub), make_uint2(pack2<DT>(v[0], v[1]), pack2<DT>(v[2], v[3])));
+                        }
+                        u1 = nn + sub;
+                    }
+#pragma unroll 1
+                    for (int u = u1; u < G; u += 4) {
+                        float v[4];
+                        normed(u, v);
+                        uint2 w2 = make_uint2(pack2<DT>(v[0], v[1]), pack2<DT>(v[2], v[3]));
+                        if (RT > 0 && u >= nn) w2 = tail(u, w2);
+                        st_w2(yb + 32 * u, w2);
+                    }
+                } else if (a.fp8) { /* blocks of 64 channels = 4 groups (nope % 64 == 0) */
 #pragma unroll 1
                     for (int u0 = 0; u0 < nn; u0 += 4) {
                         float v[16];
@@ -899,15 +976,25 @@ __global__ void __launch_bounds__(32 * RK_QT_WARPS) qknorm_tma_kernel(const QkAr
         __syncwarp();
         /* the stage's rows have been read (their values are in registers or stored): refill it
          * (the proxy fence orders those generic-proxy reads before the async-proxy writes) */
-        if (bi + NS * nw < nb) {
+        long long nlim;
+        const long long nbase = item(k + NS, nlim);
+        if (nbase >= 0) {
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            issue(bi + NS * nw, st);
+            issue(nbase, nlim, a.kvsplit && k + NS < kc, st);
         }
-        st = st + 1 == NS ? 0 : st + 1;
     }
 #endif
 }
 
+/* Items (quads of rows, batches of 8 rows) per warp in the pipelined and bulk-copy kernels:
+ * 0 = as many blocks as are resident at once, each warp striding over the whole list (a static
+ * split: on an H200 ncu measured SMs' active cycles from 198 k to 296 k, average 264 k, in one
+ * launch); M > 0 = M items per warp and as many blocks as that takes, handed to the SMs by the
+ * hardware as blocks finish. ROPEKIT_CUDA_QKNORM_ITEMS=0..64 (timing knob). */
+int qknorm_items() { /* (small calls keep a resident-size grid: decode measured 8.1 vs 21.7 us) */
+    static const int v = env_int("ROPEKIT_CUDA_QKNORM_ITEMS", 0, 64, -1);
+    return v; /* -1: the kernel's default (bulk-copy 4, pipelined 0) */
+}
 template <int DT, bool W8>
 ropekit_status launch_qknorm_t(const QkArgs &a, int threads, size_t shm, cudaStream_t st) {
     if (shm > 48 * 1024) {
@@ -947,7 +1034,14 @@ ropekit_status launch_qknorm_pipe_t(const QkArgs &a, cudaStream_t st) {
     const long long quads = (a.rows + 3) / 4;
     long long blocks = (quads + 3) / 4;
     const long long resident = (long long)per_sm * sm_count();
-    if (blocks > resident) blocks = resident;
+    const int per_warp = qknorm_items() < 0 ? 0 : qknorm_items();
+    if (per_warp > 0 && blocks > resident) { /* M quads per warp, blocks handed out as SMs free up */
+        blocks = (quads + 4ll * per_warp - 1) / (4ll * per_warp);
+        if (blocks < resident) blocks = resident;
+        if (blocks > (1ll << 30)) blocks = 1ll << 30; /* the warps loop over the rest */
+    } else if (blocks > resident) {
+        blocks = resident;
+    }
     qknorm_pipe_kernel<DT, RT, NN, NS><<<(unsigned)blocks, 128, shm, st>>>(a);
     return launched("qknorm kernel launch");
 }
@@ -959,6 +1053,17 @@ int qknorm_tma_stages() {
 /* ROPEKIT_CUDA_QKNORM_TMA_HINT=1: the bulk copies of x evict first from L2 (timing knob). */
 int qknorm_tma_hint() {
     static const int v = env_int("ROPEKIT_CUDA_QKNORM_TMA_HINT", 0, 1, 0);
+    return v;
+}
+/* Query rounds a warp that holds a kv batch starts late in the bulk-copy kernel: about the cost
+ * of a kv batch in query batches (ROPEKIT_CUDA_QKNORM_KVD=0..16, a timing knob). */
+int qknorm_kv_delay(int fp8) {
+    static const int v = env_int("ROPEKIT_CUDA_QKNORM_KVD", 0, 16, -1);
+    return v >= 0 ? v : fp8 ? 4 : 1;
+}
+/* ROPEKIT_CUDA_QKNORM_KVSPLIT=1: kv items of 2 rows, 16 threads per row (timing knob). */
+int qknorm_kv_split() {
+    static const int v = env_int("ROPEKIT_CUDA_QKNORM_KVSPLIT", 0, 1, 0);
     return v;
 }
 /* Whether the current device has the bulk copy (sm_90 and later). */
@@ -994,11 +1099,21 @@ ropekit_status launch_qknorm_tma_t(const QkArgs &a, cudaStream_t st) {
             shm_of[next] = shm, per_sm_of[next] = per_sm, next = (next + 1) % 4;
         }
     }
-    const long long batches = (a.rows + 7) / 8;
-    long long blocks = (batches + RK_QT_WARPS - 1) / RK_QT_WARPS;
+    const int KR = a.kvsplit ? 2 : 8;
+    const long long items = (a.T + KR - 1) / KR + (a.rows - a.T + 7) / 8;
+    long long blocks = (items + RK_QT_WARPS - 1) / RK_QT_WARPS;
     const long long resident = (long long)per_sm * sm_count();
-    if (blocks > resident) blocks = resident;
-    qknorm_tma_kernel<DT, RT, NS><<<(unsigned)blocks, 32 * RK_QT_WARPS, shm, st>>>(a);
+    const int per_warp = qknorm_items() < 0 ? 4 : qknorm_items();
+    QkArgs b = a;
+    if (per_warp > 0 && blocks > resident) { /* M items per warp, blocks handed out as SMs free up */
+        blocks = (items + (long long)RK_QT_WARPS * per_warp - 1) / ((long long)RK_QT_WARPS * per_warp);
+        if (blocks < resident) blocks = resident;
+        if (blocks > (1ll << 30)) blocks = 1ll << 30; /* the warps loop over the rest */
+        b.kvd = 0; /* the delay balances resident warps only */
+    } else if (blocks > resident) {
+        blocks = resident;
+    }
+    qknorm_tma_kernel<DT, RT, NS><<<(unsigned)blocks, 32 * RK_QT_WARPS, shm, st>>>(b);
     return launched("qknorm kernel launch");
 }
 template <int DT> ropekit_status launch_qknorm_reg(const QkArgs &a, int variant, cudaStream_t st) {
@@ -1020,13 +1135,13 @@ template <int DT> ropekit_status launch_qknorm_reg(const QkArgs &a, int variant,
 /* The register kernels' conditions: 16-bit rows of 32-bit words (channel stride 1, even row
  * strides, 4-byte aligned bases), head_dim % 16 == 0 and <= 512, rope 0 or 64 (so nope % 16 ==
  * 0: every thread's tail words are its last ones). Variant (ROPEKIT_CUDA_QKNORM_KERNEL, a
- * timing knob): 4 the bulk-copy kernel where the device is sm_90 or later, the input rows
- * 16-byte aligned and the output rows 8-byte aligned, else 3; 3 (default) the pipelined kernel
- * where the input rows are 16-byte aligned, else the register kernel; 1 the register kernel; 0
- * the staged kernel. H200, same round (previous session's R3), DS-V4 2048 tokens, vs copy: float16
+ * timing knob): 4 (default) the bulk-copy kernel where the device is sm_90 or later, the input
+ * rows 16-byte aligned and the output rows 8-byte aligned, else 3; 3 the pipelined kernel where
+ * the input rows are 16-byte aligned, else the register kernel; 1 the register kernel; 0 the
+ * staged kernel. H200, same round (previous session's R3), DS-V4 2048 tokens, vs copy: float16
  * 77.9 / 80.5 / 84.7%, bfloat16 75.1 / 79.9 / 83.8% (staged / register / pipelined). */
 int qknorm_reg_variant() {
-    static const int v = env_int("ROPEKIT_CUDA_QKNORM_KERNEL", 0, 4, 3);
+    static const int v = env_int("ROPEKIT_CUDA_QKNORM_KERNEL", 0, 5, 5);
     /* 2 (a 64-register register kernel, measured slower: spills) is no longer built */
     return v;
 }
@@ -1109,6 +1224,10 @@ ropekit_status run_qknorm(const rk_qknorm_plan *p, void *stream) {
         /* the bulk-copy kernel also stores 8-byte pieces: 8-byte aligned output rows */
         const bool out8 = (uintptr_t)p->q_out % 8 == 0 && (uintptr_t)p->kv_out % 8 == 0 && p->qos[0] % 4 == 0 &&
                           p->qos[1] % 4 == 0 && p->qos[2] % 4 == 0 && p->kvos[0] % 4 == 0 && p->kvos[1] % 4 == 0;
+        /* 5 (default): the bulk-copy kernel for large calls, the pipelined one for small calls
+         * (decode: a warp has one item, whose latency the bulk-copy kernel's 8-row items and
+         * 4-thread rows lengthen; H200: decode 64 tokens 10.4 vs 8.3 us) */
+        if (v == 5) v = a.rows >= 65536 ? 4 : 3;
         if (v == 4 && !(rows16 && out8 && device_sm90())) v = 3;
         if (v == 3 && !rows16) v = 1;
         a.tab16 = p->rope_dim > 0 && p->cos_s[2] == 1 && p->sin_s[2] == 1 && (uintptr_t)p->cos % 16 == 0 &&
@@ -1116,6 +1235,8 @@ ropekit_status run_qknorm(const rk_qknorm_plan *p, void *stream) {
                   p->sin_s[0] % 4 == 0 && p->sin_s[1] % 4 == 0;
         a.w16 = p->ws == 1 && (uintptr_t)p->w % 16 == 0;
         a.tma_hint = qknorm_tma_hint();
+        a.kvd = qknorm_kv_delay(p->simulate_fp8);
+        a.kvsplit = qknorm_kv_split();
         return p->dtype == ROPEKIT_FLOAT16 ? launch_qknorm_reg<ROPEKIT_FLOAT16>(a, v, st)
                                            : launch_qknorm_reg<ROPEKIT_BFLOAT16>(a, v, st);
     }

@@ -71,9 +71,6 @@ struct RotArgs {
     FastDiv d_per_tok, d_rot_items, d_copy_items, d_S;
     int hp;                /* tile kernel: row stride of the staged columns (h rounded up to 8) */
     FastDiv d_h;
-    int stages;            /* staged kernel: steps in flight per thread (2-5) */
-    int copy_g;            /* staged kernel: heads per copy item (G, or its x vectors per item) */
-    int per_tok_s;         /* staged kernel: items per token (d_per_tok divides by it) */
 };
 
 #include "mrope.cuh"
@@ -643,244 +640,23 @@ __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
     }
 }
 
-/* The tile kernel as compiled by default (ptxas picks its registers under the 1024-thread
- * bound: 40-64) and with a register cap (ROPEKIT_CUDA_TILE_MAXR: more resident warps, or
- * spills). */
+/* The tile kernel as ptxas compiles it under its 1024-thread bound (32-62 registers), and with
+ * a cap of 48 registers (TILE_CAP; tile_capped chooses). ptxas fits the half-split bfloat16
+ * and float32 kernels in 48 registers without spills (50-56 uncapped): 10 blocks of 128
+ * threads per SM instead of 9 (8 for 64 registers), 40 warps — on an H200 (bench/results-
+ * cuda.md, 2026-12-01 R2) MRoPE bfloat16 41.3 -> 40.2 µs (87 -> 89% of the copy), Llama
+ * S=8192 bfloat16 with float32 tables 48.0 -> 47.7 µs, float32 (tile kernel forced) 88.5 ->
+ * 87.1 µs (93 -> 94.5%). The float16 x / float16 tables kernel spills 8 bytes at 48 and was
+ * 1-3% slower capped; a cap of 40 spilled 16-96 bytes and was 2-20% slower everywhere.
+ * (__maxnreg__ excludes __launch_bounds__; 48 registers admit 1024-thread blocks.) */
+constexpr int TILE_CAP = 48;
 template <int DT, int TDT, bool IL, int G>
 __global__ void __launch_bounds__(1024) rotary_tile_kernel(const RotArgs a) {
     rotary_tile_body<DT, TDT, IL, G>(a);
 }
-template <int DT, int TDT, bool IL, int G, int MAXR>
-__global__ void __launch_bounds__(1024) __maxnreg__(MAXR) rotary_tile_kernel_capped(const RotArgs a) {
+template <int DT, int TDT, bool IL, int G>
+__global__ void __maxnreg__(TILE_CAP) rotary_tile_kernel_capped(const RotArgs a) {
     rotary_tile_body<DT, TDT, IL, G>(a);
-}
-
-/* Staged kernel (16-byte chunks, contiguous channels, as the flat kernel): a persistent grid of
- * blocks walks the flat kernel's items (token, group of G heads, chunk) in steps of one item
- * per thread, and each thread keeps the next D - 1 steps' bytes in flight in shared memory:
- * cp.async copies of its x chunks (.cg) and, for rotation items, of its chunk's cos and sin
- * pieces (.ca) from the table row that the item's position id selects (the id is loaded one
- * step earlier still, so no copy waits for it). Step k: issue step k + D - 1's copies, wait for
- * step k's group, rotate from shared memory and store. A thread reads back only what it copied
- * itself, so there is no barrier; the bytes in flight per SM (D - 1 steps of every thread) do
- * not depend on registers: the tile and flat kernels hold their x chunks in registers while
- * they wait, and an SM ran out of registers (tile kernel: 49% occupancy) before it had enough
- * bytes in flight to keep DRAM busy (59% of peak under ncu). Same arithmetic (rotate_chunk)
- * and same bits as the flat kernel; bad ids are counted by the first chunk's thread of a token
- * (record_if_bad) and their chunks keep x's bits. Needs 16-byte aligned table rows of
- * contiguous columns (tab_vec) and, for MRoPE, chunks whose columns read one id stream
- * (staged_fits). */
-template <int DT, int TDT, bool IL, int G, bool TPF>
-__global__ void __launch_bounds__(256, TPF ? 4 : 1) rotary_staged_kernel(const RotArgs a) {
-    typedef typename Elt<DT>::raw raw;
-    typedef typename Elt<TDT>::raw traw;
-    constexpr int V = 16 / sizeof(raw);
-    constexpr int NC = IL ? V / 2 : V;                 /* table columns per chunk */
-    constexpr int XV = IL ? G : 2 * G;                 /* x vectors per item */
-    constexpr int TB = NC * (int)sizeof(traw);         /* bytes of cos (and of sin) per chunk */
-    constexpr int TV = TB >= 16 ? TB / 16 : 1;         /* their 16-byte slots */
-    /* 16-byte slots per thread and step: x, then cos and sin, or with TPF (table pieces
-     * prefetched into L1 at issue and loaded at consume) the pieces' two offsets */
-    constexpr int SV = XV + (TPF ? 1 : 2 * TV);
-    constexpr int PER = 16 / (int)sizeof(traw);
-    extern __shared__ uint4 stg[];                     /* [D][SV][nt] */
-    const int nt = blockDim.x, tid = threadIdx.x, D = a.stages;
-    const int per_tok = a.per_tok_s, cg = a.copy_g;
-    const long long total = a.T * per_tok;
-    const long long tiles = (total + nt - 1) / nt;
-    const long long nsteps = blockIdx.x < tiles ? (tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
-    const int hints = a.hints;
-
-    /* item of step k: token (b, s) and r in [0, per_tok); false when the thread has none */
-    auto decode = [&](long long k, long long &b, long long &s, int &r) -> bool {
-        if (k >= nsteps) return false;
-        const long long i = (k * gridDim.x + blockIdx.x) * nt + tid;
-        if (i >= total) return false;
-        if (a.small) {
-            const unsigned t32 = fdiv((unsigned)i, a.d_per_tok), b32 = fdiv(t32, a.d_S);
-            b = b32, s = t32 - b32 * a.d_S.d, r = (int)((unsigned)i - t32 * (unsigned)per_tok);
-        } else {
-            const long long tok = i / per_tok;
-            b = tok / a.S, s = tok - b * a.S, r = (int)(i - tok * per_tok);
-        }
-        return true;
-    };
-    /* the position id a rotation item's table row comes from (none for 3D tables) */
-    auto pos_ptr = [&](long long b, long long s, int u) -> const long long * {
-        if (a.rows == RK_ROWS_TABLE_3D) return nullptr;
-        if (a.rows == RK_ROWS_OFFSET) return a.pos;
-        const int st = a.rows == RK_ROWS_MROPE ? mrope_stream(a, u * NC) : 0;
-        return a.pos + st * a.pos_as + b * a.pos_bs + s * a.pos_ss;
-    };
-
-    long long nb = 0, ns = 0, npos = 0; /* the next item to issue and its id */
-    int nr = 0;
-    bool nvalid = decode(0, nb, ns, nr);
-    auto prefetch = [&]() {
-        if (nvalid && nr < a.rot_total) {
-            const int grp = (int)fdiv((unsigned)nr, a.d_rot_items), u = nr - grp * a.rot_items;
-            const long long *pp = pos_ptr(nb, ns, u);
-            if (pp) npos = __ldg(pp);
-        }
-    };
-    prefetch();
-    unsigned okm = 0; /* bit j: the item in slot j has a table row */
-    long long k_issue = 0;
-    int slot_issue = 0;
-    auto issue = [&]() {
-        uint4 *X = stg + (size_t)slot_issue * SV * nt + tid, *C = X + XV * nt, *Sn = C + TV * nt;
-        if (nvalid) {
-            const long long b = nb, s = ns;
-            if (nr >= a.rot_total) { /* channels [R, H) */
-                const int r = nr - a.rot_total;
-                const int grp = (int)fdiv((unsigned)r, a.d_copy_items), u = r - grp * a.copy_items;
-                const int n0 = grp * cg;
-                const raw *xp = reinterpret_cast<const raw *>(a.x) + b * a.xs[0] + s * a.xs[1] +
-                                n0 * a.xs[2] + a.R + (long long)u * V;
-#pragma unroll
-                for (int g = 0; g < SV; ++g)
-                    if (g < cg && n0 + g < a.N) cp_async_x16(X + g * nt, xp + g * a.xs[2]);
-            } else {
-                const int grp = (int)fdiv((unsigned)nr, a.d_rot_items), u = nr - grp * a.rot_items;
-                const int n0 = grp * G, k0 = u * NC;
-                const raw *xp = reinterpret_cast<const raw *>(a.x) + b * a.xs[0] + s * a.xs[1] + n0 * a.xs[2];
-#pragma unroll
-                for (int g = 0; g < G; ++g)
-                    if (n0 + g < a.N) {
-                        const raw *q = xp + g * a.xs[2];
-                        if (IL) cp_async_x16(X + g * nt, q + 2 * k0);
-                        else cp_async_x16(X + 2 * g * nt, q + k0), cp_async_x16(X + (2 * g + 1) * nt, q + k0 + a.h);
-                    }
-                long long co, so;
-                bool good;
-                if (a.rows == RK_ROWS_TABLE_3D) {
-                    good = true;
-                    co = b * a.cos_bs + s * a.cos_ss + k0, so = b * a.sin_bs + s * a.sin_ss + k0;
-                } else {
-                    long long row = npos;
-                    if (a.rows == RK_ROWS_OFFSET) {
-                        good = !(npos < 0 || a.S > a.table_rows || npos > a.table_rows - a.S);
-                        row = npos + s;
-                    } else {
-                        good = npos >= 0 && npos < a.table_rows;
-                    }
-                    co = row * a.cos_rs + k0, so = row * a.sin_rs + k0;
-                }
-                if (good && TPF) {
-                    const traw *cp = reinterpret_cast<const traw *>(a.cos) + co;
-                    const traw *sp = reinterpret_cast<const traw *>(a.sin) + so;
-                    asm volatile("prefetch.global.L1 [%0];" ::"l"(cp));
-                    asm volatile("prefetch.global.L1 [%0];" ::"l"(sp));
-                    longlong2 o;
-                    o.x = co, o.y = so;
-                    *reinterpret_cast<longlong2 *>(C) = o;
-                    okm |= 1u << slot_issue;
-                } else if (good) {
-                    const traw *cp = reinterpret_cast<const traw *>(a.cos) + co;
-                    const traw *sp = reinterpret_cast<const traw *>(a.sin) + so;
-                    if constexpr (TB >= 16) {
-#pragma unroll
-                        for (int v = 0; v < TV; ++v) cp_async_ca<16>(C + v * nt, cp + v * PER), cp_async_ca<16>(Sn + v * nt, sp + v * PER);
-                    } else {
-                        cp_async_ca<TB>(C, cp), cp_async_ca<TB>(Sn, sp);
-                    }
-                    okm |= 1u << slot_issue;
-                } else {
-                    okm &= ~(1u << slot_issue);
-                }
-                /* out-of-range ids: counted by one thread per token */
-                if (a.err && grp == 0 && u == 0 && a.rows != RK_ROWS_TABLE_3D) {
-                    for (int st = 0; st < 3; ++st) {
-                        if (!((a.stream_mask >> st) & 1)) continue;
-                        record_if_bad(a, b, s, st);
-                    }
-                }
-            }
-        }
-        cp_async_commit();
-        ++k_issue;
-        slot_issue = slot_issue + 1 == D ? 0 : slot_issue + 1;
-        nvalid = decode(k_issue, nb, ns, nr);
-        prefetch();
-    };
-    auto consume = [&](long long k, int slot) {
-        long long b, s;
-        int r;
-        if (!decode(k, b, s, r)) return;
-        const uint4 *X = stg + (size_t)slot * SV * nt + tid, *C = X + XV * nt, *Sn = C + TV * nt;
-        raw *yb = reinterpret_cast<raw *>(a.y) + b * a.ys[0] + s * a.ys[1];
-        if (r >= a.rot_total) {
-            r -= a.rot_total;
-            const int grp = (int)fdiv((unsigned)r, a.d_copy_items), u = r - grp * a.copy_items;
-            const int n0 = grp * cg;
-            raw *yp = yb + n0 * a.ys[2] + a.R + (long long)u * V;
-#pragma unroll
-            for (int g = 0; g < SV; ++g)
-                if (g < cg && n0 + g < a.N) st_y(yp + g * a.ys[2], X[g * nt], hints);
-            return;
-        }
-        const int grp = (int)fdiv((unsigned)r, a.d_rot_items), u = r - grp * a.rot_items;
-        const int n0 = grp * G, k0 = u * NC;
-        uint4 va[G], vb[G];
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-            va[g] = vb[g] = make_uint4(0, 0, 0, 0);
-            if (n0 + g < a.N) {
-                va[g] = X[(IL ? g : 2 * g) * nt];
-                if (!IL) vb[g] = X[(2 * g + 1) * nt];
-            }
-        }
-        float cf[NC], sf[NC];
-        const unsigned good = (okm >> slot) & 1u ? (1u << NC) - 1u : 0u;
-        if (good && TPF) {
-            const longlong2 o = *reinterpret_cast<const longlong2 *>(C);
-            load_cols<TDT, NC>(a.cos, o.x, 1, true, cf);
-            load_cols<TDT, NC>(a.sin, o.y, 1, true, sf);
-        } else if (good) {
-#pragma unroll
-            for (int v = 0; v < TV; ++v) {
-                union { uint4 u; traw e[PER]; } tc, ts;
-                tc.u = C[v * nt], ts.u = Sn[v * nt];
-#pragma unroll
-                for (int i = 0; i < PER; ++i)
-                    if (v * PER + i < NC) cf[v * PER + i] = Elt<TDT>::ld(tc.e[i]), sf[v * PER + i] = Elt<TDT>::ld(ts.e[i]);
-            }
-        } else {
-#pragma unroll
-            for (int j = 0; j < NC; ++j) cf[j] = 1.0f, sf[j] = 0.0f;
-        }
-#pragma unroll
-        for (int j = 0; j < NC; ++j) {
-            if (a.apply_scale) {
-                cf[j] = round_to<TDT>(__fmul_rn(cf[j], a.scale));
-                sf[j] = round_to<TDT>(__fmul_rn(sf[j], a.scale));
-            }
-            if (a.inverse) sf[j] = -sf[j];
-        }
-        rotate_chunk<DT, TDT, IL, G, false>(va, vb, cf, sf, good);
-        raw *yp = yb + n0 * a.ys[2];
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-            if (n0 + g >= a.N) continue;
-            raw *q = yp + g * a.ys[2];
-            st_y(q + (IL ? 2 * k0 : k0), va[g], hints);
-            if (!IL) st_y(q + k0 + a.h, vb[g], hints);
-        }
-    };
-    for (int j = 0; j + 1 < D; ++j) issue();
-    int slot = 0;
-    for (long long k = 0; k < nsteps; ++k) {
-        issue(); /* step k + D - 1 */
-        switch (D) { /* step k's group complete: at most D - 1 newer ones pending */
-        case 2: cp_async_wait<1>(); break;
-        case 3: cp_async_wait<2>(); break;
-        case 4: cp_async_wait<3>(); break;
-        default: cp_async_wait<4>(); break;
-        }
-        consume(k, slot);
-        slot = slot + 1 == D ? 0 : slot + 1;
-    }
-    cp_async_wait<0>();
 }
 
 /* ---- launch ------------------------------------------------------------------------------- */
@@ -922,25 +698,22 @@ ropekit_status launch_rotary_flat(const RotArgs &a, long long threads_total, int
 
 /* Which kernel takes a vectorisable call: the tile kernel (2 heads per thread) where it measured
  * faster than the flat kernel on an H200 (bench/results-cuda.md, 2026-12-01, same-run A/B):
- * 16-bit x over the whole head (no partial rotary), half-split pairs, per-token ids — except
- * float16 x with float32 tables — and MRoPE. Everything else (float32 x, partial rotary,
+ * x over the whole head (no partial rotary), half-split pairs, per-token ids — except float16 x
+ * with float32 tables — and MRoPE. (float32 x joined with the capped tile kernel, tile_capped:
+ * Llama S=8192 88.5 -> 87.1 µs, other float32 rows level.) Everything else (partial rotary,
  * adjacent pairs, offsets, 3D tables: slower there or not measured) keeps the flat kernel, and
- * so do calls of at most one wave (one_wave in run_rotary: decode steps). Benchmark knob: ROPEKIT_CUDA_TILE=0 (flat kernel always) or 1 (tile kernel whenever it fits);
+ * so do calls of at most one wave (one_wave in run_rotary: decode steps). Benchmark knobs:
+ * ROPEKIT_CUDA_TILE=0 (flat kernel always) or 1 (tile kernel whenever it fits);
  * ROPEKIT_CUDA_TILE_THREADS: the tile kernel's target block size (tokens per block = this /
  * threads per token, at least 1). */
 bool tile_preferred(const rk_rotary_plan *p, bool one_wave) {
     static const int t = env_int("ROPEKIT_CUDA_TILE", 0, 1, -1);
     if (t >= 0) return t == 1;
     if (one_wave) return false;
-    if (p->dtype == ROPEKIT_FLOAT32 || p->interleaved || p->R != p->H) return false;
+    if (p->interleaved || p->R != p->H) return false;
     if (p->rows == RK_ROWS_MROPE) return true;
     return p->rows == RK_ROWS_PER_TOKEN &&
            !(p->dtype == ROPEKIT_FLOAT16 && p->table_dtype == ROPEKIT_FLOAT32);
-}
-int tile_maxr() { /* ROPEKIT_CUDA_TILE_MAXR=40|48: the tile kernel's register cap (default none:
-                   * ptxas's choice under its 1024-thread launch bound) */
-    static const int r = env_int("ROPEKIT_CUDA_TILE_MAXR", 32, 64, 0);
-    return r;
 }
 int tile_threads() { /* 128 (one token per block on the benchmark shapes) measured faster than
                         * 256 on MRoPE 16-bit (82 -> 86-87% of the copy), level elsewhere */
@@ -948,139 +721,26 @@ int tile_threads() { /* 128 (one token per block on the benchmark shapes) measur
     return t;
 }
 
+/* The capped tile kernel (TILE_CAP) for every dtype pair but float16 x with float16 tables
+ * (its capped build spills); benchmark knob ROPEKIT_CUDA_TILE_CAP=0|1 forces either. */
+bool tile_capped(int dt, int tdt) {
+    static const int c = env_int("ROPEKIT_CUDA_TILE_CAP", 0, 1, -1);
+    if (c >= 0) return c == 1;
+    return !(dt == ROPEKIT_FLOAT16 && tdt == ROPEKIT_FLOAT16);
+}
 template <int DT, int TDT>
 ropekit_status launch_rotary_tile(const RotArgs &a, long long blocks, int threads, size_t shm,
                                   cudaStream_t st) {
     if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
     const dim3 grid((unsigned)blocks), block((unsigned)threads);
-    const int mr = tile_maxr();
-#define RK_TILE(IL_, MR_) rotary_tile_kernel_capped<DT, TDT, IL_, TILE_G, MR_><<<grid, block, shm, st>>>(a)
-    if (mr == 40) {
-        if (a.interleaved) RK_TILE(true, 40);
-        else RK_TILE(false, 40);
-    } else if (mr == 48) {
-        if (a.interleaved) RK_TILE(true, 48);
-        else RK_TILE(false, 48);
+    if (tile_capped(DT, TDT)) {
+        if (a.interleaved) rotary_tile_kernel_capped<DT, TDT, true, TILE_G><<<grid, block, shm, st>>>(a);
+        else rotary_tile_kernel_capped<DT, TDT, false, TILE_G><<<grid, block, shm, st>>>(a);
     } else {
         if (a.interleaved) rotary_tile_kernel<DT, TDT, true, TILE_G><<<grid, block, shm, st>>>(a);
         else rotary_tile_kernel<DT, TDT, false, TILE_G><<<grid, block, shm, st>>>(a);
     }
-#undef RK_TILE
     return launched("rotary kernel launch");
-}
-
-/* Staged kernel knobs (benchmark only; common.cuh): ROPEKIT_CUDA_STAGED=0|1 (forced off or on
- * wherever it fits, one-wave calls included; unset: staged_preferred), ROPEKIT_CUDA_STAGES
- * (steps per thread, 2-5, default 3), ROPEKIT_CUDA_STAGED_THREADS (block size, default 256),
- * ROPEKIT_CUDA_STAGED_G (heads per item, 1 or 2, default 2; 4 measured slower), ROPEKIT_CUDA_STAGED_BLOCKS (cap on
- * the grid: check runs use a small one so every block's pipeline wraps around many times),
- * ROPEKIT_CUDA_STAGED_BPS (cap on blocks per SM), ROPEKIT_CUDA_STAGED_WIDE_COPY=0|1|2 (copy items
- * of [R, H): G heads, as many heads as an item has x slots (2G half-split, default), or as many
- * as it has slots, the table's included), ROPEKIT_CUDA_STAGED_TPF=1 (G = 2: the table pieces
- * prefetched into L1 when the item is issued and loaded when it is consumed, instead of copied
- * into shared memory; 64 registers, 4 blocks per SM). */
-int staged_knob() {
-    static const int t = env_int("ROPEKIT_CUDA_STAGED", 0, 1, -1);
-    return t;
-}
-int staged_stages() {
-    static const int d = env_int("ROPEKIT_CUDA_STAGES", 2, 5, 3);
-    return d;
-}
-int staged_threads() {
-    static const int t = env_int("ROPEKIT_CUDA_STAGED_THREADS", 32, 256, 256);
-    return (t + 31) / 32 * 32;
-}
-int staged_g() {
-    static const int g = env_int("ROPEKIT_CUDA_STAGED_G", 1, 2, 2);
-    return g;
-}
-int staged_wide_copy() {
-    static const int w = env_int("ROPEKIT_CUDA_STAGED_WIDE_COPY", 0, 2, 1);
-    return w;
-}
-int staged_tab_prefetch() {
-    static const int t = env_int("ROPEKIT_CUDA_STAGED_TPF", 0, 1, 0);
-    return t;
-}
-int staged_max_blocks() {
-    static const int b = env_int("ROPEKIT_CUDA_STAGED_BLOCKS", 0, INT_MAX, 0);
-    return b;
-}
-int staged_bps() {
-    static const int b = env_int("ROPEKIT_CUDA_STAGED_BPS", 0, 32, 0);
-    return b;
-}
-
-/* Whether the staged kernel can take a vectorisable call: table rows of contiguous, 16-byte
- * aligned columns (its table pieces are cp.async copies) and, for MRoPE, every chunk's columns
- * reading one id stream (one id per item). */
-bool staged_fits(const rk_rotary_plan *p, const RotArgs &a, int V) {
-    if (!a.tab_vec) return false;
-    if (p->rows != RK_ROWS_MROPE) return true;
-    const int NC = p->interleaved ? V / 2 : V;
-    for (long long k0 = 0; k0 < p->R / 2; k0 += NC)
-        for (long long k = k0 + 1; k < k0 + NC && k < p->R / 2; ++k)
-            if (rk_mrope_stream(p->mrope_section, p->mrope_layout, k) !=
-                rk_mrope_stream(p->mrope_section, p->mrope_layout, k0))
-                return false;
-    return true;
-}
-
-/* Where the staged kernel is the default (unset ROPEKIT_CUDA_STAGED): none yet (measured
- * against the flat and tile kernels first). */
-bool staged_preferred(const rk_rotary_plan *p, bool one_wave) {
-    (void)p;
-    (void)one_wave;
-    return false;
-}
-
-template <int DT, int TDT, bool IL, int G, bool TPF>
-ropekit_status launch_staged_t(const RotArgs &a, long long items, int nt, cudaStream_t st) {
-    typedef typename Elt<DT>::raw raw;
-    typedef typename Elt<TDT>::raw traw;
-    constexpr int V = 16 / sizeof(raw), NC = IL ? V / 2 : V, TB = NC * (int)sizeof(traw);
-    constexpr int SV = (IL ? G : 2 * G) + (TPF ? 1 : 2 * (TB >= 16 ? TB / 16 : 1));
-    const size_t shm = (size_t)a.stages * SV * nt * 16;
-    auto kern = rotary_staged_kernel<DT, TDT, IL, G, TPF>;
-    /* blocks per SM for (nt, shm), cached per instantiation (key nt * 2^32 + shm) */
-    static std::atomic<unsigned long long> key{0};
-    static std::atomic<int> bps_cached{0};
-    const unsigned long long want = (unsigned long long)nt << 32 | shm;
-    int bps;
-    if (key.load() == want) {
-        bps = bps_cached.load();
-    } else {
-        if (shm > 48 * 1024) {
-            const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm);
-            if (e != cudaSuccess) return cuda_fail(e, "rotary kernel shared memory");
-        }
-        const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kern, nt, shm);
-        if (e != cudaSuccess) return cuda_fail(e, "rotary kernel occupancy");
-        if (bps < 1) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "rotary kernel: shared memory too small");
-        bps_cached.store(bps);
-        key.store(want);
-    }
-    if (staged_bps() > 0 && bps > staged_bps()) bps = staged_bps();
-    long long blocks = (items + nt - 1) / nt;
-    const long long cap = (long long)bps * sm_count();
-    if (blocks > cap) blocks = cap;
-    if (staged_max_blocks() > 0 && blocks > staged_max_blocks()) blocks = staged_max_blocks();
-    kern<<<(unsigned)blocks, nt, shm, st>>>(a);
-    return launched("rotary kernel launch");
-}
-
-template <int DT, int TDT>
-ropekit_status launch_rotary_staged(const RotArgs &a, long long items, int G, cudaStream_t st) {
-    const int nt = staged_threads();
-    if (G == 1)
-        return a.interleaved ? launch_staged_t<DT, TDT, true, 1, false>(a, items, nt, st)
-                             : launch_staged_t<DT, TDT, false, 1, false>(a, items, nt, st);
-    if (staged_tab_prefetch())
-        return a.interleaved ? launch_staged_t<DT, TDT, true, 2, true>(a, items, nt, st)
-                             : launch_staged_t<DT, TDT, false, 2, true>(a, items, nt, st);
-    return a.interleaved ? launch_staged_t<DT, TDT, true, 2, false>(a, items, nt, st)
-                         : launch_staged_t<DT, TDT, false, 2, false>(a, items, nt, st);
 }
 
 template <int DT, int TDT>
@@ -1168,38 +828,12 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
     const bool one_wave = vec && per4 > 0 && a.T <= (long long)sm_count() * 768 / per4;
     const long long tile_per_tok = (long long)((p->N + TILE_G - 1) / TILE_G) * a.items;
     const long long hp = (h + 7) / 8 * 8;
-    const bool tile0 = vec && tile_per_tok >= 1 && tile_per_tok <= 1024 && hp * 9 <= 48 * 1024 &&
+    const bool tile = vec && tile_per_tok >= 1 && tile_per_tok <= 1024 && hp * 9 <= 48 * 1024 &&
                       tile_preferred(p, one_wave);
-    /* the staged kernel: where preferred (staged_preferred) or forced (ROPEKIT_CUDA_STAGED=1:
-     * wherever it fits, so that the check runs reach it on small calls too) */
-    bool staged = false;
-    if (vec) {
-        const long long tes = (long long)ropekit_dtype_size(p->table_dtype), per = 16 / tes;
-        const bool t3 = p->rows == RK_ROWS_TABLE_3D;
-        a.tab_vec = p->cos_cs == 1 && p->sin_cs == 1 && (uintptr_t)p->cos % 16 == 0 &&
-                    (uintptr_t)p->sin % 16 == 0 &&
-                    (t3 ? p->cos_bs % per == 0 && p->cos_ss % per == 0 && p->sin_bs % per == 0 &&
-                              p->sin_ss % per == 0
-                        : p->cos_rs % per == 0 && p->sin_rs % per == 0);
-        const int k = staged_knob();
-        staged = (k == 1 || (k < 0 && staged_preferred(p, one_wave))) && staged_fits(p, a, V);
-    }
-    const bool tile = !staged && tile0;
-    const int G = staged                    ? staged_g()
-                  : tile                    ? TILE_G
+    const int G = tile                      ? TILE_G
                   : flat_heads_per_thread() ? flat_heads_per_thread()
                   : one_wave                ? 2
                                             : 4;
-    a.stages = staged_stages();
-    {
-        /* staged copy items: G heads, or as many as an item has x slots (2G half-split), or
-         * as many as it has slots with the table's (ROPEKIT_CUDA_STAGED_WIDE_COPY=0|1|2) */
-        const int xv = p->interleaved ? G : 2 * G;
-        const long long tb = (long long)(p->interleaved ? V / 2 : V) * (long long)ropekit_dtype_size(p->table_dtype);
-        const int sv = xv + (staged_tab_prefetch() && G == 2 ? 1 : 2 * (int)(tb >= 16 ? tb / 16 : 1));
-        const int w = staged ? staged_wide_copy() : 0;
-        a.copy_g = w == 2 ? sv : w == 1 ? xv : G;
-    }
     a.ngroups = (int)((p->N + G - 1) / G);
     a.rot_total = a.ngroups * a.rot_items;
     a.copy_items = a.items - a.rot_items;
@@ -1207,11 +841,18 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
     const long long flat_total = a.T * a.ngroups * (long long)a.items;
     a.small = flat_total < (1ll << 31) - 1024 && a.S < (1ll << 31);
     a.d_per_tok = make_div((long long)a.ngroups * a.items);
-    a.per_tok_s = a.rot_total + (int)((p->N + a.copy_g - 1) / a.copy_g) * a.copy_items;
-    if (staged) a.d_per_tok = make_div(a.per_tok_s);
     a.d_rot_items = make_div(a.rot_items > 0 ? a.rot_items : 1);
     a.d_copy_items = make_div(a.copy_items > 0 ? a.copy_items : 1);
     a.d_S = make_div(a.S < (1ll << 31) ? a.S : 1);
+    {
+        const long long tes = (long long)ropekit_dtype_size(p->table_dtype), per = 16 / tes;
+        const bool t3 = p->rows == RK_ROWS_TABLE_3D;
+        a.tab_vec = p->cos_cs == 1 && p->sin_cs == 1 && (uintptr_t)p->cos % 16 == 0 &&
+                    (uintptr_t)p->sin % 16 == 0 &&
+                    (t3 ? p->cos_bs % per == 0 && p->cos_ss % per == 0 && p->sin_bs % per == 0 &&
+                              p->sin_ss % per == 0
+                        : p->cos_rs % per == 0 && p->sin_rs % per == 0);
+    }
     long long tile_blocks = 0;
     int tile_thr = 0;
     size_t tile_shm = 0;
@@ -1230,8 +871,7 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
         tile_shm = (size_t)(tt * hp * 9);
     }
 #define RK_ROT(DT_, TDT_)                                                                        \
-    return staged ? launch_rotary_staged<DT_, TDT_>(a, a.T * a.per_tok_s, G, st)                \
-           : tile ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)        \
+    return tile  ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)         \
            : vec ? launch_rotary_flat<DT_, TDT_>(a, flat_total, G, st)                           \
                  : launch_rotary_scalar<DT_, TDT_>(a, smem, (unsigned)blocks, shm, st)
     if (dt == ROPEKIT_FLOAT32) RK_ROT(ROPEKIT_FLOAT32, ROPEKIT_FLOAT32);

@@ -455,10 +455,10 @@ ropekit_status ropekit_webgpu_read(ropekit_webgpu *ctx, WGPUBuffer buffer, uint6
     WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
     wgpuCommandEncoderCopyBufferToBuffer(enc, buffer, lo, staging, 0, hi - lo);
     WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
-    wgpuQueueSubmit(ctx->queue, 1, &cmd);
-    wgpuCommandBufferRelease(cmd);
+    ropekit_status st = pop_scope(ctx, "read"); /* before submitting (see rk_wg_dispatch) */
+    if (st == ROPEKIT_OK) wgpuQueueSubmit(ctx->queue, 1, &cmd);
+    if (cmd) wgpuCommandBufferRelease(cmd);
     wgpuCommandEncoderRelease(enc);
-    ropekit_status st = pop_scope(ctx, "read");
     if (st == ROPEKIT_OK) {
         map_result r = {0, 0, ""};
         WGPUBufferMapCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_map, &r, NULL};
@@ -496,10 +496,11 @@ ropekit_status ropekit_webgpu_kernel_time(ropekit_webgpu *ctx, double *seconds, 
     wgpuCommandEncoderResolveQuerySet(enc, ctx->ts_set, 0, 2 * n, ctx->ts_resolve, 0);
     wgpuCommandEncoderCopyBufferToBuffer(enc, ctx->ts_resolve, 0, ctx->ts_read, 0, 16 * (uint64_t)n);
     WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
-    wgpuQueueSubmit(ctx->queue, 1, &cmd);
-    wgpuCommandBufferRelease(cmd);
+    ropekit_status st = pop_scope(ctx, "kernel_time"); /* before submitting (see rk_wg_dispatch) */
+    if (st == ROPEKIT_OK) wgpuQueueSubmit(ctx->queue, 1, &cmd);
+    if (cmd) wgpuCommandBufferRelease(cmd);
     wgpuCommandEncoderRelease(enc);
-    RK_TRY(pop_scope(ctx, "kernel_time"));
+    RK_TRY(st);
     map_result r = {0, 0, ""};
     WGPUBufferMapCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_map, &r, NULL};
     wgpuBufferMapAsync(ctx->ts_read, WGPUMapMode_Read, 0, 16 * (size_t)n, cb);
@@ -786,15 +787,17 @@ ropekit_status rk_wg_flush(ropekit_webgpu *ctx) {
     const int n = ctx->n_pending;
     wgpuQueueWriteBuffer(ctx->queue, ctx->args, 0, ctx->args_host, (size_t)ctx->args_used);
     WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(ctx->enc, NULL);
-    wgpuQueueSubmit(ctx->queue, 1, &cmd);
-    wgpuCommandBufferRelease(cmd);
+    char what[64];
+    snprintf(what, sizeof what, "a batch of %d recorded call%s", n, n == 1 ? "" : "s");
+    /* popped (pushed by the batch's first call) before submitting: wgpu-native aborts the
+     * process on a submission of an invalid command buffer */
+    ropekit_status st = pop_scope(ctx, what);
+    if (st == ROPEKIT_OK) wgpuQueueSubmit(ctx->queue, 1, &cmd);
+    if (cmd) wgpuCommandBufferRelease(cmd);
     wgpuCommandEncoderRelease(ctx->enc);
     ctx->enc = NULL;
     ctx->n_pending = 0;
     ctx->args_used = 0;
-    char what[64];
-    snprintf(what, sizeof what, "a batch of %d recorded call%s", n, n == 1 ? "" : "s");
-    ropekit_status st = pop_scope(ctx, what); /* pushed by the batch's first call */
     if (st != ROPEKIT_OK) rk_wg_bg_cache_clear(ctx); /* a kept bind group may be the cause */
     return st;
 }
@@ -844,11 +847,14 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
             ctx->enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
         }
         ctx->args_used = slot + ctx->slot_bytes;
-    } else {
+    }
+    WGPUCommandEncoder enc = ctx->enc;
+    if (!ctx->batch) {
         push_scope(ctx);
         wgpuQueueWriteBuffer(ctx->queue, ctx->args, 0, ctx->args_host,
                              ids_bytes ? (size_t)(ctx->ids_off + ((ids_bytes + 3) & ~(uint64_t)3))
                                        : params_bytes);
+        enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
     }
     WGPUBindGroupEntry e[RK_WG_MAX_BINDINGS];
     memset(e, 0, sizeof e);
@@ -876,7 +882,6 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
         WGPUBindGroupDescriptor bd = {NULL, sv("ropekit"), ctx->bgl[layout], (size_t)n_bindings, e};
         bg = wgpuDeviceCreateBindGroup(ctx->device, &bd);
     }
-    WGPUCommandEncoder enc = ctx->batch ? ctx->enc : wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
     WGPUPassTimestampWrites tw = {NULL, ctx->ts_set, 2 * ctx->ts_n, 2 * ctx->ts_n + 1};
     WGPUComputePassDescriptor pd = {NULL, sv("ropekit"), NULL};
     if (ctx->ts_set && ctx->ts_n < RK_WG_TS_PASSES) {
@@ -895,10 +900,12 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
         return ++ctx->n_pending >= ctx->batch ? rk_wg_flush(ctx) : ROPEKIT_OK;
     }
     WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, NULL);
-    wgpuQueueSubmit(ctx->queue, 1, &cmd);
-    wgpuCommandBufferRelease(cmd);
-    wgpuCommandEncoderRelease(enc);
+    /* the errors of encoding, popped before submitting: wgpu-native aborts the process on a
+     * submission of an invalid command buffer (nothing is submitted then: no output written) */
     ropekit_status st = pop_scope(ctx, "dispatch");
+    if (st == ROPEKIT_OK) wgpuQueueSubmit(ctx->queue, 1, &cmd);
+    if (cmd) wgpuCommandBufferRelease(cmd);
+    wgpuCommandEncoderRelease(enc);
     /* only a bind group whose creation and use raised no error is kept */
     if (bg && !cached) {
         if (st == ROPEKIT_OK)

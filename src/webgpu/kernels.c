@@ -130,6 +130,15 @@ void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c) {
     prelude(s, c->xk == RK_WG_F16 || c->tk == RK_WG_F16, c->wg, c->sw, arith_file(c->ar), c->integer_paths,
             c->ar == RK_ARITH_WIDE64 || c->f64);
     rk_buf_printf(s, "const ROWS: u32 = %uu;\nconst HG: u32 = %uu;\n", c->rows_mode, c->hg);
+    if (c->il < 0) /* kernel packages: pipeline-overridable constants, set by the runner */
+        rk_buf_puts(s, "override RK_IL: u32 = 2u; // 0 half-split, 1 interleaved, 2: read P.flags\n"
+                       "fn rk_il() -> bool {\n"
+                       "    if (RK_IL > 1u) { return (P.flags & 1u) != 0u; }\n"
+                       "    return RK_IL == 1u;\n}\n"
+                       "override RK_COPY: bool = true;\n");
+    else
+        rk_buf_printf(s, "fn rk_il() -> bool { return %s; }\nconst RK_COPY: bool = %s;\n",
+                      c->il ? "true" : "false", c->copy ? "true" : "false");
     const rk_wg_kind xv = c->vec ? RK_WG_V4 : c->xk, yv = c->vec ? RK_WG_V4 : c->yk;
     if (c->vec) {
         static const char *conv[] = {
@@ -138,26 +147,18 @@ void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c) {
             "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bitcast<vec4<u32>>(lo); }\n",
             "fn elem_to_f32(b: u32) -> f32 { return f16_bits_to_f32(b); }\n"
             "fn f32_to_elem(f: f32) -> u32 { return f32_to_f16_bits(f); }\n"
-            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return f16_words4(lo, hi); }\n",
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return f16_words4(lo, hi, P.flags >> 31u); }\n",
             "fn elem_to_f32(b: u32) -> f32 { return bf16_bits_to_f32(b); }\n"
             "fn f32_to_elem(f: f32) -> u32 { return f32_to_bf16_bits(f); }\n"
-            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bf16_words4(lo, hi); }\n"};
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bf16_words4(lo, hi, P.flags >> 31u); }\n"};
         const unsigned ve = 16u / (unsigned)ropekit_dtype_size(c->dtype);
         rk_buf_printf(s, "const VE: u32 = %uu;\nconst EW: u32 = %uu;\n%s", ve, ve / 4,
                       conv[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
-        /* both 16-bit halves of a word as floats: with shader-f16 float16 is widened by the
-         * hardware (exact, as the element kernel's f16 loads), else with integer arithmetic */
-        if (c->dtype == ROPEKIT_FLOAT16) /* unpack2x16float (core WGSL): exact for normal halves;
-                                            the others (exponent field 0 or 31: a subnormal may be
-                                            flushed) with integer arithmetic */
-            rk_buf_puts(s, "fn word_f(w: u32) -> vec2<f32> {\n"
-                           "    let lo = w & 0x7c00u;\n"
-                           "    let hi = w & 0x7c000000u;\n"
-                           "    if (FAST && lo != 0u && lo != 0x7c00u && hi != 0u && hi != 0x7c000000u) { return unpack2x16float(w); }\n"
-                           "    return vec2<f32>(f16_bits_to_f32(w & 0xffffu), f16_bits_to_f32(w >> 16u));\n}\n");
-        else
-            rk_buf_puts(s, "fn word_f(w: u32) -> vec2<f32> {\n"
-                           "    return vec2<f32>(elem_to_f32(w & 0xffffu), elem_to_f32(w >> 16u));\n}\n");
+        /* both 16-bit halves of a word as floats, with integer arithmetic (float16 is always
+         * packed; unpack2x16float is exact for normal halves only, and its guarded form made
+         * Chromium's translation for SwiftShader take minutes to compile the vector kernel) */
+        rk_buf_puts(s, "fn word_f(w: u32) -> vec2<f32> {\n"
+                       "    return vec2<f32>(elem_to_f32(w & 0xffffu), elem_to_f32(w >> 16u));\n}\n");
     }
     in_out(s, 1, "x", xv, 2, "y", yv, c->inplace);
     if (c->vec && c->tv) { /* tables as 16-byte vectors, VT columns each */
@@ -209,17 +210,17 @@ void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c) {
             "fn unit_exp(u: u32) -> i32 { return max(i32(u >> 23u), 1) - 134; }\n"};
         rk_buf_puts(s, unit[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
         /* a vector's even and odd elements as float, and back into words (16-bit; unused for
-         * float32) */
+         * float32); P.zero is always 0: common.wgsl's opaque zero for the float16 rounding */
         static const char *eo[] = {
             "fn elem_even4(r: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(r); }\n"
             "fn elem_odd4(r: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(r); }\n"
             "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bitcast<vec4<u32>>(lo); }\n",
             "fn elem_even4(r: vec4<u32>) -> vec4<f32> { return f16x4(r & vec4<u32>(0xffffu)); }\n"
             "fn elem_odd4(r: vec4<u32>) -> vec4<f32> { return f16x4(r >> vec4<u32>(16u)); }\n"
-            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return f16_words4(lo, hi); }\n",
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return f16_words4(lo, hi, P.zero); }\n",
             "fn elem_even4(r: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(r << vec4<u32>(16u)); }\n"
             "fn elem_odd4(r: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(r & vec4<u32>(0xffff0000u)); }\n"
-            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bf16_words4(lo, hi); }\n"};
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bf16_words4(lo, hi, P.zero); }\n"};
         rk_buf_puts(s, eo[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
         rk_wgsl_add_file(s, c->ar == RK_ARITH_WIDE64 ? "qknorm_sum64.wgsl" : "qknorm_sum32.wgsl");
         rk_wgsl_add_file(s, "qknorm_factor.wgsl");

@@ -60,6 +60,16 @@ typedef struct rotary_args {
     ropekit_tensor hx, hc, hs, hy; /* stand-in views the plan was built from */
 } rotary_args;
 
+/* The pipeline key of a rotary variant from its signature (run_rotary's sig[]). */
+static void rotary_key(char *key, size_t cap, const int *g) {
+    snprintf(key, cap, "rotary %s x=%s y=%s t=%s %s%s%s %s wg%u hg%u%s%s",
+             rk_wg_rows_name((uint32_t)g[0]), rk_wg_kind_name((rk_wg_kind)g[1]),
+             rk_wg_kind_name((rk_wg_kind)g[2]), rk_wg_kind_name((rk_wg_kind)g[3]),
+             rk_wg_arith_name((rk_wg_arith)g[4]), g[5] ? " vec16" : "", g[6] ? " tv" : "",
+             g[7] ? "inplace" : "outofplace", (unsigned)g[8], (unsigned)g[9], g[10] ? " il" : "",
+             g[11] ? " copy" : "");
+}
+
 static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const rotary_args *a) {
     RK_TRY(rk_check_position_ids(p)); /* host ids: out of range -> error before any dispatch */
     if (p->B == 0 || p->S == 0 || p->N == 0 || p->H == 0) return ROPEKIT_OK;
@@ -181,16 +191,19 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
     /* workgroup: the context's size; by default (options.workgroup_size 0) at most
      * RK_WG_ROTARY_VEC_WG for the vector kernel */
     const uint32_t wg = vec && !ctx->wg_asked && ctx->wg > RK_WG_ROTARY_VEC_WG ? RK_WG_ROTARY_VEC_WG : ctx->wg;
-    char key[160];
-    snprintf(key, sizeof key, "rotary %s x=%s y=%s t=%s %s%s%s %s wg%u hg%u", rk_wg_rows_name(rows_mode),
-             rk_wg_kind_name(xk), rk_wg_kind_name(yk), rk_wg_kind_name(tk), rk_wg_arith_name(ar),
-             vec ? " vec16" : "", tv ? " tv" : "", inplace ? "inplace" : "outofplace", wg,
-             (unsigned)hg);
-    WGPUComputePipeline pipe;
-    if (!rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
+    /* interleaved or not and whether [R, H) is copied are constants of the variant (one path
+     * per pipeline: SwiftShader runs every run-time branch's both sides) */
+    const int il = p->interleaved ? 1 : 0, copy = units > units_rot;
+    const int sig[12] = {(int)rows_mode, (int)xk, (int)yk, (int)tk, (int)ar, vec, tv, inplace,
+                         (int)wg, (int)hg, il, copy};
+    const int same = ctx->rot_pipe && memcmp(sig, ctx->rot_sig, sizeof sig) == 0;
+    char key[160] = "";
+    if (!same) rotary_key(key, sizeof key, sig);
+    WGPUComputePipeline pipe = ctx->rot_pipe;
+    if (!same && !rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
         const rk_wg_rotary_cfg cfg = {rows_mode, xk, yk, tk, ar, vec, inplace, wg, sw,
                                       (uint32_t)hg, p->dtype, tv, ctx->integer_paths,
-                                      ctx->has_f64};
+                                      ctx->has_f64, il, copy};
         rk_buf s = {0};
         rk_wg_rotary_wgsl(&s, &cfg);
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
@@ -198,11 +211,18 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
         free(s.p);
         RK_TRY(st);
     }
+    memcpy(ctx->rot_sig, sig, sizeof sig);
+    ctx->rot_pipe = pipe;
     int dims;
     RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_ROTARY, pipe, prm, sizeof prm, bind, 6, (uint64_t)total,
                           wg, &dims));
-    snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s%s grid%dd", key,
-             ctx->integer_paths ? " intpaths" : "", dims);
+    if (!same || !ctx->variant_is_rot || dims != ctx->rot_dims) {
+        if (same) rotary_key(key, sizeof key, sig);
+        snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s%s grid%dd", key,
+                 ctx->integer_paths ? " intpaths" : "", dims);
+        ctx->variant_is_rot = 1;
+        ctx->rot_dims = dims;
+    }
     return ROPEKIT_OK;
 }
 
@@ -346,7 +366,7 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
         RK_TRY(check_u32("a QKNorm offset, stride or size", vals[i]));
         prm[i] = (uint32_t)vals[i];
     }
-    memcpy(&prm[40], &p.epsilon, 4);
+    memcpy(&prm[40], &p.epsilon, 4); /* prm[42] stays 0: the row kernel's P.zero */
     /* row kernel: 1/head_dim where head_dim is a power of two (ss / head_dim = ss * 2^-k,
      * exact where the result is a normal float32), else 0 */
     if ((p.head_dim & (p.head_dim - 1)) == 0) {
@@ -405,6 +425,7 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
                               (uint64_t)rows * 16, 64, &dims));
     snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s%s grid%dd", key,
              ctx->integer_paths ? " intpaths" : "", dims);
+    ctx->variant_is_rot = 0;
     return ROPEKIT_OK;
 }
 
@@ -492,5 +513,6 @@ ropekit_status ropekit_webgpu_inverse_rotary_regroup(ropekit_webgpu *ctx,
                           ctx->wg, &dims));
     snprintf(ctx->last_variant, sizeof ctx->last_variant, "%s%s grid%dd", key,
              ctx->integer_paths ? " intpaths" : "", dims);
+    ctx->variant_is_rot = 0;
     return ROPEKIT_OK;
 }

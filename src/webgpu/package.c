@@ -88,7 +88,7 @@ static int rotary_variants(const char *dir, FILE *vj, const uint32_t *rows, int 
                         for (int paired = 1; paired >= (vec || !packed(xk) ? 1 : 0); --paired) {
                             const rk_wg_kind yk = paired ? xk : atomic_of(xk);
                             const uint32_t sw = packed(yk) ? 2 : 1, hg = vec ? RK_WG_ROTARY_HG_VEC : RK_WG_ROTARY_HG;
-                            rk_wg_rotary_cfg cfg = {rows[r], xk, yk, tk, ar, vec, 0, PKG_WG, sw, hg, dt, tv, 0, 0};
+                            rk_wg_rotary_cfg cfg = {rows[r], xk, yk, tk, ar, vec, 0, PKG_WG, sw, hg, dt, tv, 0, 0, -1, -1};
                             rk_buf s = {0};
                             rk_wg_rotary_wgsl(&s, &cfg);
                             char name[128], when[512], disp[256];

@@ -115,6 +115,10 @@ struct ropekit_webgpu {
     rk_wg_cached_bg bgs[RK_WG_BG_CACHE];
     int bg_next; /* slot replaced next (round robin) */
     char last_variant[192];
+    /* The last rotary call's variant: a call with the same signature (decode loops) takes its
+     * pipeline without formatting the key (~5,000 instructions of snprintf per call). */
+    int rot_sig[12], rot_dims, variant_is_rot; /* variant_is_rot: last_variant is rot_sig's */
+    WGPUComputePipeline rot_pipe;              /* NULL: no signature kept */
     /* timestamps (options->timestamps): begin/end of each dispatch's pass, RK_WG_TS_PASSES */
     WGPUQuerySet ts_set;
     WGPUBuffer ts_resolve, ts_read;
@@ -198,6 +202,13 @@ typedef struct rk_wg_rotary_cfg {
     int tv;                    /* vector kernel: tables bound as 16-byte vectors (rotary_vec_tv.wgsl) */
     int integer_paths;         /* FAST = false (ROPEKIT_WEBGPU_INTEGER_PATHS=1) */
     int f64;                   /* shader-f64 available: the narrow arithmetic's slow path in f64 */
+    /* The layout as constants of the variant: il 1 interleaved, 0 half-split; copy 1 when the
+     * dispatch has a range of invocations copying [R, H), 0 when not. With constants the
+     * compiler drops the paths the call cannot take (SwiftShader runs both sides of every
+     * run-time branch). -1 (kernel packages): pipeline-overridable constants RK_IL (default 2:
+     * read P.flags at run time) and RK_COPY (default true), which the JavaScript runner sets
+     * per pipeline. (inverse and scale stay run-time flags: one negation, one multiply.) */
+    int il, copy;
 } rk_wg_rotary_cfg;
 typedef struct rk_wg_qknorm_cfg {
     rk_wg_kind k, ok;          /* input and output storage */

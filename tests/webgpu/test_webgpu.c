@@ -651,6 +651,118 @@ static void run_vector_narrowing(ropekit_webgpu_backend backend) {
               ropekit_dtype_name(dts[d]), inf_n[d], sub_n[d]);
 }
 
+/* The vector kernel's 16-bit narrowing on chosen float32 values: x = +1 (first half) and -1
+ * (second half), sin = 0 and float32 cos tables, so every output is the float16 / bfloat16
+ * rounding of one table value (y0 = c*1 - 0*(-1), y1 = 0*1 + c*(-1)). The values: exact
+ * midpoints between neighbouring 16-bit values at every exponent (ties to even), the midpoints
+ * moved by 1-3 float32 steps either way, the 16-bit values themselves, random float32 bits over
+ * the 16-bit range, and the edges (largest finite, the overflow threshold, smallest normal,
+ * subnormal results, zeros, infinities); no float32 subnormals (flushed by some adapters, see
+ * bench/results-webgpu.md). Bit for bit with the CPU, with and without shader-f16 and f64. */
+static float narrowing_value(int bf16, uint32_t *seed, size_t i) {
+    static const float f16_edges[] = {65504.0f, 65520.0f, 65519.996f, 65536.0f, 65535.0f, 6.103515625e-05f,
+                                      6.1035152e-05f, 6.0975552e-05f, 5.9604645e-08f, 2.9802322e-08f,
+                                      2.9802326e-08f, 2.9802319e-08f, 0.0f, 1.0f, 2048.0f, 2049.0f};
+    static const float bf16_edges[] = {3.3895314e38f, 3.4028235e38f, 3.3961775e38f, 5.1922969e33f,
+                                       5.1922963e33f, 5.2125793e33f, 1.17549435e-38f, 1.1800858e-38f,
+                                       1.1777901e-38f, 1.1777903e-38f, 0.0f, 1.0f, 256.0f, 257.0f, 1.0039062f, 1.0058594f};
+    *seed = *seed * 1664525u + 1013904223u;
+    const uint32_t r = *seed;
+    const unsigned cls = (unsigned)(i % 5);
+    const int mbits = bf16 ? 7 : 10, emin = bf16 ? -133 : -26, emax = bf16 ? 127 : 16; /* emin: below the least subnormal */
+    const int e = emin + (int)((r >> 8) % (unsigned)(emax - emin + 1));
+    const double sign = (r & 1u) ? -1.0 : 1.0;
+    const double mant = (double)((1u << mbits) + ((r >> 1) & ((1u << mbits) - 1u)));
+    /* the 16-bit spacing at exponent e: subnormal below the least normal exponent */
+    const int enorm = bf16 ? -126 : -14;
+    const double u = ldexp(1.0, (e < enorm ? enorm : e) - mbits);
+    float v;
+    if (cls == 4) {
+        const float *edges = bf16 ? bf16_edges : f16_edges;
+        v = (float)(sign * (double)edges[(r >> 4) % 16]);
+        if ((r >> 9) % 7 == 0) v = (float)(sign * INFINITY);
+    } else if (cls == 3) { /* random bits, exponent within the 16-bit range (normal float32) */
+        const uint32_t be = (uint32_t)(127 + e < 1 ? 1 : 127 + e > 254 ? 254 : 127 + e);
+        uint32_t b = (r & 0x807fffffu) | (be << 23);
+        memcpy(&v, &b, 4);
+    } else {
+        double m = e < enorm ? ldexp((double)((r >> 1) & ((1u << mbits) - 1u)), enorm - mbits) : ldexp(mant, e - mbits);
+        if (cls != 2) m += 0.5 * u; /* a midpoint (exact in float32: 12 / 9 significant bits) */
+        v = (float)(sign * m);
+        if (cls == 1) { /* 1 to 3 float32 steps off the midpoint, either way */
+            uint32_t b;
+            memcpy(&b, &v, 4);
+            const uint32_t k = 1u + ((r >> 20) % 3u);
+            if ((b & 0x7fffffffu) > 0x00800000u + k) b = (r & 0x100000u) ? b + k : b - k;
+            memcpy(&v, &b, 4);
+        }
+    }
+    uint32_t b;
+    memcpy(&b, &v, 4);
+    if ((b & 0x7f800000u) == 0 && (b & 0x7fffffu) != 0) v = 0.0f; /* no float32 subnormals */
+    return v;
+}
+
+static void run_narrowing_ties(ropekit_webgpu_backend backend) {
+    enum { S = 256, N = 2, H = 128, R = 128, P = 256 };
+    const ropekit_webgpu_options opts[3] = {{backend, 0, 0, 0, 0, 0}, {backend, 1, 0, 0, 0, 0},
+                                            {backend, 0, 1, 0, 0, 0}};
+    static const ropekit_dtype dts[2] = {ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    const size_t n = (size_t)S * N * H, nt = (size_t)P * R / 2;
+    uint16_t *x = malloc(n * 2), *yr = malloc(n * 2), *yg = malloc(n * 2);
+    float *cf = malloc(nt * 4), *sf = calloc(nt, 4);
+    int64_t *pos = malloc(S * sizeof(int64_t));
+    if (!x || !yr || !yg || !cf || !sf || !pos) {
+        CHECK(0, "narrowing ties: out of memory");
+        free(x), free(yr), free(yg), free(cf), free(sf), free(pos);
+        return;
+    }
+    int64_t xs[3] = {1, S, N * H}, ts[2] = {P, R / 2}, ps[2] = {1, S};
+    for (int i = 0; i < S; ++i) pos[i] = (i * 37) % P;
+    size_t runs = 0;
+    for (int o = 0; o < 3; ++o) {
+        ropekit_webgpu *ctx = open_context(&opts[o]);
+        if (!ctx) break;
+        for (int d = 0; d < 2; ++d) {
+            const ropekit_dtype dt = dts[d];
+            uint32_t seed = 4242u + (uint32_t)d;
+            for (size_t i = 0; i < nt; ++i) cf[i] = narrowing_value(d, &seed, i);
+            const uint16_t one = dt == ROPEKIT_FLOAT16 ? 0x3c00u : 0x3f80u;
+            for (size_t i = 0; i < n; ++i) x[i] = (uint16_t)(one | ((i % H) >= R / 2 ? 0x8000u : 0u));
+            ropekit_tensor hx = ropekit_tensor_contiguous(x, dt, 3, xs);
+            ropekit_tensor hy = ropekit_tensor_contiguous(yr, dt, 3, xs);
+            ropekit_tensor hc = ropekit_tensor_contiguous(cf, ROPEKIT_FLOAT32, 2, ts);
+            ropekit_tensor hs = ropekit_tensor_contiguous(sf, ROPEKIT_FLOAT32, 2, ts);
+            ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+            ropekit_rotary_embedding_attrs at = {0, R, N, 0};
+            CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
+                  ropekit_last_error());
+            rk_case c = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+            c.attrs.rotary = at;
+            const ropekit_tensor hg = ropekit_tensor_contiguous(yg, dt, 3, xs);
+            ropekit_status st = run_gpu(ctx, &c, 0, 0, &hg);
+            const char *var = ropekit_webgpu_last_variant(ctx);
+            CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && strstr(var, " tv "),
+                  "narrowing ties %s opt %d: %s (variant '%s')", ropekit_dtype_name(dt), o,
+                  ropekit_webgpu_last_error(), var);
+            if (st == ROPEKIT_OK) {
+                size_t bad = 0;
+                for (size_t i = 0; i < n; ++i) {
+                    if (yr[i] != yg[i] && bad++ < 3)
+                        printf("  narrowing ties %s opt %d: element %zu: GPU 0x%04x, CPU 0x%04x\n",
+                               ropekit_dtype_name(dt), o, i, yg[i], yr[i]);
+                }
+                CHECK(bad == 0, "narrowing ties %s opt %d: %zu of %zu elements differ from the CPU",
+                      ropekit_dtype_name(dt), o, bad, n);
+                runs++;
+            }
+        }
+        ropekit_webgpu_destroy(ctx);
+    }
+    printf("narrowing ties: %zu runs of %zu elements compared bit for bit\n", runs, n);
+    free(x), free(yr), free(yg), free(cf), free(sf), free(pos);
+}
+
 /* MRoPE through the vector kernel: its tables are read as 16-byte vectors (" tv ") when every
  * vector's columns share one id stream (sectioned layout, section boundaries multiples of the
  * elements per vector), with scalar loads otherwise; float32, float16 and bfloat16 x with tables
@@ -1276,6 +1388,106 @@ static void run_batched_calls(ropekit_webgpu_backend backend) {
     ropekit_webgpu_destroy(ctx);
 }
 
+/* Unbatched calls back to back without waiting: a chain of calls of different sizes (1 to
+ * 20,000 tokens: the parameter buffer grows; ids of 4 B to 80 KB) ping-pong between two
+ * buffers, with a refused call (id out of range: an error before anything is uploaded, no
+ * output touched) and a call failing in WebGPU (its output buffer destroyed: the bind group's
+ * creation fails; nothing may be submitted, as wgpu-native aborts the process on the
+ * submission of an invalid command buffer: it did before 2026-12-01) in the middle; the chain
+ * must equal the same chain on the CPU bit for bit. Then the context destroyed with calls in
+ * flight, unbatched and recorded (ASan). */
+static void run_call_chain(ropekit_webgpu_backend backend) {
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = NULL;
+    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
+        CHECK(0, "context: %s", ropekit_webgpu_last_error());
+        return;
+    }
+    enum { N = 1, H = 8, P = 64, SMAX = 20000, CALLS = 14 };
+    static const int seq[CALLS] = {3, 1100, 5, 20000, 2, 3000, 7, 1, 3000, 4, 20000, 6, 1100, 9};
+    const size_t ne = (size_t)SMAX * N * H;
+    float *x = malloc(ne * 4), *ref[2] = {malloc(ne * 4), malloc(ne * 4)}, *y = malloc(ne * 4);
+    int64_t *pos = malloc((size_t)SMAX * sizeof *pos);
+    float c[P * H / 2], sn[P * H / 2];
+    if (!x || !ref[0] || !ref[1] || !y || !pos) {
+        CHECK(0, "out of memory");
+        free(x), free(ref[0]), free(ref[1]), free(y), free(pos);
+        ropekit_webgpu_destroy(ctx);
+        return;
+    }
+    for (int i = 0; i < P * H / 2; ++i) c[i] = cosf((float)i * 0.37f), sn[i] = sinf((float)i * 0.37f);
+    for (size_t i = 0; i < ne; ++i) x[i] = (float)((i * 13) % 41) / 8.0f - 2.5f;
+    int64_t xs[3] = {1, SMAX, N * H}, tsh[2] = {P, H / 2};
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
+    WGPUBuffer bc = upload(ctx, &hc), bs = upload(ctx, &hs), bb[2] = {upload(ctx, &hx), upload(ctx, &hx)};
+    WGPUBuffer dead = upload(ctx, &hx);
+    memcpy(ref[0], x, ne * 4);
+    memcpy(ref[1], x, ne * 4);
+    ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
+    ropekit_webgpu_tensor gc = gview(bc, &hc), gs = gview(bs, &hs);
+    int cur = 0, bad = 0, refused = 0, failed = 0;
+    for (int k = 0; k < CALLS; ++k) {
+        const int S = seq[k], nxt = 1 - cur;
+        int64_t sh[3] = {1, S, N * H}, ps[2] = {1, S};
+        for (int i = 0; i < S; ++i) pos[i] = (k * 11 + i * 3) % P;
+        ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+        ropekit_tensor hin = ropekit_tensor_contiguous(ref[cur], ROPEKIT_FLOAT32, 3, sh);
+        ropekit_tensor hout = ropekit_tensor_contiguous(ref[nxt], ROPEKIT_FLOAT32, 3, sh);
+        ropekit_webgpu_tensor gin = ropekit_webgpu_tensor_contiguous(bb[cur], 0, ROPEKIT_FLOAT32, 3, sh);
+        ropekit_webgpu_tensor gout = ropekit_webgpu_tensor_contiguous(bb[nxt], 0, ROPEKIT_FLOAT32, 3, sh);
+        if (ropekit_rotary_embedding(&hin, &hc, &hs, &ids, &at, &hout) != ROPEKIT_OK ||
+            ropekit_webgpu_rotary_embedding(ctx, &gin, &gc, &gs, &ids, &at, &gout) != ROPEKIT_OK)
+            ++bad;
+        if (k == 4) { /* refused before dispatch: nothing uploaded, nothing written */
+            pos[S / 2] = P;
+            refused = ropekit_webgpu_rotary_embedding(ctx, &gout, &gc, &gs, &ids, &at, &gin) ==
+                      ROPEKIT_ERROR_POSITION_OUT_OF_RANGE;
+        }
+        if (k == 8) { /* rejected by WebGPU: the output buffer is destroyed (the bind group's
+                       * creation fails; nothing is submitted: wgpu-native aborts the process on
+                       * a submission of an invalid command buffer, as before 2026-12-01) */
+            ropekit_webgpu_tensor gdead = ropekit_webgpu_tensor_contiguous(dead, 0, ROPEKIT_FLOAT32, 3, sh);
+            wgpuBufferDestroy(dead);
+            failed = ropekit_webgpu_rotary_embedding(ctx, &gout, &gc, &gs, &ids, &at, &gdead) ==
+                     ROPEKIT_ERROR_DEVICE;
+        }
+        cur = nxt;
+    }
+    CHECK(bad == 0, "call chain: %d of %d calls failed (%s)", bad, CALLS, ropekit_webgpu_last_error());
+    CHECK(refused, "call chain: a call with an id out of range must be refused before dispatch");
+    CHECK(failed, "call chain: a call on a destroyed buffer must fail with ROPEKIT_ERROR_DEVICE (%s)",
+          ropekit_webgpu_last_error());
+    for (int b = 0; b < 2; ++b) {
+        ropekit_status st = ropekit_webgpu_read(ctx, bb[b], 0, y, ne * 4);
+        CHECK(st == ROPEKIT_OK && memcmp(y, ref[b], ne * 4) == 0,
+              "call chain of %d calls: buffer %d differs from the CPU (%s)", CALLS, b,
+              ropekit_webgpu_last_error());
+    }
+    printf("call chain: %d calls of 1-%d tokens compared bit for bit\n", CALLS, SMAX);
+    wgpuBufferRelease(dead);
+    /* destroyed with work in flight: unbatched calls, then recorded ones (batch of 8) */
+    for (int k = 0; k < 2; ++k) {
+        int64_t sh[3] = {1, 1000, N * H}, ps[2] = {1, 1000};
+        for (int i = 0; i < 1000; ++i) pos[i] = i % P;
+        ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+        ropekit_webgpu_tensor g0 = ropekit_webgpu_tensor_contiguous(bb[0], 0, ROPEKIT_FLOAT32, 3, sh);
+        ropekit_webgpu_tensor g1 = ropekit_webgpu_tensor_contiguous(bb[1], 0, ROPEKIT_FLOAT32, 3, sh);
+        int nbad = 0;
+        for (int i = 0; i < 20; ++i) {
+            if (k == 1 && i == 10) nbad += ropekit_webgpu_set_batch(ctx, 8) != ROPEKIT_OK;
+            nbad += ropekit_webgpu_rotary_embedding(ctx, i % 2 ? &g1 : &g0, &gc, &gs, &ids, &at,
+                                                    i % 2 ? &g0 : &g1) != ROPEKIT_OK;
+        }
+        CHECK(nbad == 0, "calls before destroy: %d failed (%s)", nbad, ropekit_webgpu_last_error());
+        if (k == 1) break; /* the context is destroyed below with its work in flight */
+    }
+    wgpuBufferRelease(bb[0]), wgpuBufferRelease(bb[1]), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
+    ropekit_webgpu_destroy(ctx);
+    free(x), free(ref[0]), free(ref[1]), free(y), free(pos);
+}
+
 /* Edge values (issue 16, item 4: bit for bit with the CPU on every adapter, whatever it does
  * with subnormals, which WGSL lets an implementation flush (NVIDIA's Vulkan driver flushes
  * float32 ones), and with fused multiply-adds, which it may contract a*b + c*d into): x and tables
@@ -1472,6 +1684,8 @@ static void run_edge_values(ropekit_webgpu_backend backend, int integer_paths) {
                         }
                         free(x), free(yr), free(yg), free(c), free(sn);
                     }
+                printf("edge values: x %s tables %s configuration %d: rotary, MS, MRoPE done (%d failed so far)\n",
+                       ropekit_dtype_name(dt), ropekit_dtype_name(tdt), o, g_failed);
                 if (t32) continue;
                 /* QKNormRotaryEmbedding (float32 weight and tables) and the regroup, per dtype */
                 for (int fp8 = 0; fp8 <= 1; ++fp8) {
@@ -1669,6 +1883,7 @@ int main(void) {
     RUN(errors, backend);
     RUN(vector_layouts, backend);
     RUN(vector_narrowing, backend);
+    RUN(narrowing_ties, backend);
     RUN(mrope_vector_tables, backend);
     RUN(vector_blocks, backend);
     if (want_test("qknorm_layouts")) run_qknorm_layouts(backend, 0), run_qknorm_layouts(backend, 1);
@@ -1677,6 +1892,7 @@ int main(void) {
     RUN(timestamps, backend);
     RUN(repeated_calls, backend);
     RUN(batched_calls, backend);
+    RUN(call_chain, backend);
     RUN(double_rounding, backend);
     RUN(workgroup_sizes, backend);
     RUN(edge_values, backend, 0);

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Device round R3 (session c-rot 2, 2026-12-01 21:30 UTC; the final measurements for
 # bench/results-cuda.md), run as .dev/rounds/c-rot/round.sh under a 110 s share. Files
-# (pack.sh): bin/ (check_cuda, bench_cuda), lib/ (this revision), lib-base/ (main's 8c39a0b
+# (pack.sh): bin/ (check_cuda, bench_cuda), lib/ (this revision: tile kernel capped at 48
+# registers except f16/f16, float32 full-rotary rows on the tile kernel), lib-base/ (main's 8c39a0b
 # libropekit_cuda). check_cuda with the default kernel choice and each kernel forced, memcheck,
-# three alternating rounds base / this revision on every rotary row, bench_torch.py (the
-# PyTorch peers, same run), Nsight Compute if time is left.
+# three alternating rounds base / this revision on every rotary row, Nsight Compute on
+# two rows of the capped tile kernel, bench_torch.py (the PyTorch peers, same run) last.
 set -u
 T0=$(date +%s); END=$((T0 + 99))
 left() { local l=$((END - $(date +%s))); [ $l -lt 1 ] && l=1; [ $l -gt $1 ] && l=$1; echo $l; }
@@ -23,31 +24,32 @@ chk() { local n=$1; shift
   stamp "check $n ($*) rc=$?"; grep -E "checks,|FAIL" $L/check-$n.log | tail -3 >>$L/summary.txt; }
 chk d
 chk flat ROPEKIT_CUDA_TILE=0
-chk tile ROPEKIT_CUDA_TILE=1
-#EXTRA_CHECKS
+chk tcap ROPEKIT_CUDA_TILE=1 ROPEKIT_CUDA_TILE_CAP=1
 timeout $(left 25) compute-sanitizer --tool memcheck --print-limit 20 $B/check_cuda >$L/memcheck.log 2>&1
 stamp "memcheck default rc=$?"; grep -E "ERROR SUMMARY|checks," $L/memcheck.log | tail -2 >>$L/summary.txt
-#EXTRA_MEMCHECK
 ROWS='prefill|Phi|MRoPE|decode'
 run_v() {
   local v=$1; shift
   local lp=$NEW; [ "${v#0base}" != "$v" ] && lp=$BASE
-  env LD_LIBRARY_PATH=$lp "$@" timeout $(left 10) $B/bench_cuda "$ROWS" >$L/ab/ab-$v-$i.log 2>&1
+  local rows=$ROWS; [ "${v#[01]}" = "$v" ] && rows='prefill|Phi|MRoPE'
+  env LD_LIBRARY_PATH=$lp "$@" timeout $(left 10) $B/bench_cuda "$rows" >$L/ab/ab-$v-$i.log 2>&1
 }
 for i in 1 2 3; do
   run_v 0base
   run_v 1new
-#EXTRA_VARIANTS
+  run_v 2flat ROPEKIT_CUDA_TILE=0
+  run_v 3nocap ROPEKIT_CUDA_TILE_CAP=0
   stamp "ab round $i"
 done
 python3 $D/ab_summary.py $L/ab >$L/ab.md 2>&1
-PYTHONUNBUFFERED=1 timeout $(left 55) python3 $D/bench_torch.py >$L/torch.log 2>&1; stamp "torch rc=$?"
 NCU="ncu --clock-control none -s 3 -c 1 -k regex:rotary --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats"
 nc() { local n=$1 f=$2; shift 2
-  [ $(left 10) -lt 6 ] && return
+  [ $(left 10) -lt 6 ] && return 0
   echo "==== $n row: $f" >>$L/ncu.log
   env "$@" timeout $(left 8) $NCU $B/bench_cuda "$f" >>$L/ncu.log 2>&1; stamp "ncu $n $f rc=$?"; }
-#NCU_ROWS
+nc tile48 "Llama-3-8B prefill B=1 S=8192 32+8 x128 bfloat16/float32"
+nc tile48 "MRoPE Qwen2.5-VL-7B S=8192 28+4 x128 bfloat16/float32"
+PYTHONUNBUFFERED=1 timeout $(left 55) python3 $D/bench_torch.py >$L/torch.log 2>&1; stamp "torch rc=$?"
 tar czf $OUT/logs.tgz -C $L .
 cat $L/gpu.txt $L/summary.txt
 sed -e 's/bfloat16/bf16/g; s/float16/f16/g; s/float32/f32/g' $L/ab.md

@@ -43,7 +43,8 @@ struct Params {
     w_base: u32, w_s: u32, c_base: u32, s_base: u32,
     B: u32, S: u32, heads: u32, hd: u32,
     rope: u32, nope: u32, fp8: u32, rows: u32,
-    eps: f32, inv_hd: f32, pad1: u32, pad2: u32, // inv_hd: 1/hd for a power of two, else 0
+    eps: f32, inv_hd: f32, zero: u32, pad2: u32, // inv_hd: 1/hd for a power of two, else 0;
+    // zero: always 0 (the host and the runner leave it 0), the opaque zero of f16_words4
 }
 
 @group(0) @binding(0) var<uniform> P: Params;

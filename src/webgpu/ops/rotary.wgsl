@@ -14,7 +14,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let yc = P.ys.w;
     let xn = P.xs.z;
     let yn = P.ys.z;
-    if (w.u >= P.units_rot) { // channels [R, H) are copied bit for bit (out of place only)
+    if (RK_COPY && w.u >= P.units_rot) { // channels [R, H) are copied bit for bit (out of place only)
         let ch = P.R + (w.u - P.units_rot) * SW;
         var r0: array<u32, HG>;
         var r1: array<u32, HG>;
@@ -37,7 +37,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let h = P.R / 2u;
     // the unit's pairs: interleaved (2k, 2k+1), one pair; half-split (k, k + h), SW pairs
-    let il = (P.flags & 1u) != 0u;
+    let il = rk_il();
     let k0 = select(w.u * SW, w.u, il);
     let ia = select(k0, 2u * k0, il) * xc;       // x offsets of the first pair's two elements
     let ib = select(k0 + h, 2u * k0 + 1u, il) * xc;

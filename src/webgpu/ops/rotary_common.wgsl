@@ -8,7 +8,8 @@
 // invocation), ROWS (0: 2D table + position ids, 1: offset + s, 2: 3D table, 3: MRoPE ids and
 // sections), the x and y accessors (element kernel: ld_x/raw_x, st2_y/st2raw_y; vector kernel:
 // ld4_x, st4_y; x and y may be the same buffer: in place), ld_c/ld_s/rt_c (tables), the ids
-// array and dot2 (the arithmetic mode: narrow, wide64 or exact32).
+// array and dot2 (the arithmetic mode: narrow, wide64 or exact32), rk_il() (interleaved: P.flags
+// bit 0, or the variant's constant) and RK_COPY (false: the dispatch copies no [R, H) channels).
 //
 // Both kernels: one invocation = one "unit" of one (token, group of HG heads) — SW pairs or a
 // 16-byte vector — for each head of the group. The group shares the index arithmetic, the id
@@ -20,7 +21,7 @@ struct Params {
     xs: vec4<u32>,                                       // strides of (b, s, n, channel)
     ys: vec4<u32>,
     B: u32, S: u32, N: u32, R: u32,
-    units_rot: u32, units: u32, total: u32, flags: u32, // flags: 1 interleaved, 2 inverse, 4 scale
+    units_rot: u32, units: u32, total: u32, flags: u32, // flags: 1 interleaved, 2 inverse, 4 scale; bit 31 always 0 (an opaque zero, common.wgsl)
     c_rs: u32, c_cs: u32, s_rs: u32, s_cs: u32,          // 2D tables: row and column strides
     c_bs: u32, c_ss: u32, s_bs: u32, s_ss: u32,          // 3D tables: batch and sequence strides
     offset: u32, sec0: u32, sec1: u32, mlayout: u32,     // offset form; MRoPE sections and layout

@@ -45,20 +45,23 @@ fn rot_pair16(w: u32, cs: vec2<f32>) -> vec2<f32> {
     return rotate(f.x, f.y, cs);
 }
 
-// Element e of a vector (its bits) and the vector with element e replaced.
+// Element e of a vector (its bits) and the vector with element e replaced; with selects, not a
+// dynamic component index (which Chromium's shader translation turned into a compile that did
+// not finish on SwiftShader).
+fn word_at(v: vec4<u32>, i: u32) -> u32 { return select(select(v.x, v.y, i == 1u), select(v.z, v.w, i == 3u), i >= 2u); }
 fn elem_get(v: vec4<u32>, e: u32) -> u32 {
-    if (EW == 1u) { return v[e]; }
-    return (v[e >> 1u] >> ((e & 1u) * 16u)) & 0xffffu;
+    if (EW == 1u) { return word_at(v, e); }
+    return (word_at(v, e >> 1u) >> ((e & 1u) * 16u)) & 0xffffu;
 }
 fn elem_set(v: vec4<u32>, e: u32, bits: u32) -> vec4<u32> {
-    var r = v;
-    if (EW == 1u) {
-        r[e] = bits;
-    } else {
+    var i = e;
+    var w = bits;
+    if (EW != 1u) {
+        i = e >> 1u;
         let sh = (e & 1u) * 16u;
-        r[e >> 1u] = (r[e >> 1u] & ~(0xffffu << sh)) | (bits << sh);
+        w = (word_at(v, i) & ~(0xffffu << sh)) | (bits << sh);
     }
-    return r;
+    return vec4<u32>(select(v.x, w, i == 0u), select(v.y, w, i == 1u), select(v.z, w, i == 2u), select(v.w, w, i == 3u));
 }
 
 // A head's unit again with the exact arithmetic (dot2_slow, cos_sin_exact), taken when its fast
@@ -80,6 +83,18 @@ fn slow_vec(b: u32, s: u32, k0: u32, il: bool, va: vec4<u32>, vc: vec4<u32>) -> 
     return array<vec4<u32>, 2>(o0, o1);
 }
 
+// After the fast stores of an invocation whose fast arithmetic met such a value: every head's
+// unit again from the loaded vectors (a: x's vector u per head, c: the partners), stored over the
+// fast results. One call per path keeps the slow code inlined twice per kernel.
+fn redo_unit(w: Unit, yo: u32, yn: u32, il: bool, k0: u32, hv: u32, a: array<vec4<u32>, HG>,
+             c: array<vec4<u32>, HG>) {
+    for (var j = 0u; j < w.nh; j = j + 1u) {
+        let o = slow_vec(w.b, w.s, k0, il, a[j], c[j]);
+        st4_y(yo + j * yn + w.u, o[0]);
+        if (!il) { st4_y(yo + j * yn + w.u + hv, o[1]); }
+    }
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -88,7 +103,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let xn = P.xs.z / VE; // head strides in vectors (the host checked every offset and stride)
     let yn = P.ys.z / VE;
     let nrot = P.nrot; // invocations of the rotation range: B S NG units_rot
-    if (g >= nrot) { // channels [R, H) are copied bit for bit (out of place only)
+    if (RK_COPY && g >= nrot) { // channels [R, H) are copied bit for bit (out of place only)
         let w = unit_in(g - nrot, P.units - P.units_rot, (P.divs >> 24u) & 0xffu);
         let q = P.R / VE + w.u;
         let xo = w.xo / VE;
@@ -105,7 +120,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let w = unit_in(g, P.units_rot, P.divs & 0xffu);
     let xo = w.xo / VE;
     let yo = w.yo / VE;
-    if ((P.flags & 1u) != 0u) { // interleaved: vector u holds VE/2 pairs (2k, 2k+1), k from k0
+    if (rk_il()) { // interleaved: vector u holds VE/2 pairs (2k, 2k+1), k from k0
         let k0 = w.u * (VE / 2u);
         var a: array<vec4<u32>, HG>;
         for (var j = 0u; j < HG; j = j + 1u) {
@@ -119,9 +134,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     let v = a[j];
                     let p0 = rot_split32(v.x, v.y, c0);
                     let p1 = rot_split32(v.z, v.w, c1);
-                    var o = vec4<u32>(p0.x, p0.y, p1.x, p1.y);
-                    if (slow_hit) { o = slow_vec(w.b, w.s, k0, true, v, v)[0]; }
-                    st4_y(yo + j * yn + w.u, o);
+                    st4_y(yo + j * yn + w.u, vec4<u32>(p0.x, p0.y, p1.x, p1.y));
                 }
             }
         } else { // 16-bit: one pair per word
@@ -136,12 +149,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     let r1 = rot_pair16(v.y, c1);
                     let r2 = rot_pair16(v.z, c2);
                     let r3 = rot_pair16(v.w, c3);
-                    var o = elem_words4(vec4<f32>(r0.x, r1.x, r2.x, r3.x), vec4<f32>(r0.y, r1.y, r2.y, r3.y));
-                    if (slow_hit) { o = slow_vec(w.b, w.s, k0, true, v, v)[0]; }
-                    st4_y(yo + j * yn + w.u, o);
+                    st4_y(yo + j * yn + w.u, elem_words4(vec4<f32>(r0.x, r1.x, r2.x, r3.x),
+                                                         vec4<f32>(r0.y, r1.y, r2.y, r3.y)));
                 }
             }
         }
+        if (slow_hit) { redo_unit(w, yo, yn, true, k0, 0u, a, a); }
         return;
     }
     // half-split: vector u holds columns k0 .. k0 + VE - 1, vector u + hv their partners
@@ -169,21 +182,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 let w1 = rot_split32(va.y, vc.y, cs1);
                 let w2 = rot_split32(va.z, vc.z, cs2);
                 let w3 = rot_split32(va.w, vc.w, cs3);
-                var o = array<vec4<u32>, 2>(vec4<u32>(w0.x, w1.x, w2.x, w3.x), vec4<u32>(w0.y, w1.y, w2.y, w3.y));
-                if (slow_hit) { o = slow_vec(w.b, w.s, k0, false, va, vc); }
-                st4_y(yo + j * yn + w.u, o[0]);
-                st4_y(yo + j * yn + w.u + hv, o[1]);
+                st4_y(yo + j * yn + w.u, vec4<u32>(w0.x, w1.x, w2.x, w3.x));
+                st4_y(yo + j * yn + w.u + hv, vec4<u32>(w0.y, w1.y, w2.y, w3.y));
             } else { // r.x, r.y: the low halves of y's words at u and u + hv; r.z, r.w: the high
                 let r0 = rot_split16(va.x, vc.x, cs0);
                 let r1 = rot_split16(va.y, vc.y, cs1);
                 let r2 = rot_split16(va.z, vc.z, cs2);
                 let r3 = rot_split16(va.w, vc.w, cs3);
-                var o = array<vec4<u32>, 2>(elem_words4(vec4<f32>(r0.x, r1.x, r2.x, r3.x), vec4<f32>(r0.z, r1.z, r2.z, r3.z)),
-                                            elem_words4(vec4<f32>(r0.y, r1.y, r2.y, r3.y), vec4<f32>(r0.w, r1.w, r2.w, r3.w)));
-                if (slow_hit) { o = slow_vec(w.b, w.s, k0, false, va, vc); }
-                st4_y(yo + j * yn + w.u, o[0]);
-                st4_y(yo + j * yn + w.u + hv, o[1]);
+                st4_y(yo + j * yn + w.u, elem_words4(vec4<f32>(r0.x, r1.x, r2.x, r3.x),
+                                                     vec4<f32>(r0.z, r1.z, r2.z, r3.z)));
+                st4_y(yo + j * yn + w.u + hv, elem_words4(vec4<f32>(r0.y, r1.y, r2.y, r3.y),
+                                                          vec4<f32>(r0.w, r1.w, r2.w, r3.w)));
             }
         }
     }
+    if (slow_hit) { redo_unit(w, yo, yn, false, k0, hv, a, c); }
 }

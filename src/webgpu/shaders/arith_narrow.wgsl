@@ -8,13 +8,15 @@
 // slow_f64.wgsl), which rounds as the CPU does.
 //   dot2_fast: the fast path, slow_hit set where it does not apply; dot2_slow: the slow path;
 //   dot2: either, per call.
-fn narrow_ok(u: u32) -> bool { return ((u >> 23u) & 0xffu) - 74u < 116u || (u & 0x7fffffffu) == 0u; }
+// (& and | rather than && and ||: no short-circuit, so no control flow at each call, which slowed
+// the compilation of every kernel)
+fn narrow_ok(u: u32) -> bool { return (((u >> 23u) & 0xffu) - 74u < 116u) | ((u & 0x7fffffffu) == 0u); }
 fn narrow_ok4(a: f32, b: f32, c: f32, d: f32) -> bool {
-    return FAST && narrow_ok(bitcast<u32>(a)) && narrow_ok(bitcast<u32>(b)) && narrow_ok(bitcast<u32>(c)) &&
+    return FAST & narrow_ok(bitcast<u32>(a)) & narrow_ok(bitcast<u32>(b)) & narrow_ok(bitcast<u32>(c)) &
            narrow_ok(bitcast<u32>(d));
 }
 fn dot2_fast(a: f32, b: f32, c: f32, d: f32) -> f32 {
-    slow_hit = slow_hit || !narrow_ok4(a, b, c, d); // branch-free: no control flow at each call
+    slow_hit = slow_hit | !narrow_ok4(a, b, c, d);
     return a * b + c * d;
 }
 fn dot2_slow(a: f32, b: f32, c: f32, d: f32) -> f32 {

@@ -7,14 +7,15 @@
 //   go to f64 exactly (f64_of), the result comes back with f32_of (slow_f64.wgsl), infinities
 //   and NaNs follow the CPU's rules (dot2_wide_special); branch-free. FAST false (tests): the
 //   integer exact32 path.
-fn wide_ok(u: u32) -> bool { return ((u >> 23u) & 0xffu) - 1u < 254u || (u & 0x7fffffffu) == 0u; }
+// (& and | rather than && and ||: no short-circuit, so no control flow at each call, which slowed
+// the compilation of every kernel)
+fn wide_ok(u: u32) -> bool { return (((u >> 23u) & 0xffu) - 1u < 254u) | ((u & 0x7fffffffu) == 0u); }
 fn dot2_fast(a: f32, b: f32, c: f32, d: f32) -> f32 {
-    let ok = FAST && wide_ok(bitcast<u32>(a)) && wide_ok(bitcast<u32>(b)) && wide_ok(bitcast<u32>(c)) &&
+    let ok = FAST & wide_ok(bitcast<u32>(a)) & wide_ok(bitcast<u32>(b)) & wide_ok(bitcast<u32>(c)) &
              wide_ok(bitcast<u32>(d));
     let r = f64(a) * f64(b) + f64(c) * f64(d);
     let m = abs(r);
-    // branch-free (no control flow at each call: it would slow the compilation of every kernel)
-    slow_hit = slow_hit || !(ok && (r == 0.0 || (m >= f64(bits_f32(0x00800000u)) && m <= f64(bits_f32(0x7f7fffffu)))));
+    slow_hit = slow_hit | !(ok & ((r == 0.0) | ((m >= f64(bits_f32(0x00800000u))) & (m <= f64(bits_f32(0x7f7fffffu))))));
     return f32(r);
 }
 fn dot2_slow(a: f32, b: f32, c: f32, d: f32) -> f32 {

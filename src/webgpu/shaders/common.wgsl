@@ -54,30 +54,46 @@ fn linear_index(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
 
 // Four words of two 16-bit values each (element lo[i] in the low half of word i, hi[i] in the
 // high half), rounded to nearest even with the same bits as f32_to_f16_bits / f32_to_bf16_bits.
-// float16: the common case (every magnitude a normal float16 after rounding, 2^-14 <= |v| <
-// 65520) takes a short path for all eight values at once, in vector integer arithmetic on the
-// signed bits (the sign stays in bit 31 of t); otherwise each value goes through the scalar
-// function. bfloat16: the scalar rounding, branch-free (a NaN is quieted).
-fn f16_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> {
+// z is a zero the shader compiler cannot see (the kernel passes a uniform that is always 0).
+// float16: the common case (FAST, every magnitude a normal float16 after rounding, 2^-14 <= |v| <
+// 65520, checked on the bits) is rounded in float32 arithmetic (f16_round_common) and converted
+// by pack2x16float, which is exact there (the rounded values are normal float16s); otherwise each
+// value goes through the scalar function. bfloat16: the scalar rounding, branch-free (a NaN is
+// quieted).
+//
+// f16_round_common: r = (v + M) - M with M = +-1.5 * 2^(e + 13) of v's sign and binary exponent
+// e is RN16(v). It relies on float32 addition and subtraction rounding to nearest even (as
+// arith_narrow.wgsl already does) and on nothing else: no multiplication (nothing a fused
+// multiply-add could contract), no subnormal operand or result (v, M, v + M and r are normal),
+// and v + M passes through an integer xor with z, so that no compiler can fold (v + M) - M to v
+// (Mesa's llvmpipe does: measured). With 2^e <= |v| < 2^(e+1), -14 <= e <= 15, and u = 2^(e-10)
+// the float16 spacing there: M = 3 * 2^22 * u is a multiple of u, and v + M has M's sign with
+// 2^(e+13) < |v + M| < 2^(e+14), where float32's spacing is u; so float32's v + M is M + k u, k u
+// the nearest multiple of u to v, ties to the even k (3 * 2^22 + k even: the last bit of the
+// float32 significand). r = k u is exact (a multiple of u, |r| <= 2^(e+1): at most 12 bits);
+// 2^-14 <= |r| <= 65504 (|v| < 65520): a normal float16.
+fn f16_round_common(v: vec4<f32>, z: u32) -> vec4<f32> {
+    let m = bitcast<vec4<f32>>((bitcast<vec4<u32>>(v) & vec4<u32>(0xff800000u)) + vec4<u32>(0x06c00000u));
+    return bitcast<vec4<f32>>(bitcast<vec4<u32>>(v + m) ^ vec4<u32>(z)) - m;
+}
+fn f16_words4(lo: vec4<f32>, hi: vec4<f32>, z: u32) -> vec4<u32> {
     let ul = bitcast<vec4<u32>>(lo);
     let uh = bitcast<vec4<u32>>(hi);
     // 2|v| in [2^-13, 131040): (u << 1) drops the sign
     let dl = (ul << vec4<u32>(1u)) - vec4<u32>(0x71000000u);
     let dh = (uh << vec4<u32>(1u)) - vec4<u32>(0x71000000u);
-    if (all(dl < vec4<u32>(0x1dffe000u)) && all(dh < vec4<u32>(0x1dffe000u))) {
-        // t = u - (112 << 23) + 0xfff + lsb: the rebiased exponent and the rounded mantissa in
-        // bits 13..27 (no carry into the sign: |v| >= 2^-14)
-        let tl = ul + vec4<u32>(0xc8000fffu) + ((ul >> vec4<u32>(13u)) & vec4<u32>(1u));
-        let th = uh + vec4<u32>(0xc8000fffu) + ((uh >> vec4<u32>(13u)) & vec4<u32>(1u));
-        return ((tl >> vec4<u32>(13u)) & vec4<u32>(0x7fffu)) | ((tl >> vec4<u32>(16u)) & vec4<u32>(0x8000u)) |
-               ((th << vec4<u32>(3u)) & vec4<u32>(0x7fff0000u)) | (th & vec4<u32>(0x80000000u));
+    if (FAST && all(dl < vec4<u32>(0x1dffe000u)) && all(dh < vec4<u32>(0x1dffe000u))) {
+        let rl = f16_round_common(lo, z);
+        let rh = f16_round_common(hi, z);
+        return vec4<u32>(pack2x16float(vec2<f32>(rl.x, rh.x)), pack2x16float(vec2<f32>(rl.y, rh.y)),
+                         pack2x16float(vec2<f32>(rl.z, rh.z)), pack2x16float(vec2<f32>(rl.w, rh.w)));
     }
     var r: vec4<u32>;
     for (var i = 0u; i < 4u; i++) { r[i] = f32_to_f16_bits(lo[i]) | (f32_to_f16_bits(hi[i]) << 16u); }
     return r;
 }
 
-fn bf16_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> {
+fn bf16_words4(lo: vec4<f32>, hi: vec4<f32>, z: u32) -> vec4<u32> {
     let ul = bitcast<vec4<u32>>(lo);
     let uh = bitcast<vec4<u32>>(hi);
     let rl = select((ul + vec4<u32>(0x7fffu) + ((ul >> vec4<u32>(16u)) & vec4<u32>(1u))) >> vec4<u32>(16u),

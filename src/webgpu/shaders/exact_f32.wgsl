@@ -296,7 +296,7 @@ fn mul32(a: f32, b: f32) -> f32 {
     let eb = (ub >> 23u) & 0xffu;
     let za = (ua & 0x7fffffffu) == 0u;
     let zb = (ub & 0x7fffffffu) == 0u;
-    if (FAST && (ea - 1u < 254u || za) && (eb - 1u < 254u || zb) && (za || zb || ea + eb - 128u < 252u)) {
+    if (FAST & ((ea - 1u < 254u) | za) & ((eb - 1u < 254u) | zb) & (za | zb | (ea + eb - 128u < 252u))) {
         return a * b;
     }
     return bitcast<f32>(mul_slow(ua, ub));
@@ -310,7 +310,7 @@ fn mul32_fast(a: f32, b: f32) -> f32 {
     let eb = (ub >> 23u) & 0xffu;
     let za = (ua & 0x7fffffffu) == 0u;
     let zb = (ub & 0x7fffffffu) == 0u;
-    slow_hit = slow_hit || !(FAST && (ea - 1u < 254u || za) && (eb - 1u < 254u || zb) && (za || zb || ea + eb - 128u < 252u));
+    slow_hit = slow_hit | !(FAST & ((ea - 1u < 254u) | za) & ((eb - 1u < 254u) | zb) & (za | zb | (ea + eb - 128u < 252u)));
     return a * b;
 }
 
@@ -320,8 +320,8 @@ fn mul32_fast(a: f32, b: f32) -> f32 {
 fn add32(a: f32, b: f32) -> f32 {
     let ua = bitcast<u32>(a);
     let ub = bitcast<u32>(b);
-    let oka = ((ua >> 23u) & 0xffu) - 24u < 229u || (ua & 0x7fffffffu) == 0u;
-    let okb = ((ub >> 23u) & 0xffu) - 24u < 229u || (ub & 0x7fffffffu) == 0u;
-    if (FAST && oka && okb) { return a + b; }
+    let oka = (((ua >> 23u) & 0xffu) - 24u < 229u) | ((ua & 0x7fffffffu) == 0u);
+    let okb = (((ub >> 23u) & 0xffu) - 24u < 229u) | ((ub & 0x7fffffffu) == 0u);
+    if (FAST & oka & okb) { return a + b; }
     return bitcast<f32>(add_slow(ua, ub));
 }
