@@ -164,6 +164,15 @@ typedef struct row {
 } row;
 
 static int g_reps = 20, g_bad, g_no_cpu;
+/* the first failing call's status and message: later calls (wait, kernel_time) clear the
+ * library's last error, so it is kept here when the operator fails */
+static char g_err[640];
+static void op_failed(ropekit_status st) {
+    if (!g_bad)
+        snprintf(g_err, sizeof g_err, "%s: %s", ropekit_status_str(st),
+                 *ropekit_webgpu_last_error() ? ropekit_webgpu_last_error() : "(no message)");
+    g_bad = 1;
+}
 
 static double median7(double *t) {
     qsort(t, 7, sizeof(double), cmp_d);
@@ -222,7 +231,7 @@ static void run_row(const row *r) {
     }
     if (g_bad) {
         printf("| %s | %s | %s | error: %s |\n", r->name, ropekit_dtype_name(r->x),
-               r->t ? ropekit_dtype_name(r->t) : "-", ropekit_webgpu_last_error());
+               r->t ? ropekit_dtype_name(r->t) : "-", g_err);
     } else {
         const double op = median7(t_op), cp = median7(t_cp), scp = median7(t_sc), cpu = median7(t_cpu);
         const double kop = median7(k_op), ksc = median7(k_sc);
@@ -275,7 +284,7 @@ static void rot_op(void *p) {
         ropekit_rotary_embedding_attrs at = {0, a->R, a->N, 0};
         st = ropekit_webgpu_rotary_embedding(g_ctx, &a->gx, &a->gc, &a->gs, &a->ids, &at, &a->gy);
     }
-    if (st != ROPEKIT_OK) g_bad = 1;
+    if (st != ROPEKIT_OK) op_failed(st);
 }
 static void rot_cpu(void *p) {
     rot *a = p;
@@ -332,7 +341,7 @@ static void ds_op(void *p) {
         st = ropekit_webgpu_qknorm_rotary_embedding(g_ctx, &a->g[0], &a->g[1], &a->g[2], &a->g[3],
                                                     &a->g[4], &at, &a->g[5], &a->g[6]);
     }
-    if (st != ROPEKIT_OK) g_bad = 1;
+    if (st != ROPEKIT_OK) op_failed(st);
 }
 static void ds_cpu(void *p) {
     ds *a = p;
