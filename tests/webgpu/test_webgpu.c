@@ -1780,6 +1780,97 @@ static void run_workgroup_sizes(ropekit_webgpu_backend backend) {
     }
 }
 
+/* Every WGSL file of every kernel package (build/webgpu-packages/OP/, the same WGSL assembly as
+ * the C host: kernels.c) passes WGSL validation (a shader module, no pipeline: fast). A shared
+ * WGSL function whose signature changes under one variant's feet fails here, with the
+ * validator's message (main's f16_words4 gained an argument and the 16-bit QKNorm row variants
+ * failed only when a 16-bit row ran). ROPEKIT_WEBGPU_PACKAGES: the packages elsewhere. */
+typedef struct pop_result {
+    int done;
+    WGPUErrorType type;
+    char msg[400];
+} pop_result;
+static void on_pop_scope(WGPUPopErrorScopeStatus status, WGPUErrorType type, WGPUStringView m,
+                         void *u1, void *u2) {
+    (void)u2;
+    pop_result *r = u1;
+    r->type = status == WGPUPopErrorScopeStatus_Success ? type : WGPUErrorType_Unknown;
+    size_t n = m.data ? (m.length == WGPU_STRLEN ? strlen(m.data) : m.length) : 0;
+    if (n >= sizeof r->msg) n = sizeof r->msg - 1;
+    if (n) memcpy(r->msg, m.data, n);
+    r->msg[n] = '\0';
+    r->done = 1;
+}
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *b = NULL;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long n = ftell(f);
+        if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (b = malloc((size_t)n + 1)) != NULL) {
+            if (fread(b, 1, (size_t)n, f) != (size_t)n) {
+                free(b);
+                b = NULL;
+            } else b[n] = '\0';
+        }
+    }
+    fclose(f);
+    return b;
+}
+static void run_package_wgsl(ropekit_webgpu_backend backend) {
+    const char *dir = getenv("ROPEKIT_WEBGPU_PACKAGES");
+    if (!dir || !*dir) dir = ROPEKIT_PACKAGES_DIR;
+    static const char *ops[] = {"rotary_embedding", "ms_rotary_embedding", "mrotary_embedding",
+                                "qknorm_rotary_embedding", "inverse_rotary_regroup"};
+    ropekit_webgpu_options opt = {backend, 0, 1, 0, 0, 0}; /* the packages' adapter: no f64 */
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
+    WGPUDevice dev = ropekit_webgpu_device(ctx);
+    int files = 0, bad = 0;
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; ++o) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s/manifest.json", dir, ops[o]);
+        char *man = read_text(path);
+        CHECK(man != NULL, "package WGSL: cannot read %s (build target webgpu_packages)", path);
+        if (!man) continue;
+        int in_op = 0;
+        for (const char *p = strstr(man, "\"wgsl\""); p; p = strstr(p + 6, "\"wgsl\"")) {
+            const char *q = strchr(p + 6, '"'), *e = q ? strchr(q + 1, '"') : NULL;
+            if (!q || !e || e - q - 1 <= 0 || e - q - 1 > 200) continue; /* "wgsl": { ... } */
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)(e - q - 1), q + 1);
+            if (!strstr(name, ".wgsl")) continue;
+            snprintf(path, sizeof path, "%s/%s/%s", dir, ops[o], name);
+            char *src = read_text(path);
+            CHECK(src != NULL, "package WGSL: cannot read %s", path);
+            if (!src) continue;
+            wgpuDevicePushErrorScope(dev, WGPUErrorFilter_Validation);
+            WGPUShaderSourceWGSL wgsl;
+            memset(&wgsl, 0, sizeof wgsl);
+            wgsl.chain.sType = WGPUSType_ShaderSourceWGSL;
+            wgsl.code = (WGPUStringView){src, strlen(src)};
+            WGPUShaderModuleDescriptor md = {&wgsl.chain, {name, strlen(name)}};
+            WGPUShaderModule mod = wgpuDeviceCreateShaderModule(dev, &md);
+            pop_result r;
+            memset(&r, 0, sizeof r);
+            WGPUPopErrorScopeCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents,
+                                                on_pop_scope, &r, NULL};
+            wgpuDevicePopErrorScope(dev, cb);
+            for (int i = 0; i < 100 && !r.done; ++i) ropekit_webgpu_wait(ctx);
+            CHECK(r.done && r.type == WGPUErrorType_NoError && mod != NULL,
+                  "package WGSL %s/%s: %s", ops[o], name, r.done ? r.msg : "error scope never popped");
+            bad += !(r.done && r.type == WGPUErrorType_NoError && mod != NULL);
+            if (mod) wgpuShaderModuleRelease(mod);
+            free(src);
+            ++files, ++in_op;
+        }
+        CHECK(in_op > 0, "package WGSL: %s lists no WGSL file", ops[o]);
+        free(man);
+    }
+    printf("package WGSL: %d files validated, %d invalid\n", files, bad);
+    ropekit_webgpu_destroy(ctx);
+}
+
 /* ROPEKIT_WEBGPU_TESTS=name[,name...]: only those of the tests after the configurations (device
  * rounds); default all */
 static int want_test(const char *name) {
@@ -1881,6 +1972,7 @@ int main(void) {
         if (want_test(#name)) run_##name(__VA_ARGS__); \
     } while (0)
     RUN(errors, backend);
+    RUN(package_wgsl, backend);
     RUN(vector_layouts, backend);
     RUN(vector_narrowing, backend);
     RUN(narrowing_ties, backend);
