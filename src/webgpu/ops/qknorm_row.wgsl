@@ -58,8 +58,6 @@ var<workgroup> factor: array<f32, NS>;
 var<workgroup> vmax: array<f32, NS * RV>;      // fp8: max |v| of each nope vector
 
 // ---- stage 1: the invocation's values ----
-fn elem_lo(w: u32) -> f32 { return elem_to_f32(w & 0xffffu); }
-fn elem_hi(w: u32) -> f32 { return elem_to_f32(w >> 16u); }
 
 // float16 bits (in the low halves) as float32: zeros and normal values in vector integer
 // arithmetic, else each value through f16_bits_to_f32 (the same bits)
@@ -78,10 +76,11 @@ fn f16x4(h: vec4<u32>) -> vec4<f32> {
 fn fs_add4(f: Fs, v: vec4<f32>) -> Fs {
     return fs_add_sq(fs_add_sq(fs_add_sq(fs_add_sq(f, v.x), v.y), v.z), v.w);
 }
-// the squares of a vector's elements added to f (an all-zero vector adds nothing)
-fn fs_vec(f: Fs, r: vec4<u32>) -> Fs {
-    if (VE == 4u) { return fs_add4(f, bitcast<vec4<f32>>(r)); }
-    return fs_add4(fs_add4(f, elem_even4(r)), elem_odd4(r));
+// the squares of a vector's elements (e: the even elements as float32, or all four for float32;
+// o: the odd ones) added to f (an all-zero vector adds nothing)
+fn fs_vec(f: Fs, e: vec4<f32>, o: vec4<f32>) -> Fs {
+    if (VE == 4u) { return fs_add4(f, e); }
+    return fs_add4(fs_add4(f, e), o);
 }
 
 // min over the vector's elements of |bits| - 1 (a zero gives 0xffffffff: ignored); the bits as
@@ -140,25 +139,31 @@ fn slow_sum(base: u32) -> f32 {
 }
 
 // ---- stage 4 ----
-fn rt4(v: vec4<f32>) -> vec4<f32> { return vec4<f32>(rt_q(v.x), rt_q(v.y), rt_q(v.z), rt_q(v.w)); }
-// v * s lane by lane (mul32: the hardware's product where it stays in the normal range)
+// v rounded to T and back: rt_q of each lane; 16-bit: through the vector conversions (the same
+// bits as f32_to_elem / elem_to_f32: elem_words4 puts RN_T(v) in each word's low half, which
+// elem_even4 widens back exactly)
+fn rt4(v: vec4<f32>) -> vec4<f32> {
+    if (VE == 4u) { return v; }
+    return elem_even4(elem_words4(v, v));
+}
+// v * s with mul32's results lane by lane: the hardware's four products when every lane passes
+// mul32's range check (tested as a vector), else mul32 lane after lane in a loop (one copy of
+// its slow path in the kernel instead of one per lane and call)
 fn mul4(v: vec4<f32>, s: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(mul32(v.x, s.x), mul32(v.y, s.y), mul32(v.z, s.z), mul32(v.w, s.w));
-}
-// v * s with mul4's results: the hardware's four products when every lane passes mul32's range
-// check (tested once for the vector), else mul4
-fn mulv(v: vec4<f32>, s: f32) -> vec4<f32> {
     let u = bitcast<vec4<u32>>(v);
+    let us = bitcast<vec4<u32>>(s);
     let e = (u >> vec4<u32>(23u)) & vec4<u32>(0xffu);
+    let es = (us >> vec4<u32>(23u)) & vec4<u32>(0xffu);
     let z = (u & vec4<u32>(0x7fffffffu)) == vec4<u32>(0u);
-    let us = bitcast<u32>(s);
-    let es = (us >> 23u) & 0xffu;
-    let zs = (us & 0x7fffffffu) == 0u;
-    let ok = all((e - vec4<u32>(1u) < vec4<u32>(254u)) | z) && (es - 1u < 254u || zs) &&
-             (zs || all(z | (e + vec4<u32>(es) - vec4<u32>(128u) < vec4<u32>(252u))));
-    if (FAST && ok) { return v * s; }
-    return mul4(v, vec4<f32>(s));
+    let zs = (us & vec4<u32>(0x7fffffffu)) == vec4<u32>(0u);
+    let ok = ((e - vec4<u32>(1u) < vec4<u32>(254u)) | z) & ((es - vec4<u32>(1u) < vec4<u32>(254u)) | zs) &
+             (z | zs | (e + es - vec4<u32>(128u) < vec4<u32>(252u)));
+    if (FAST && all(ok)) { return v * s; }
+    var r = v;
+    for (var i = 0u; i < 4u; i++) { r[i] = mul32(v[i], s[i]); }
+    return r;
 }
+fn mulv(v: vec4<f32>, s: f32) -> vec4<f32> { return mul4(v, vec4<f32>(s)); }
 
 // channels c0 .. c0+3 (inputs x) scaled: Rt(x * r) for a query head, Rt((x * r) * w[c]) for kv
 fn normed4(is_kv: bool, c0: u32, x: vec4<f32>, rq: f32) -> vec4<f32> {
@@ -181,13 +186,15 @@ fn nope_max4(c0: u32, y: vec4<f32>) -> f32 {
 }
 
 // the rotation of pair (c, c+1), c - nope even: y[t] = x[t] c[t] - x[t+1] s[t],
-// y[t+1] = x[t+1] c[t+1] + x[t] s[t+1] (double arithmetic: dot2)
-fn rot2(x0: f32, x1: f32, c: u32, cb: u32, sb: u32) -> vec2<f32> {
+// y[t+1] = x[t+1] c[t+1] + x[t] s[t+1] (double arithmetic: dot2; fast: dot2_fast, which sets
+// slow_hit where it cannot promise dot2's result)
+fn rot2(x0: f32, x1: f32, c: u32, cb: u32, sb: u32, fast: bool) -> vec2<f32> {
     let t = c - P.nope;
     let c0 = ld_c(cb + t * P.cs.z);
     let c1 = ld_c(cb + (t + 1u) * P.cs.z);
     let s0 = ld_s(sb + t * P.ss.z);
     let s1 = ld_s(sb + (t + 1u) * P.ss.z);
+    if (fast) { return vec2<f32>(dot2_fast(x0, c0, neg32(x1), s0), dot2_fast(x1, c1, x0, s1)); }
     return vec2<f32>(dot2(x0, c0, neg32(x1), s0), dot2(x1, c1, x0, s1));
 }
 
@@ -202,53 +209,60 @@ fn final4(w: Row, c0: u32, x: vec4<f32>) -> vec4<f32> {
         var bm: f32 = 0.0;
         for (var k = 0u; k < 64u / VE; k++) { bm = max_pos(bm, vmax[first + k]); }
         let scale = fp8_block_scale(bm);
-        y = vec4<f32>(fp8_quant(y.x, scale), fp8_quant(y.y, scale), fp8_quant(y.z, scale),
-                      fp8_quant(y.w, scale));
+        for (var i = 0u; i < 4u; i++) { y[i] = fp8_quant(y[i], scale); } // one copy of its code
     }
     if (c0 + 4u > P.nope) { // rope pairs (nope is even: pairs start at even channels)
-        if (c0 >= P.nope) {
-            let a = rot2(y.x, y.y, c0, w.cb, w.sb);
-            y = vec4<f32>(a, y.z, y.w);
-        }
-        if (c0 + 2u >= P.nope) {
-            let a = rot2(y.z, y.w, c0 + 2u, w.cb, w.sb);
-            y = vec4<f32>(y.x, y.y, a);
+        let n = y; // the scaled values (the rotation's inputs)
+        slow_hit = false;
+        if (c0 >= P.nope) { y = vec4<f32>(rot2(n.x, n.y, c0, w.cb, w.sb, true), y.z, y.w); }
+        if (c0 + 2u >= P.nope) { y = vec4<f32>(y.x, y.y, rot2(n.z, n.w, c0 + 2u, w.cb, w.sb, true)); }
+        if (slow_hit) { // dot2 for the vector's pairs: one copy of its code, in a loop
+            for (var k = 0u; k < 2u; k++) {
+                if (c0 + 2u * k >= P.nope) {
+                    let a = rot2(n[2u * k], n[2u * k + 1u], c0 + 2u * k, w.cb, w.sb, false);
+                    y[2u * k] = a.x;
+                    y[2u * k + 1u] = a.y;
+                }
+            }
         }
     }
     return y;
 }
 
-fn widen_lo(r: vec4<u32>) -> vec4<f32> {
-    if (VE == 4u) { return bitcast<vec4<f32>>(r); }
-    return vec4<f32>(elem_lo(r.x), elem_hi(r.x), elem_lo(r.y), elem_hi(r.y));
+// a 16-bit vector's channels c0 .. c0+3 (lo) and c0+4 .. c0+7 (hi) from its even (e) and odd (o)
+// elements as float32 (load_row's vector conversions)
+struct W2 { lo: vec4<f32>, hi: vec4<f32> }
+fn widen8(e: vec4<f32>, o: vec4<f32>) -> W2 {
+    return W2(vec4<f32>(e.x, o.x, e.y, o.y), vec4<f32>(e.z, o.z, e.w, o.w));
 }
-fn widen_hi(r: vec4<u32>) -> vec4<f32> {
-    return vec4<f32>(elem_lo(r.z), elem_hi(r.z), elem_lo(r.w), elem_hi(r.w));
+// channels c0 .. c0+7 (lo, hi) rounded to T into four words (elem_words4: the scalar
+// conversion's bits)
+fn pack8(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> {
+    return elem_words4(vec4<f32>(lo.x, lo.z, hi.x, hi.z), vec4<f32>(lo.y, lo.w, hi.y, hi.w));
 }
-fn pack2(a: f32, b: f32) -> u32 { return f32_to_elem(a) | (f32_to_elem(b) << 16u); }
 
-// stage 3 for vector vi (bits r) of a kv row: its nope maximum
-fn kv_max(w: Row, vi: u32, r: vec4<u32>) {
+// stage 3 for vector vi (elements e, o as in fs_vec) of a kv row: its nope maximum
+fn kv_max(w: Row, vi: u32, e: vec4<f32>, o: vec4<f32>) {
     let c0 = vi * VE;
     if (VE == 4u) {
-        vmax[w.slot * RV + vi] = nope_max4(c0, normed4(true, c0, widen_lo(r), w.rq));
+        vmax[w.slot * RV + vi] = nope_max4(c0, normed4(true, c0, e, w.rq));
     } else {
-        vmax[w.slot * RV + vi] = max_pos(nope_max4(c0, normed4(true, c0, widen_lo(r), w.rq)),
-                                     nope_max4(c0 + 4u, normed4(true, c0 + 4u, widen_hi(r), w.rq)));
+        let x = widen8(e, o);
+        vmax[w.slot * RV + vi] = max_pos(nope_max4(c0, normed4(true, c0, x.lo, w.rq)),
+                                     nope_max4(c0 + 4u, normed4(true, c0 + 4u, x.hi, w.rq)));
     }
 }
 
-// stage 4 for vector vi (bits r): the stored bits
-fn out_vec(w: Row, vi: u32, r: vec4<u32>) -> vec4<u32> {
+// stage 4 for vector vi (elements e, o as in fs_vec): the stored bits
+fn out_vec(w: Row, vi: u32, e: vec4<f32>, o: vec4<f32>) -> vec4<u32> {
     let c0 = vi * VE;
     if (!w.is_kv && c0 + VE <= P.nope) { // a query vector without rope channels: x * r rounded once
-        if (VE == 4u) { return bitcast<vec4<u32>>(mulv(bitcast<vec4<f32>>(r), w.rq)); }
-        return elem_words4(mulv(elem_even4(r), w.rq), mulv(elem_odd4(r), w.rq));
+        if (VE == 4u) { return bitcast<vec4<u32>>(mulv(e, w.rq)); }
+        return elem_words4(mulv(e, w.rq), mulv(o, w.rq));
     }
-    if (VE == 4u) { return bitcast<vec4<u32>>(final4(w, c0, widen_lo(r))); }
-    let lo = final4(w, c0, widen_lo(r));
-    let hi = final4(w, c0 + 4u, widen_hi(r));
-    return vec4<u32>(pack2(lo.x, lo.y), pack2(lo.z, lo.w), pack2(hi.x, hi.y), pack2(hi.z, hi.w));
+    if (VE == 4u) { return bitcast<vec4<u32>>(final4(w, c0, e)); }
+    let x = widen8(e, o);
+    return pack8(final4(w, c0, x.lo), final4(w, c0 + 4u, x.hi));
 }
 
 fn load_vec(is_kv: bool, e: u32) -> vec4<u32> {
@@ -281,17 +295,28 @@ fn row_at(row: u32) -> RowAt {
                  P.s_base + b * P.ss.x + s * P.ss.y);
 }
 
-// A row's vectors t, t + 64, ... (zero past the row or for a row past the last)
-struct Vecs { r0: vec4<u32>, r1: vec4<u32>, r2: vec4<u32>, r3: vec4<u32> }
+// A row's vectors t, t + 64, ... (zero past the row or for a row past the last): the bits r and,
+// converted once, the elements as float32 (e: even elements, or all four for float32; o: odd)
+struct Vecs {
+    r0: vec4<u32>, r1: vec4<u32>, r2: vec4<u32>, r3: vec4<u32>,
+    e0: vec4<f32>, e1: vec4<f32>, e2: vec4<f32>, e3: vec4<f32>,
+    o0: vec4<f32>, o1: vec4<f32>, o2: vec4<f32>, o3: vec4<f32>,
+}
 fn load_row(a: RowAt, t: u32) -> Vecs {
     let nv = P.hd / VE;
-    var v = Vecs(vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u));
+    let z = vec4<u32>(0u);
+    var r0 = z; var r1 = z; var r2 = z; var r3 = z;
     if (a.valid) {
-        if (t < nv) { v.r0 = load_vec(a.is_kv, a.ib + t); }
-        if (VPT > 1u && t + 64u < nv) { v.r1 = load_vec(a.is_kv, a.ib + t + 64u); }
-        if (VPT > 2u && t + 128u < nv) { v.r2 = load_vec(a.is_kv, a.ib + t + 128u); }
-        if (VPT > 3u && t + 192u < nv) { v.r3 = load_vec(a.is_kv, a.ib + t + 192u); }
+        if (t < nv) { r0 = load_vec(a.is_kv, a.ib + t); }
+        if (VPT > 1u && t + 64u < nv) { r1 = load_vec(a.is_kv, a.ib + t + 64u); }
+        if (VPT > 2u && t + 128u < nv) { r2 = load_vec(a.is_kv, a.ib + t + 128u); }
+        if (VPT > 3u && t + 192u < nv) { r3 = load_vec(a.is_kv, a.ib + t + 192u); }
     }
+    let f = vec4<f32>(0.0);
+    var v = Vecs(r0, r1, r2, r3, elem_even4(r0), f, f, f, elem_odd4(r0), f, f, f);
+    if (VPT > 1u) { v.e1 = elem_even4(r1); v.o1 = elem_odd4(r1); }
+    if (VPT > 2u) { v.e2 = elem_even4(r2); v.o2 = elem_odd4(r2); }
+    if (VPT > 3u) { v.e3 = elem_even4(r3); v.o3 = elem_odd4(r3); }
     return v;
 }
 
@@ -300,11 +325,11 @@ struct Part { f: Fs, mn: u32 }
 fn stage_row(slot: u32, t: u32, v: Vecs) -> Part {
     let xb = slot * RV;
     xr[xb + t] = v.r0;
-    var f = fs_vec(fs_zero(), v.r0);
+    var f = fs_vec(fs_zero(), v.e0, v.o0);
     var mn = min_vec(0xffffffffu, v.r0);
-    if (VPT > 1u) { xr[xb + t + 64u] = v.r1; f = fs_vec(f, v.r1); mn = min_vec(mn, v.r1); }
-    if (VPT > 2u) { xr[xb + t + 128u] = v.r2; f = fs_vec(f, v.r2); mn = min_vec(mn, v.r2); }
-    if (VPT > 3u) { xr[xb + t + 192u] = v.r3; f = fs_vec(f, v.r3); mn = min_vec(mn, v.r3); }
+    if (VPT > 1u) { xr[xb + t + 64u] = v.r1; f = fs_vec(f, v.e1, v.o1); mn = min_vec(mn, v.r1); }
+    if (VPT > 2u) { xr[xb + t + 128u] = v.r2; f = fs_vec(f, v.e2, v.o2); mn = min_vec(mn, v.r2); }
+    if (VPT > 3u) { xr[xb + t + 192u] = v.r3; f = fs_vec(f, v.e3, v.o3); mn = min_vec(mn, v.r3); }
     return Part(f, mn);
 }
 
@@ -334,17 +359,17 @@ fn row_factor(slot: u32, row: u32) -> f32 {
 // stage 3 (kv rows with fp8) and stage 4
 fn row_max(w: Row, t: u32, v: Vecs) {
     let nv = P.hd / VE;
-    if (t < nv) { kv_max(w, t, v.r0); }
-    if (VPT > 1u && t + 64u < nv) { kv_max(w, t + 64u, v.r1); }
-    if (VPT > 2u && t + 128u < nv) { kv_max(w, t + 128u, v.r2); }
-    if (VPT > 3u && t + 192u < nv) { kv_max(w, t + 192u, v.r3); }
+    if (t < nv) { kv_max(w, t, v.e0, v.o0); }
+    if (VPT > 1u && t + 64u < nv) { kv_max(w, t + 64u, v.e1, v.o1); }
+    if (VPT > 2u && t + 128u < nv) { kv_max(w, t + 128u, v.e2, v.o2); }
+    if (VPT > 3u && t + 192u < nv) { kv_max(w, t + 192u, v.e3, v.o3); }
 }
 fn row_out(a: RowAt, w: Row, t: u32, v: Vecs) {
     let nv = P.hd / VE;
-    if (t < nv) { store_vec(a.is_kv, a.ob + t, out_vec(w, t, v.r0)); }
-    if (VPT > 1u && t + 64u < nv) { store_vec(a.is_kv, a.ob + t + 64u, out_vec(w, t + 64u, v.r1)); }
-    if (VPT > 2u && t + 128u < nv) { store_vec(a.is_kv, a.ob + t + 128u, out_vec(w, t + 128u, v.r2)); }
-    if (VPT > 3u && t + 192u < nv) { store_vec(a.is_kv, a.ob + t + 192u, out_vec(w, t + 192u, v.r3)); }
+    if (t < nv) { store_vec(a.is_kv, a.ob + t, out_vec(w, t, v.e0, v.o0)); }
+    if (VPT > 1u && t + 64u < nv) { store_vec(a.is_kv, a.ob + t + 64u, out_vec(w, t + 64u, v.e1, v.o1)); }
+    if (VPT > 2u && t + 128u < nv) { store_vec(a.is_kv, a.ob + t + 128u, out_vec(w, t + 128u, v.e2, v.o2)); }
+    if (VPT > 3u && t + 192u < nv) { store_vec(a.is_kv, a.ob + t + 192u, out_vec(w, t + 192u, v.e3, v.o3)); }
 }
 
 // QR * RS row slots per workgroup: invocation t of group g (64 invocations) serves the slots
@@ -358,7 +383,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let a0 = row_at(wg0 + s0);
     let v0 = load_row(a0, t);
     var a1 = a0;
-    var v1 = Vecs(vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u));
+    var v1 = v0;
     if (RS > 1u) {
         a1 = row_at(wg0 + s0 + 1u);
         v1 = load_row(a1, t);
