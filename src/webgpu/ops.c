@@ -291,8 +291,10 @@ ropekit_status ropekit_webgpu_mrotary_embedding(ropekit_webgpu *ctx,
 #ifndef RK_WG_QKNORM_RS /* row kernel: the most rows per invocation (1 or 2) */
 #define RK_WG_QKNORM_RS 1
 #endif
-#ifndef RK_WG_QKNORM_QR /* row kernel: groups of 64 invocations per workgroup */
-#define RK_WG_QKNORM_QR 2
+#ifndef RK_WG_QKNORM_QR /* row kernel: groups of 64 invocations per workgroup; 1 (one row per
+                          * 64-invocation workgroup): on the H200 (R2 of 2026-12-01, one call)
+                          * float32 0.598 vs 0.644 ms with 2, bfloat16 0.820 vs 0.835 */
+#define RK_WG_QKNORM_QR 1
 #endif
 
 ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
