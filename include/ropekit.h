@@ -424,8 +424,9 @@ ROPEKIT_API ropekit_status ropekit_rotary_embedding_on_the_fly(
  * environment variable ROPEKIT_CPU_VARIANT=ref|avx2|avx512|neon, read then, overrides it (an
  * unknown or unsupported name falls back to the best one). Uncommon layouts (innermost stride
  * != 1, a regroup whose groups split a head) run the reference code in every variant. Large
- * outputs (16 MiB or more per thread, aligned) are written with streaming stores, as memcpy
- * writes large copies.
+ * outputs (calls writing 24 MiB or more in all, out of place) are written with streaming stores,
+ * as memcpy writes large copies (rows that do not start on a cache line through an aligned
+ * window in L1; same bits).
  *
  * Threads. A call is split by token (batch x sequence rows; the regroup's input rows) into
  * contiguous ranges, so results never depend on the thread count. ropekit keeps a small pool

@@ -16,7 +16,10 @@
  *     and nothing is dispatched), narrowed to u32 and uploaded with the call. WGSL has no 64-bit
  *     integers; this is the "narrow on the host with a checked conversion" way.
  *   - Calls are asynchronous: they validate, upload the parameters and ids (one queue write),
- *     record one compute pass and submit it to the device's queue, then return.
+ *     record one compute pass and submit it to the device's queue, then return. A call whose
+ *     parameters and narrowed ids are byte for byte those of a recent upload (up to 8 kept: the
+ *     same ids for every layer's q and k in a decode step, a loop repeating a call) binds that
+ *     upload again and writes nothing.
  *     ropekit_webgpu_wait() blocks until the queue is idle; ropekit_webgpu_read() waits for
  *     everything submitted before it. ropekit_webgpu_set_batch() records several calls per
  *     submission instead (decode loops: less host time per call; see its rules below).
@@ -50,14 +53,15 @@
  *   grid       1-D dispatch, spread over 2-D or 3-D when the workgroup count exceeds
  *              maxComputeWorkgroupsPerDimension.
  *   Pipelines are compiled on first use and cached in the context per variant.
- *   Bind groups: the context keeps those of its last 8 distinct sets of bindings (buffers and
- *   ranges), so repeated calls on the same buffers (a decode loop) skip their creation; each
- *   kept one holds a reference to its buffers, so a buffer released by the caller is freed
- *   once 8 other binding sets have been used, or by ropekit_webgpu_destroy. Do not pass a
- *   buffer destroyed with wgpuBufferDestroy: a call that creates its bind group returns
- *   ROPEKIT_ERROR_DEVICE (nothing is submitted), but one that reuses a kept bind group reaches
- *   the submission, where wgpu-native aborts the process on the destroyed buffer (it treats
- *   submission errors as fatal); release buffers with wgpuBufferRelease instead.
+ *   Bind groups: each call creates its own, except that calls recorded into one batch
+ *   (ropekit_webgpu_set_batch) share those of the same buffers and ranges; they are released at
+ *   the submission (the queue keeps them while in use): once submitted, the context holds no
+ *   reference to your buffers. A buffer destroyed with wgpuBufferDestroy and then passed
+ *   to a call: ROPEKIT_ERROR_DEVICE with wgpu's message ("... has been destroyed"), returned by
+ *   the call or, when batching, by the function that submits the batch; nothing of that call
+ *   (batch) is submitted. Do not destroy a buffer that recorded calls use before they are
+ *   submitted (ropekit_webgpu_flush first): wgpu-native finds that only in the submission,
+ *   where it aborts the process (it treats submission errors as fatal).
  *   Rounding to float16/bfloat16 is done with integer arithmetic (round to nearest even), never
  *   with the shader compiler's conversions, so every adapter rounds the same way. Subnormals,
  *   which WGSL lets an adapter flush to zero (NVIDIA's Vulkan driver does for float32), and

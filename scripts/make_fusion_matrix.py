@@ -31,48 +31,21 @@ import torch
 import transformers
 from torch import nn
 
-TF_MAJOR = int(transformers.__version__.split(".")[0])
+from tiny_hf_models import (HEAD_DIM, HEADS, HIDDEN, KV_HEADS, LAYERS, SEED, TF_MAJOR,
+                            longrope_factors, register_ts_attention, rope_kw)
+from tiny_hf_models import common as _common
+
 TORCH_LINE = "t" + "".join(torch.__version__.split("+")[0].split(".")[:2])  # "t211", "t29"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "fixtures", "matrix")
 
-HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, VOCAB, INTER = 64, 2, 4, 2, 16, 32, 32
-SEED = 1234
+VOCAB, INTER = 32, 32
 EXPORT_B, EXPORT_S = 2, 7          # example input of the no-cache exports
 PAST_B, PAST_S, PAST_P = 2, 3, 5   # example input of the decode exports (S new tokens, P cached)
 
 
-def rope_kw(rope_type="default", theta=10000.0, **extra):
-    """RoPE settings as the installed transformers wants them."""
-    if TF_MAJOR >= 5:
-        d = {"rope_type": rope_type, "rope_theta": theta}
-        d.update(extra)
-        return {"rope_parameters": d}
-    kw = {"rope_theta": theta}
-    if "partial_rotary_factor" in extra:
-        kw["partial_rotary_factor"] = extra.pop("partial_rotary_factor")
-    if rope_type != "default" or extra:
-        d = {"rope_type": rope_type, "type": rope_type}
-        if rope_type == "longrope":
-            del d["rope_type"]
-        d.update(extra)
-        kw["rope_scaling"] = d
-    return kw
-
-
 def common(**over):
-    kw = dict(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-              num_key_value_heads=KV_HEADS, vocab_size=VOCAB, intermediate_size=INTER,
-              max_position_embeddings=2048, tie_word_embeddings=False, use_cache=False,
-              bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    kw.update(over)
-    return kw
-
-
-def longrope_factors(n):
-    short = [round(1.0 + 0.1 * (i / (n - 1)) ** 2, 6) for i in range(n)]
-    long_ = [round(1.0 + 59.0 * (i / (n - 1)) ** 3, 6) for i in range(n)]
-    return short, long_
+    return _common(VOCAB, INTER, **over)
 
 
 class DenseMLP(nn.Module):
@@ -681,17 +654,6 @@ def names_for(cfg, past, extra=None):
             ins += [f"past_key_{i}", f"past_value_{i}"]
             outs += [f"present_key_{i}", f"present_value_{i}"]
     return ins, outs
-
-
-def register_ts_attention():
-    """transformers 4.5x's SDPA mask uses torch.vmap, which TorchScript cannot trace: use the
-    vmap-free mask builder that transformers' ExecuTorch integration registers."""
-    from transformers.integrations.executorch import sdpa_mask_without_vmap
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-    ALL_MASK_ATTENTION_FUNCTIONS.register("sdpa_without_vmap", sdpa_mask_without_vmap)
-    ALL_ATTENTION_FUNCTIONS.register("sdpa_without_vmap", ALL_ATTENTION_FUNCTIONS["sdpa"])
-    return "sdpa_without_vmap"
 
 
 def export_one(v, outdir):

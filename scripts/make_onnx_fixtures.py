@@ -30,36 +30,15 @@ import torch
 import transformers
 from torch import nn
 
-TF_MAJOR = int(transformers.__version__.split(".")[0])
+from tiny_hf_models import (HEAD_DIM, HEADS, HIDDEN, LAYERS, SEED, TF_MAJOR, longrope_factors,
+                            register_ts_attention, rope_kw)
+from tiny_hf_models import common as _common
 
-HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, VOCAB, INTER = 64, 2, 4, 2, 16, 128, 128
-SEED = 1234
-
-
-def rope_kw(rope_type="default", theta=10000.0, **extra):
-    """RoPE settings as the installed transformers wants them (rope_parameters in 5.x,
-    rope_theta + rope_scaling in 4.x)."""
-    if TF_MAJOR >= 5:
-        d = {"rope_type": rope_type, "rope_theta": theta}
-        d.update(extra)
-        return {"rope_parameters": d}
-    kw = {"rope_theta": theta}
-    if rope_type != "default" or extra:
-        d = {"rope_type": rope_type, "type": rope_type}  # 4.x configs read either key
-        if rope_type == "longrope":  # 4.x Phi3Config wants exactly type/short_factor/long_factor
-            del d["rope_type"]
-        d.update(extra)
-        kw["rope_scaling"] = d
-    return kw
+VOCAB, INTER = 128, 128
 
 
 def common(**over):
-    kw = dict(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-              num_key_value_heads=KV_HEADS, vocab_size=VOCAB, intermediate_size=INTER,
-              max_position_embeddings=2048, tie_word_embeddings=False, use_cache=False,
-              bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    kw.update(over)
-    return kw
+    return _common(VOCAB, INTER, **over)
 
 
 class TextLM(nn.Module):
@@ -104,9 +83,7 @@ def spec(name):
         return "Qwen3ForCausalLM", cfg, T.Qwen3ForCausalLM, False
     if name == "phi3_longrope":
         # negative fixture: inv_freq switches at run time (max(position_ids)+1 > 4096 -> long factors)
-        h = HEAD_DIM // 2
-        short = [round(1.0 + 0.1 * (i / (h - 1)) ** 2, 6) for i in range(h)]
-        long_ = [round(1.0 + 59.0 * (i / (h - 1)) ** 3, 6) for i in range(h)]
+        short, long_ = longrope_factors(HEAD_DIM // 2)
         kw = common(max_position_embeddings=131072)
         kw["original_max_position_embeddings"] = 4096
         cfg = T.Phi3Config(**kw, **rope_kw("longrope", short_factor=short, long_factor=long_))
@@ -191,14 +168,8 @@ def build_model(name):
         attn = "eager"  # transformers 4.x GPT-J has no SDPA path
     elif attn == "sdpa" and TF_MAJOR < 5:
         # transformers 4.5x builds the SDPA mask with torch.vmap, which the TorchScript tracer
-        # cannot handle ("RuntimeError: unordered_map::at"); use the vmap-free mask builder that
-        # transformers' own ExecuTorch integration registers (same attention, same RoPE).
-        from transformers.integrations.executorch import sdpa_mask_without_vmap
-        from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
-        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-        ALL_MASK_ATTENTION_FUNCTIONS.register("sdpa_without_vmap", sdpa_mask_without_vmap)
-        ALL_ATTENTION_FUNCTIONS.register("sdpa_without_vmap", ALL_ATTENTION_FUNCTIONS["sdpa"])
-        attn = "sdpa_without_vmap"
+        # cannot handle ("RuntimeError: unordered_map::at")
+        attn = register_ts_attention()
     try:
         cfg._attn_implementation = attn
     except Exception:

@@ -12,7 +12,9 @@ stage() { printf '== [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; 
 
 # ctest in build dir $1: the WebGPU tests stream their output (ctest -V minus ctest's own
 # chatter), the others print a line each and their output on failure. ROPEKIT_WEBGPU_REQUIRE=1:
-# a missing software adapter fails the WebGPU tests instead of skipping them.
+# a missing software adapter fails the WebGPU tests instead of skipping them. The two WebGPU
+# tests (lavapipe, llvmpipe) run at the same time (ctest -j2; ctest puts the test's number in
+# front of each of its lines): each is one process that mostly compiles shaders on one core.
 ctest_chatter='^$|^(UpdateCTestConfiguration|Constructing a list|Done constructing|Updating test list'
 ctest_chatter+='|Added 0 tests|Checking test dependency|test [0-9]+$|[0-9]+: (Test command|Working Dir'
 ctest_chatter+='|Environment variables|Test timeout| +[A-Z_]+=))'
@@ -24,14 +26,17 @@ run_ctest() {
   done
   local -x ROPEKIT_WEBGPU_REQUIRE=1 XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
   ctest --test-dir "$dir" --output-on-failure -E '^webgpu_'
-  ctest --test-dir "$dir" -V -R '^webgpu_' | grep --line-buffered -vE "$ctest_chatter"
+  ctest --test-dir "$dir" -V -j2 -R '^webgpu_' | grep --line-buffered -vE "$ctest_chatter"
 }
 
 stage "release build + C tests (WebGPU on Mesa lavapipe and llvmpipe: webgpu_vulkan, webgpu_gl)"
 # ROPEKIT_WEBGPU=ON: a build/ configured before .venv existed (scripts/example.sh) cached OFF
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DROPEKIT_WEBGPU=ON >/dev/null
 cmake --build build -j"$jobs" >/dev/null
-run_ctest build
+# WebGPU: every shared case of every operator in each configuration on lavapipe (Vulkan); on
+# llvmpipe (OpenGL ES) a deterministic quarter per configuration, each case in one of four
+# (tests/webgpu/test_webgpu.c: ROPEKIT_WEBGPU_SAMPLE), so every case runs there too, once
+ROPEKIT_WEBGPU_SAMPLE=gl:4 run_ctest build
 
 # ---- browser suite (owned by the WebGPU backend): the kernel packages (build/webgpu-packages)
 # through js/ropekit-webgpu.js in Debian's chromium headless (SwiftShader WebGPU, no shader-f16,
@@ -85,7 +90,8 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DROPEKIT_SANITIZE=ON -DCMAKE_
   -DROPEKIT_WEBGPU=ON >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
 # WebGPU under ASan: a deterministic quarter of the shared cases per configuration, each case in
-# one of the four (tests/webgpu/test_webgpu.c); the release run above ran every case in all four
+# one of the four (tests/webgpu/test_webgpu.c), on both adapters; the release run above ran every
+# case in every configuration on lavapipe
 ROPEKIT_WEBGPU_SAMPLE=4 run_ctest build-asan
 
 # ---- fuzz smoke (owned by the ONNX layer): the libFuzzer harness on its corpus ------------

@@ -305,9 +305,15 @@ int main(int argc, char **argv) {
         if (T != F32) bench_rotary("Llama-3-8B prefill B=1 S=8192 32+8 x128", T, T, 1, 8192, 40, 128, 0, 0, 0, 0);
     }
     bench_rotary("Llama prefill S=8192, in place packed QKV", BF, F32, 1, 8192, 40, 128, 0, 0, 0, 1);
-    for (ropekit_dtype T : dts) bench_rotary("Llama-3-8B prefill B=1 S=4096 32+8 x128", T, F32, 1, 4096, 40, 128, 0, 0, 0, 0);
+    for (ropekit_dtype T : dts) {
+        bench_rotary("Llama-3-8B prefill B=1 S=4096 32+8 x128", T, F32, 1, 4096, 40, 128, 0, 0, 0, 0);
+        if (T != F32) bench_rotary("Llama-3-8B prefill B=1 S=4096 32+8 x128", T, T, 1, 4096, 40, 128, 0, 0, 0, 0);
+    }
     for (ropekit_dtype T : dts) bench_rotary("Qwen3-0.6B prefill B=4 S=2048 16+8 x128", T, F32, 4, 2048, 24, 128, 0, 0, 0, 0);
-    for (ropekit_dtype T : dts) bench_rotary("Phi-2 partial B=1 S=8192 32+32 x80 R32", T, F32, 1, 8192, 64, 80, 32, 0, 0, 0);
+    for (ropekit_dtype T : dts) {
+        bench_rotary("Phi-2 partial B=1 S=8192 32+32 x80 R32", T, F32, 1, 8192, 64, 80, 32, 0, 0, 0);
+        if (T != F32) bench_rotary("Phi-2 partial B=1 S=8192 32+32 x80 R32", T, T, 1, 8192, 64, 80, 32, 0, 0, 0);
+    }
     for (ropekit_dtype T : dts) bench_rotary("MRoPE Qwen2.5-VL-7B S=8192 28+4 x128", T, F32, 1, 8192, 32, 128, 0, 2, 0, 0);
     for (long long B : {1LL, 64LL, 256LL})
         for (ropekit_dtype T : dts) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build the CUDA targets, run the check (plain and under
 # compute-sanitizer memcheck), the benchmark and the PyTorch peers. Logs go to $OUT.
-# Usage (device tool): bash bench/cuda/run_device.sh [all | check check1 bench torch prof variants g2]
-#   check1: the check without memcheck; variants: the benchmark knobs of src/cuda (env_int) on
+# Usage (device tool): bash bench/cuda/run_device.sh [all | check check1 bench torch prof variants]
+#   check1: the check without memcheck; variants: the benchmark knobs of src/cuda on
 #   the rows RK_ROWS; RK_CMAKE_ARGS: extra cmake arguments (-DCMAKE_CUDA_ARCHITECTURES=90 builds
 #   faster for experiments).
 set -u
@@ -29,9 +29,9 @@ fi
 if want torch; then
   PYTHONUNBUFFERED=1 timeout 300 python3 bench/cuda/bench_torch.py >"$OUT/torch.log" 2>&1; echo "torch rc=$?"
 fi
-if want variants; then  # benchmark knobs (src/cuda: env_int) on some rows, one line per row
+if want variants; then  # benchmark knobs (src/cuda) on some rows, one line per row
   # RK_VARIANTS: space-separated variants, each a comma-separated list of VAR=value ("-": none)
-  for v in ${RK_VARIANTS:-- ROPEKIT_CUDA_HINTS=0 ROPEKIT_CUDA_BLOCK=256 ROPEKIT_CUDA_HEADS_PER_THREAD=2}; do
+  for v in ${RK_VARIANTS:-- ROPEKIT_CUDA_HINTS=0 ROPEKIT_CUDA_ROTARY_KERNEL=flat ROPEKIT_CUDA_ROTARY_KERNEL=tile}; do
     [ "$v" = - ] && v=""
     env ${v//,/ } timeout 60 ./build-cuda/bench_cuda "${RK_ROWS:-S=8192|S=4096}" >"$OUT/var.log" 2>&1
     echo "== ${v:-default} rc=$?"; cat "$OUT/var.log" >>"$OUT/variants.log"
@@ -39,12 +39,6 @@ if want variants; then  # benchmark knobs (src/cuda: env_int) on some rows, one 
       awk -F'|' '/^\| [A-Za-z]/ && !/shape/ {printf "%-36.36s %-5.5s %-5.5s %7.2f %s\n", $2, $3, $4, $5, $9}'
   done
 fi
-for g in 2; do  # the flat rotary kernel with 2 heads per thread (default 4)
-  if want g$g; then
-    ROPEKIT_CUDA_HEADS_PER_THREAD=$g timeout 120 ./build-cuda/bench_cuda prefill >"$OUT/bench_g$g.log" 2>&1
-    echo "bench g$g rc=$?"; grep -E "^\|" "$OUT/bench_g$g.log" | tail -25
-  fi
-done
 if want prof; then  # Nsight Compute, full section set, one launch per row (RK_PROF_ROWS: ';'-separated)
   IFS=';' read -ra rows <<<"${RK_PROF_ROWS:-QKNorm DS-V4 2048 tok 128x512 rope64 fp8 bfloat16;Llama-3-8B prefill B=1 S=8192 32+8 x128 bfloat16/float32}"
   for f in "${rows[@]}"; do

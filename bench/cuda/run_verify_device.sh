@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Short device call (session s14-cuda): the final default build (bin/, lib/) — check_cuda with
 # the default kernel choice, memcheck with the tile kernel forced on every vectorisable case
-# (ROPEKIT_CUDA_TILE=1), one bench round of the rotary rows against the base library
+# (ROPEKIT_CUDA_ROTARY_KERNEL=tile), one bench round of the rotary rows against the base library
 # (lib-base/), Nsight Compute on the tile kernel. Logs: $OUT/logs.tgz.
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
@@ -10,7 +10,7 @@ NEW=$D/lib:${LD_LIBRARY_PATH:-}; BASE=$D/lib-base:$D/lib:${LD_LIBRARY_PATH:-}
 export LD_LIBRARY_PATH=$NEW
 timeout 60 $B/check_cuda >$L/check.log 2>&1; echo "check default rc=$?" >>$L/summary.txt
 grep -E "checks,|FAIL" $L/check.log | tail -3 >>$L/summary.txt
-ROPEKIT_CUDA_TILE=1 timeout 120 compute-sanitizer --tool memcheck --print-limit 20 $B/check_cuda >$L/memcheck-tile.log 2>&1
+ROPEKIT_CUDA_ROTARY_KERNEL=tile timeout 120 compute-sanitizer --tool memcheck --print-limit 20 $B/check_cuda >$L/memcheck-tile.log 2>&1
 echo "memcheck tile=1 rc=$?" >>$L/summary.txt; grep -E "ERROR SUMMARY|checks," $L/memcheck-tile.log | tail -2 >>$L/summary.txt
 ROWS='prefill|Phi|MRoPE|decode B=256'
 timeout 40 $B/bench_cuda "$ROWS" >$L/bench-new.log 2>&1

@@ -4,6 +4,9 @@
  *
  * Rows:
  *   op       ropekit_webgpu_rotary_embedding, decode B=64, S=1, 32 heads x128, ids2d
+ *   op, new ids  the same calls with one position id changed before each call (the
+ *            arguments differ from every earlier call's: a library that skips the upload of
+ *            repeated arguments uploads them each time here)
  *   op+wait  the same call followed by ropekit_webgpu_wait each time (latency of one call)
  *   op, batch n   ropekit_webgpu_set_batch(ctx, n): n calls recorded per submission (libraries
  *            without set_batch: row left out)
@@ -16,8 +19,10 @@
  *            back to the queue writes: counted).
  *   --float16: x and tables float16 (else float32). --op-only: the first row only, 8 calls of
  *   warm-up, and the process's CPU time per call (slow software adapters, whose threads'
- *   wall time moves with the machine's load).
- * Usage: bench_decode [--backend vulkan|gl] [--calls N] [--turns T] [--raw] [--float16] [--op-only] */
+ *   wall time moves with the machine's load). --raw-only: only the raw rows, with the process's
+ *   CPU time per call beside each (a software adapter's host cost without ropekit's kernel).
+ * Usage: bench_decode [--backend vulkan|gl] [--calls N] [--turns T] [--raw] [--raw-only]
+ *                     [--float16] [--op-only] */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -212,7 +217,7 @@ static void report(const char *name, double *t) {
 
 int main(int argc, char **argv) {
     ropekit_webgpu_options opt = {ROPEKIT_WEBGPU_BACKEND_ANY, 0, 0, 0, 0, 0};
-    int do_raw = 0, op_only = 0;
+    int do_raw = 0, op_only = 0, raw_only = 0;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
             ++i;
@@ -220,11 +225,12 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--calls") && i + 1 < argc) g_calls = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--turns") && i + 1 < argc) g_turns = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--raw")) do_raw = 1;
+        else if (!strcmp(argv[i], "--raw-only")) do_raw = raw_only = 1;
         else if (!strcmp(argv[i], "--float16")) g_dtype = ROPEKIT_FLOAT16;
         else if (!strcmp(argv[i], "--op-only")) op_only = 1;
     }
     if (g_calls < 8 || g_turns < 1 || g_turns > 64) {
-        fprintf(stderr, "usage: bench_decode [--backend vulkan|gl] [--calls N>=8] [--turns 1..64] [--raw] [--float16] [--op-only]\n");
+        fprintf(stderr, "usage: bench_decode [--backend vulkan|gl] [--calls N>=8] [--turns 1..64] [--raw] [--raw-only] [--float16] [--op-only]\n");
         return 2;
     }
     if (ropekit_webgpu_create(&opt, &g_ctx) != ROPEKIT_OK) {
@@ -265,6 +271,7 @@ int main(int argc, char **argv) {
     d.gs = ropekit_webgpu_tensor_contiguous(bs, 0, g_dtype, 2, ts);
     d.ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
     double t[64];
+    if (raw_only) goto raw_rows;
     for (int w = 0; w < 2; ++w) { /* warm up; then the rows, turns alternated */
         for (int i = 0; i < (op_only ? 4 : 200); ++i) op_call(&d);
         ropekit_webgpu_wait(g_ctx);
@@ -283,6 +290,20 @@ int main(int argc, char **argv) {
         cpu[k] = (cpu_now() - c0) / g_calls;
     }
     report("op: back-to-back calls", t);
+    if (!op_only) {
+        const int64_t p0 = pos[0];
+        for (int k = 0; k < g_turns; ++k) {
+            double t0 = now();
+            for (int i = 0; i < g_calls; ++i) {
+                pos[0] = (p0 + 1 + i) % P; /* a new id each call (never the one before) */
+                op_call(&d);
+            }
+            ropekit_webgpu_wait(g_ctx);
+            t[k] = (now() - t0) / g_calls;
+        }
+        pos[0] = p0;
+        report("op, new ids: back-to-back calls, one id changed before each", t);
+    }
     if (op_only) { /* a software adapter's threads: CPU time per call moves less with load */
         report("op: process CPU time per call (user + system, all threads)", cpu);
         ropekit_webgpu_destroy(g_ctx);
@@ -323,23 +344,31 @@ int main(int argc, char **argv) {
         fprintf(stderr, "call failed: %s\n", ropekit_webgpu_last_error());
         return 1;
     }
+raw_rows:
     if (do_raw) {
         raw r;
         if (!raw_make(&r)) {
             fprintf(stderr, "raw setup failed\n");
             return 1;
         }
-        double tr[R_N][64];
+        static double tr[R_N][64], cr[R_N][64];
         for (int k = 0; k < g_turns; ++k)
             for (int m = 0; m < R_N; ++m) {
                 for (int i = 0; i < 64; ++i) raw_call(&r, m, i);
                 ropekit_webgpu_wait(g_ctx);
-                double t0 = now();
+                double t0 = now(), c0 = cpu_now();
                 for (int i = 0; i < g_calls; ++i) raw_call(&r, m, i);
                 ropekit_webgpu_wait(g_ctx);
                 tr[m][k] = (now() - t0) / g_calls;
+                cr[m][k] = (cpu_now() - c0) / g_calls;
             }
         for (int m = 0; m < R_N; ++m) report(raw_names[m], tr[m]);
+        if (raw_only)
+            for (int m = 0; m < R_N; ++m) {
+                char name[160];
+                snprintf(name, sizeof name, "%s: process CPU time per call", raw_names[m]);
+                report(name, cr[m]);
+            }
         printf("| raw ring: calls without a mapped buffer (queue writes instead) | %ld | | |\n",
                g_ring_fallbacks);
     }

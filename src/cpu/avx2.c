@@ -235,7 +235,7 @@ RK_V void d_unpair(vd *a, vd *b) {
 /* QKNorm's bfloat16 sums of squares take 2*VL values as even and odd elements (ld_bf16_eo) */
 #define RK_HAVE_BF16_PAIRS 1
 
-#define RK_HAVE_NT 1 /* f_st_nt & co. are streaming stores (rk_wr) */
+#define RK_HAVE_NT 1 /* f_st_nt & co. are streaming stores (rk_sw) */
 #include "simd_body.h"
 
 const rk_cpu_kernels rk_kernels_avx2 = {"avx2", rotary_avx2, qknorm_avx2, regroup_avx2};

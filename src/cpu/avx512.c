@@ -287,7 +287,7 @@ RK_V vd d_ld_f16(const void *p) {
     return _mm512_cvtps_pd(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
 }
 
-#define RK_HAVE_NT 1 /* f_st_nt & co. are streaming stores (rk_wr) */
+#define RK_HAVE_NT 1 /* f_st_nt & co. are streaming stores (rk_sw) */
 #include "simd_body.h"
 
 const rk_cpu_kernels rk_kernels_avx512 = {"avx512", rotary_avx512, qknorm_avx512, regroup_avx512};

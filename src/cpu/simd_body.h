@@ -31,8 +31,8 @@
 
 #define RK_INLINE static inline __attribute__((always_inline))
 
-/* src/cpu/dispatch.c: output bytes per thread of the whole call this thread is running a part of
- * (0 outside a call). Streaming stores are chosen for the call, not for one chunk of it. */
+/* src/cpu/dispatch.c: output bytes of the whole call this thread is running a part of (0
+ * outside a call). Streaming stores are chosen for the call, not for one chunk of it. */
 int64_t rk_cpu_part_bytes(void);
 RK_INLINE int large_output(int64_t own_bytes) {
     const int64_t thr = rk_cpu_stream_threshold(), part = rk_cpu_part_bytes();
@@ -165,23 +165,32 @@ RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
  * Streaming stores need aligned addresses and must write whole 64-byte lines (a line half
  * streamed, half stored normally is far slower than either). Outputs whose rows are not line
  * aligned (numpy's arrays start 16 bytes into a page; odd head widths; partial rotary's copied
- * tails) are therefore first computed into an aligned row in L1 (`stage`), then handed to a
- * writer in memory order: every line that the writer's consecutive rows cover whole goes out as
- * a streaming store (rows adjacent in memory join up, so a run of rows stores no line twice),
- * the partial lines at a run's two ends as normal stores. Only out of place (the output overlaps
- * no input: validation), so holding a line's bytes back changes nothing that is read later. */
+ * tails) are therefore computed into a window in L1 (`rk_sw`) laid out like the destination:
+ * window byte i is destination byte rb + i, rb a line address, so a row starting 16 bytes into a
+ * line starts 16 bytes into a window line, and consecutive rows adjacent in memory are adjacent
+ * in the window. Every destination line the run of rows covers whole goes out as one aligned
+ * load and a streaming store, once no row still being computed writes into it (one row later:
+ * the loads then need not wait on the row's stores just issued); the partial lines at a run's two
+ * ends as normal stores of exactly their bytes. Only out of place (the output overlaps no input:
+ * validation), so holding a line's bytes back changes nothing that is read later. */
 #ifdef RK_HAVE_NT
-#define RK_STAGE 4096 /* bytes of one staged row at most */
-typedef struct rk_wr {
-    unsigned char line[64] __attribute__((aligned(64))); /* the pending line's bytes */
-    char *la;                                            /* its address (NULL: none pending) */
-    int lo, hi;                                          /* its bytes [lo, hi) are pending */
-} rk_wr;
+#define RK_STAGE 4096               /* bytes of one staged row at most */
+#define RK_SWB (2 * RK_STAGE + 128) /* window bytes */
+typedef struct rk_sw {
+    char buf[RK_SWB] __attribute__((aligned(64)));
+    char *rb; /* destination line of buf[0] (NULL: no run) */
+    char *fp; /* the run's bytes below fp are written out */
+    char *wp; /* end of the run's rows so far */
+    char *rs; /* start of the row being computed */
+} rk_sw;
 
-RK_INLINE void wr_init(rk_wr *w) {
-    w->la = NULL, w->lo = w->hi = 0;
+RK_INLINE void sw_init(rk_sw *w) {
+    w->rb = w->fp = w->wp = w->rs = NULL;
 }
-RK_INLINE void wr_line_nt(char *dst, const unsigned char *src) { /* dst 64-byte aligned */
+RK_INLINE char *sw_line(char *a) {
+    return (char *)((uintptr_t)a & ~(uintptr_t)63);
+}
+RK_INLINE void wr_line_nt(char *dst, const char *src) { /* both 64-byte aligned */
     for (int i = 0; i < 64; i += 4 * VL)
         f_st_nt((float *)(dst + i), f_ld((const float *)(src + i)));
 }
@@ -196,36 +205,46 @@ RK_INLINE void wr_bytes(void *dst, const void *src, int n) {
     if (n & 2) memcpy(d, s, 2), d += 2, s += 2;
     if (n & 1) *d = (char)*s;
 }
-/* The pending bytes, with normal stores. */
-RK_INLINE void wr_flush(rk_wr *w) {
-    if (w->la) wr_bytes(w->la + w->lo, w->line + w->lo, w->hi - w->lo);
-    w->la = NULL;
+/* The run's bytes [fp, lim) out (lim a line address; whole lines streamed, the run's first line
+ * from its first byte stored normally). */
+RK_INLINE void sw_out(rk_sw *w, char *lim) {
+    char *f = w->fp;
+    if (f >= lim) return;
+    const int o = (int)((uintptr_t)f & 63);
+    if (o) {
+        wr_bytes(f, w->buf + (f - w->rb), 64 - o);
+        f += 64 - o;
+    }
+    for (; f < lim; f += 64)
+        wr_line_nt(f, w->buf + (f - w->rb));
+    w->fp = f;
 }
-/* n bytes from src to dst (any alignment). */
-RK_INLINE void wr_put(rk_wr *w, char *dst, const char *src, int64_t n) {
-    if (n <= 0) return;
-    const int off = (int)((uintptr_t)dst & 63);
-    char *la = dst - off;
-    if (w->la && (w->la != la || w->hi != off)) wr_flush(w); /* not a continuation */
-    if (off) {                                               /* the first line, from off */
-        const int k = n < 64 - off ? (int)n : 64 - off;
-        if (!w->la) w->la = la, w->lo = off;
-        wr_bytes(w->line + off, src, k);
-        w->hi = off + k;
-        if (w->hi < 64) return; /* the line goes on in the next row, or is flushed */
-        if (w->lo == 0)
-            wr_line_nt(la, w->line);
-        else
-            wr_bytes(la + w->lo, w->line + w->lo, 64 - w->lo);
-        w->la = NULL;
-        dst += k, src += k, n -= k;
+/* The whole run out (its last partial line with normal stores). */
+RK_INLINE void sw_end(rk_sw *w) {
+    if (!w->rb) return;
+    sw_out(w, sw_line(w->wp));
+    if (w->wp > w->fp) wr_bytes(w->fp, w->buf + (w->fp - w->rb), (int)(w->wp - w->fp));
+    w->rb = NULL;
+}
+/* Where to compute the n bytes (n <= RK_STAGE) of the row at dst; sw_done(w, n) after. */
+RK_INLINE char *sw_row(rk_sw *w, char *dst, int64_t n) {
+    if (w->rb && dst == w->wp) {        /* the run goes on */
+        if (dst + n - w->rb > RK_SWB) { /* window full: its last partial line to the front */
+            char *lim = sw_line(w->wp);
+            sw_out(w, lim);
+            if (w->wp > lim) memcpy(w->buf, w->buf + (lim - w->rb), 64);
+            w->rb = lim;
+        }
+    } else {
+        sw_end(w);
+        w->rb = sw_line(dst), w->fp = w->wp = dst;
     }
-    for (; n >= 64; dst += 64, src += 64, n -= 64)
-        wr_line_nt(dst, (const unsigned char *)src);
-    if (n > 0) { /* the last line's first n bytes: pending */
-        wr_bytes(w->line, src, (int)n);
-        w->la = dst, w->lo = 0, w->hi = (int)n;
-    }
+    w->rs = dst;
+    return w->buf + (dst - w->rb);
+}
+RK_INLINE void sw_done(rk_sw *w, int64_t n) {
+    sw_out(w, sw_line(w->rs)); /* the lines only earlier rows write into */
+    w->wp = w->rs + n;
 }
 #endif
 
@@ -452,28 +471,15 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
                            int nt, int hw, int stg) {
     const int64_t h = p->R / 2, es = (int64_t)esz(dt), rowb = p->H * es;
 #ifdef RK_HAVE_NT
-    /* stg: each row is computed into one of two buffers and handed to the writer after the next
-     * row is computed (the writer's loads then need not wait on the row's stores just issued;
-     * Xeon EMR, numpy-offset rows: avx512 16-bit rows 1.06-1.13x faster than at once) */
-    char rowbufs[2][RK_STAGE] __attribute__((aligned(64)));
-    rk_wr wr;
-    wr_init(&wr);
-    char *prev_y = NULL;
-    const char *prev_x = NULL;
-    int cur = 0;
-#define RK_ROWOUT(y) (stg ? rowbufs[cur] : (y))
-#define RK_ROWPUT(y, x)                                                                            \
-    (stg ? (prev_y ? wr_row(&wr, prev_y, rowbufs[cur ^ 1], prev_x) : (void)0), prev_y = (y),       \
-     prev_x = (x), cur ^= 1 : 0)
+    rk_sw sw; /* stg: rows computed in the window, streamed from it */
+    sw_init(&sw);
+#define RK_ROWOUT(y) (stg ? sw_row(&sw, (y), rowb) : (y))
+#define RK_ROWPUT() (stg ? sw_done(&sw, rowb) : (void)0)
 #else
     (void)stg;
 #define RK_ROWOUT(y) (y)
-#define RK_ROWPUT(y, x) ((void)0)
+#define RK_ROWPUT() ((void)0)
 #endif
-    /* a staged row: its rotated channels from the buffer, the copied ones [R, H) straight from x */
-#define wr_row(w, y, buf, x)                                                                       \
-    (wr_put((w), (y), (buf), p->R * es),                                                           \
-     wr_put((w), (y) + p->R * es, (x) + p->R * es, (p->H - p->R) * es))
     const int il = p->interleaved, eo = RK_EO(dt);
     float c[RK_CHUNK], sn[RK_CHUNK];
     union {
@@ -516,33 +522,50 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
                                    tab.d[0] + j * m0, tab.d[1] + j * m0);
                 }
                 (void)m;
-                /* head-major: each head's tokens of the block in turn; token-major: each token's
-                 * heads in turn (the block is one token) */
-                const int64_t n_out = head_major ? p->N : nb, n_in = head_major ? nb : p->N;
-                for (int64_t o = 0; o < n_out; ++o)
-                    for (int64_t q = 0; q < n_in; ++q) {
-                        const int64_t j = head_major ? q : o, hd = head_major ? o : q, s = s0 + j;
-                        if (k0 == 0) { /* head-major: the row one block ahead (the next head's);
-                                        * token-major: the next token's row of this head */
-                            int64_t bn = b, sn_ = s + 1, hn = hd;
-                            if (head_major) {
-                                sn_ = s, hn = hd + 1;
+                /* Two loops (as in 8c39a0b), not one with the order as a variable: with the
+                 * merged loop of e6d5e33, rows stored the same way ran 0.82-0.96x of 8c39a0b on
+                 * the Xeon (Phi-2 16-bit rows, 2026-12-01). */
+                if (head_major) {
+                    for (int64_t hd = 0; hd < p->N; ++hd)
+                        for (int64_t j = 0; j < nb; ++j) {
+                            const int64_t s = s0 + j;
+                            if (k0 == 0) { /* the row one block ahead: the next head's */
+                                int64_t bn = b, sn_ = s, hn = hd + 1;
                                 if (hn == p->N) hn = 0, sn_ = s + TB;
+                                if (sn_ >= p->S) sn_ -= p->S, ++bn;
+                                if (bn < p->B) {
+                                    prefetch_row(RK_XADDR(bn, sn_, hn), rowb, 0);
+                                    if (pfy) prefetch_row(RK_YADDR(bn, sn_, hn), rowb, 1);
+                                }
                             }
-                            if (sn_ >= p->S) sn_ -= p->S, ++bn;
-                            if (bn < p->B) {
-                                prefetch_row(RK_XADDR(bn, sn_, hn), rowb, 0);
-                                if (pfy) prefetch_row(RK_YADDR(bn, sn_, hn), rowb, 1);
-                            }
+                            const char *x = RK_XROW(b, s, hd);
+                            char *y = RK_ROWOUT(RK_YROW(b, s, hd));
+                            rotate_row(x, y, dt, wide, nt, hw, il, eo, h, k0, n, tab.f[0] + j * m0,
+                                       tab.f[1] + j * m0, tab.d[0] + j * m0, tab.d[1] + j * m0);
+                            if (copy_tail && last)
+                                copy_bytes(y + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
+                            RK_ROWPUT();
                         }
-                        const char *x = RK_XROW(b, s, hd);
-                        char *y = RK_YROW(b, s, hd), *yo = RK_ROWOUT(y);
-                        rotate_row(x, yo, dt, wide, nt, hw, il, eo, h, k0, n, tab.f[0] + j * m0,
-                                   tab.f[1] + j * m0, tab.d[0] + j * m0, tab.d[1] + j * m0);
-                        if (copy_tail && last && !stg)
-                            copy_bytes(yo + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
-                        RK_ROWPUT(y, x);
+                } else {
+                    for (int64_t j = 0; j < nb; ++j) {
+                        const int64_t s = s0 + j;
+                        int64_t bn = s + 1 < p->S ? b : b + 1, sn_ = s + 1 < p->S ? s + 1 : 0;
+                        const int pf = bn < p->B && k0 == 0;
+                        for (int64_t hd = 0; hd < p->N; ++hd) {
+                            if (pf) { /* the next token's row of this head */
+                                prefetch_row(RK_XADDR(bn, sn_, hd), rowb, 0);
+                                if (pfy) prefetch_row(RK_YADDR(bn, sn_, hd), rowb, 1);
+                            }
+                            const char *x = RK_XROW(b, s, hd);
+                            char *y = RK_ROWOUT(RK_YROW(b, s, hd));
+                            rotate_row(x, y, dt, wide, nt, hw, il, eo, h, k0, n, tab.f[0] + j * m0,
+                                       tab.f[1] + j * m0, tab.d[0] + j * m0, tab.d[1] + j * m0);
+                            if (copy_tail && last)
+                                copy_bytes(y + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
+                            RK_ROWPUT();
+                        }
                     }
+                }
             }
         }
 #undef RK_XROW
@@ -552,10 +575,8 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
 #undef RK_ROWOUT
 #undef RK_ROWPUT
 #ifdef RK_HAVE_NT
-    if (stg && prev_y) wr_row(&wr, prev_y, rowbufs[cur ^ 1], prev_x);
-    if (stg) wr_flush(&wr);
+    if (stg) sw_end(&sw);
 #endif
-#undef wr_row
     if (nt || stg) st_fence();
 }
 
@@ -575,7 +596,7 @@ static int use_streaming(const rk_rotary_plan *p) {
     return 1;
 }
 
-/* Streaming stores through a staged row (rk_wr) where use_streaming's direct ones cannot be
+/* Streaming stores through the staging window (rk_sw) where use_streaming's direct ones cannot be
  * used: large, out of place, rows of at most RK_STAGE bytes rotated in one gather chunk. */
 static int use_staging(const rk_rotary_plan *p) {
 #ifdef RK_HAVE_NT
@@ -837,13 +858,12 @@ RK_INLINE void qknorm_head(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
 }
 
 /* nt: query outputs written with streaming stores (see qknorm_streaming); stg: through staged
- * rows (rk_wr); kv_out never is. */
+ * rows (rk_sw); kv_out never is. */
 RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, int hw, int stg) {
     const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
 #ifdef RK_HAVE_NT
-    char rowbuf[RK_STAGE] __attribute__((aligned(64)));
-    rk_wr qw;
-    wr_init(&qw);
+    rk_sw qw;
+    sw_init(&qw);
 #else
     (void)stg;
 #endif
@@ -892,9 +912,9 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
                     char *yq = yt + (h + i) * hos;
 #ifdef RK_HAVE_NT
                     if (stg) {
-                        qknorm_head(p, dt, 0, hw, xt + (h + i) * hs, rowbuf, ss[i], cs, sn, v,
-                                    tw ? cwb : NULL, tw ? swb : NULL);
-                        wr_put(&qw, yq, rowbuf, hd * es);
+                        qknorm_head(p, dt, 0, hw, xt + (h + i) * hs, sw_row(&qw, yq, hd * es),
+                                    ss[i], cs, sn, v, tw ? cwb : NULL, tw ? swb : NULL);
+                        sw_done(&qw, hd * es);
                         continue;
                     }
 #endif
@@ -947,7 +967,7 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
             tail_rotate(v, cs, sn, rd, 0, y + nope * es, dt, 0, hw);
         }
 #ifdef RK_HAVE_NT
-    if (stg) wr_flush(&qw);
+    if (stg) sw_end(&qw);
 #endif
     if (nt || stg) st_fence();
 }
@@ -1009,9 +1029,8 @@ RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt, 
     const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
     float v[RK_MAXROPE] __attribute__((aligned(64)));
 #ifdef RK_HAVE_NT
-    char rowbuf[RK_STAGE] __attribute__((aligned(64))); /* stg: the rotated tail, then rk_wr */
-    rk_wr wr;
-    wr_init(&wr);
+    rk_sw sw; /* stg: each head's output row computed in the window */
+    sw_init(&sw);
 #else
     (void)stg;
 #endif
@@ -1024,30 +1043,29 @@ RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt, 
             const char *x = xn + f0 * es;
             char *y = p->out + (g * p->os[0] + n * p->os[1] + gc) * es;
 #ifdef RK_HAVE_NT
-            if (stg) /* the copied channels straight from x, the rotated ones from rowbuf */
-                wr_put(&wr, y, x, nope * es);
-            else
+            if (stg) y = sw_row(&sw, y, hd * es);
 #endif
-                copy_bytes(y, x, nope * es, nt);
-            if (rd == 0) continue;
+            copy_bytes(y, x, nope * es, nt);
+            if (rd == 0) {
+#ifdef RK_HAVE_NT
+                if (stg) sw_done(&sw, hd * es);
+#endif
+                continue;
+            }
             const char *xr = x + nope * es;
             int64_t t = 0;
             for (; t + VL <= rd; t += VL)
                 f_st(v + t, ld_t(xr + t * es, dt));
             for (; t < rd; ++t)
                 v[t] = rk_load(xr, dt, t);
-#ifdef RK_HAVE_NT
-            if (stg) {
-                tail_rotate(v, cs, sn, rd, 1, rowbuf, dt, 0, 0);
-                wr_put(&wr, y + nope * es, rowbuf, rd * es);
-                continue;
-            }
-#endif
             tail_rotate(v, cs, sn, rd, 1, y + nope * es, dt, nt, 0);
+#ifdef RK_HAVE_NT
+            if (stg) sw_done(&sw, hd * es);
+#endif
         }
     }
 #ifdef RK_HAVE_NT
-    if (stg) wr_flush(&wr);
+    if (stg) sw_end(&sw);
 #endif
     if (nt || stg) st_fence();
 }
@@ -1064,8 +1082,8 @@ static void RK_SUFFIX(regroup)(const rk_regroup_plan *p) {
     int nt = large && (uintptr_t)p->out % (uintptr_t)w == 0 && (p->os[0] * es) % w == 0 &&
              (p->os[1] * es) % w == 0 && (p->head_dim * es) % w == 0 && (p->nope * es) % w == 0;
 #ifdef RK_HAVE_NT
-    /* otherwise through staged rows (rk_wr) */
-    const int stg = !nt && large && p->rope_dim * es <= RK_STAGE;
+    /* otherwise through staged rows (rk_sw) */
+    const int stg = !nt && large && p->head_dim * es <= RK_STAGE;
 #else
     const int stg = 0;
 #endif

@@ -205,13 +205,10 @@ ropekit_status cuda_fail(cudaError_t e, const char *what);
 ropekit_status launched(const char *what);
 int sm_count(void);
 inline bool aligned(const void *p, long long elems_ok) { return ((uintptr_t)p % 16 == 0) && elems_ok; }
-/* Benchmark knobs, read once (bench/cuda/run_device.sh variants compares them; not for
- * users): ROPEKIT_CUDA_HEADS_PER_THREAD=2|4 (flat kernel G; unset: 2 on calls of one wave,
- * else 4), ROPEKIT_CUDA_HINTS=<RK_HINT_* bits> (cache hints on x and y in the flat and QKNorm
- * kernels, default 5: x L1::no_allocate, y .cs), ROPEKIT_CUDA_BLOCK=64|128|256 (flat kernel
- * block size, default 128), ROPEKIT_CUDA_QKNORM_PIECE=8|16 (qknorm_piece),
- * ROPEKIT_CUDA_TILE=0|1 (rotary: flat or tile kernel forced; unset: tile_preferred),
- * ROPEKIT_CUDA_TILE_THREADS (tile kernel block size, default 128). */
+/* Benchmark knobs, read once (not for users): ROPEKIT_CUDA_HINTS=<RK_HINT_* bits> (cache hints
+ * on x and y in the flat and QKNorm kernels, default 5: x L1::no_allocate, y .cs),
+ * ROPEKIT_CUDA_QKNORM_PIECE=8|16 (qknorm_piece). The rotary kernels' only override is
+ * ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile (ropekit_cuda.h; src/cuda/rotary.cu forced_kernel). */
 int env_int(const char *name, int lo, int hi, int dflt);
 int flat_hints();
 

@@ -2,9 +2,9 @@
  * (MRoPE's per-column id streams: src/cuda/mrope.cuh), one launch path (run_rotary).
  *
  *   rotary_flat_kernel  when channels are contiguous and 16-byte chunks fit the layout: one
- *                   thread per (token, group of 4 heads, 16-byte chunk), no shared memory, no
+ *                   thread per (token, group of 2 heads, 16-byte chunk), no shared memory, no
  *                   barrier; rotated chunks before copied ones (warp-uniform paths with partial
- *                   rotary). It issues the 4 heads' x loads first (L1::no_allocate), reads the
+ *                   rotary). It issues the 2 heads' x loads first (L1::no_allocate), reads the
  *                   chunk's table columns once (they stay in L1/L2 for the other heads), converts
  *                   them once to the wide type and stores with evict-first (.cs) hints.
  *                   Half-split chunks load lanes [k, k+V) and [k+h, k+h+V); interleaved chunks V
@@ -13,13 +13,17 @@
  *                   four).
  *   rotary_tile_kernel  the same chunks, 2 heads per thread; a block's first threads gather its
  *                   tokens' table columns into shared memory once per token, one barrier.
- *                   Chosen by tile_preferred (MRoPE, most 16-bit full-rotary rows), measured
- *                   faster there on an H200. Both share rotate_chunk (branch-free arithmetic).
+ *                   Chosen by tile_preferred (MRoPE, full-rotary rows with tables in x's
+ *                   dtype), measured faster there on an H200. Both share rotate_chunk
+ *                   (branch-free arithmetic). ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile forces one
+ *                   (ropekit_cuda.h; tests and benchmarks).
  *   rotary_kernel   the same for any strides (one element per lane): a block takes a few
  *                   tokens, gathers their columns into shared memory once, heads reuse them.
  * Position ids are checked in the kernel: a bad id's row is never read, its pairs are copied,
  * and the event is recorded in the error state (record_bad). */
 #include "common.cuh"
+
+#include <cstring>
 
 namespace rk_cuda {
 namespace {
@@ -343,8 +347,7 @@ __device__ __forceinline__ void rotate_chunk(uint4 (&va)[G], uint4 (&vb)[G], con
  * A token's threads are laid out rotation chunks first (ngroups x rot_items), then the copied
  * chunks of [R, H) (ngroups x copy_items), so that with partial rotary (Phi: 2 rotated and 6
  * copied chunks per head) a warp is all rotation or all copy instead of running both paths
- * one after the other with most lanes idle. Blocks of 128 threads (flat_block): measured a
- * little faster than 256 on the 16-bit rows (finer tail).
+ * one after the other with most lanes idle. Blocks of 128 threads (launch_rotary_flat).
  *
  * Order inside a rotation thread: the x loads of its G heads first (they do not depend on the
  * ids), then the id and the chunk's table columns (one 16-byte vector per 16 bytes of table;
@@ -354,15 +357,16 @@ __device__ __forceinline__ void rotate_chunk(uint4 (&va)[G], uint4 (&vb)[G], con
  * L1::no_allocate and y stored with .cs (evict first): RK_HINT_*, the largest single gain
  * measured (16-bit Llama rows 80% -> 88-90% of copy).
  *
- * Registers (flat_min_blocks): half-split chunks with G = 4 hold 8 x vectors and 16 table
- * columns; capped at 64 registers (4 blocks of 256 per SM) they spill 150-230 bytes, so they
- * get 80 (3 blocks: measured faster than 4 blocks with spills). G = 2 and adjacent pairs fit
- * in 64 registers. */
-template <int G>
-constexpr int flat_min_blocks() { return G == 4 ? 3 : 4; }
+ * G = FLAT_G = 2 heads per thread on every call (55-64 registers, 4 blocks of 256 threads per
+ * SM). Until 2026-12-02 calls of more than one wave took G = 4 (80 registers: 3 blocks, 24
+ * warps per SM); on an H200 (R1 of 2026-12-02, same-run A/B, bench/results-cuda.md) G = 2 was
+ * faster on every row the flat kernel took: 16-bit x with float32 tables on Llama S=8192 48.3
+ * -> 46.1 µs (90 -> 93-95% of the copy), S=4096 27.5 -> 26.4 µs, Phi-2 partial 52.1 -> 50.3 µs
+ * (81 -> 84-85%), Phi-2 float32 93.0 -> 90.8 µs. */
+constexpr int FLAT_G = 2;
 
 template <int DT, int TDT, bool IL, int G>
-__global__ void __launch_bounds__(256, flat_min_blocks<G>()) rotary_flat_kernel(const RotArgs a) {
+__device__ __forceinline__ void rotary_flat_body(const RotArgs &a) {
     typedef typename Elt<DT>::raw raw;
     constexpr int V = 16 / sizeof(raw);
     constexpr int NC = IL ? V / 2 : V; /* table columns per chunk */
@@ -486,6 +490,16 @@ __global__ void __launch_bounds__(256, flat_min_blocks<G>()) rotary_flat_kernel(
         st_y(q + (IL ? 2 * k0 : k0), va[g], hints);
         if (!IL) st_y(q + k0 + a.h, vb[g], hints);
     }
+}
+
+template <int DT, int TDT, bool IL, int G>
+__global__ void __launch_bounds__(256, 4) rotary_flat_kernel(const RotArgs a) {
+    rotary_flat_body<DT, TDT, IL, G>(a);
+}
+constexpr int FLAT_CAP = 56;
+template <int DT, int TDT, bool IL, int G>
+__global__ void __maxnreg__(FLAT_CAP) rotary_flat_kernel_capped(const RotArgs a) {
+    rotary_flat_body<DT, TDT, IL, G>(a);
 }
 
 /* Tile kernel (16-byte chunks, contiguous channels, as the flat kernel): a block takes `tpb`
@@ -667,67 +681,66 @@ ropekit_status launch_rotary_t(const RotArgs &a, unsigned blocks, size_t shm, cu
     return launched("rotary kernel launch");
 }
 
-/* Benchmark knobs: see env_int (common.cuh). */
-int flat_heads_per_thread() { /* 0: chosen per call (run_rotary) */
-    static const int g = env_int("ROPEKIT_CUDA_HEADS_PER_THREAD", 2, 4, 0);
-    return g == 0 ? 0 : g == 2 ? 2 : 4;
-}
-int flat_block() {
-    static const int bs = env_int("ROPEKIT_CUDA_BLOCK", 64, 256, 128);
-    return bs == 64 || bs == 128 ? bs : 256;
+/* ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile (ropekit_cuda.h, for tests and benchmarks): the flat
+ * or the tile kernel on every call it can take; unset (or any other value): run_rotary's
+ * choice. Read once. */
+enum { FORCE_NONE = 0, FORCE_FLAT = 1, FORCE_TILE = 2 };
+int forced_kernel() {
+    static const int k = [] {
+        const char *e = getenv("ROPEKIT_CUDA_ROTARY_KERNEL");
+        if (!e) return (int)FORCE_NONE;
+        if (!strcmp(e, "flat")) return (int)FORCE_FLAT;
+        if (!strcmp(e, "tile")) return (int)FORCE_TILE;
+        return (int)FORCE_NONE;
+    }();
+    return k;
 }
 
+bool flat_capped(int, int) { return false; } /* R2 decides */
 template <int DT, int TDT>
-ropekit_status launch_rotary_flat(const RotArgs &a, long long threads_total, int G, cudaStream_t st) {
-    /* blocks of 256, or smaller ones when that is needed to give every SM two blocks */
-    long long bs = flat_block();
+ropekit_status launch_rotary_flat(const RotArgs &a, long long threads_total, cudaStream_t st) {
+    /* blocks of 128 (measured a little faster than 256 on the 16-bit rows: finer tail), or
+     * smaller ones when that is needed to give every SM two blocks */
+    long long bs = 128;
     const long long sms = sm_count();
     while (bs > 64 && (threads_total + bs - 1) / bs < 2 * sms) bs /= 2;
     const long long blocks = (threads_total + bs - 1) / bs;
     if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
     const dim3 grid((unsigned)blocks), block((unsigned)bs);
-    if (G == 2) {
-        if (a.interleaved) rotary_flat_kernel<DT, TDT, true, 2><<<grid, block, 0, st>>>(a);
-        else rotary_flat_kernel<DT, TDT, false, 2><<<grid, block, 0, st>>>(a);
+    if (flat_capped(DT, TDT)) {
+        if (a.interleaved) rotary_flat_kernel_capped<DT, TDT, true, FLAT_G><<<grid, block, 0, st>>>(a);
+        else rotary_flat_kernel_capped<DT, TDT, false, FLAT_G><<<grid, block, 0, st>>>(a);
     } else {
-        if (a.interleaved) rotary_flat_kernel<DT, TDT, true, 4><<<grid, block, 0, st>>>(a);
-        else rotary_flat_kernel<DT, TDT, false, 4><<<grid, block, 0, st>>>(a);
+        if (a.interleaved) rotary_flat_kernel<DT, TDT, true, FLAT_G><<<grid, block, 0, st>>>(a);
+        else rotary_flat_kernel<DT, TDT, false, FLAT_G><<<grid, block, 0, st>>>(a);
     }
     return launched("rotary kernel launch");
 }
 
 /* Which kernel takes a vectorisable call: the tile kernel (2 heads per thread) where it measured
- * faster than the flat kernel on an H200 (bench/results-cuda.md, 2026-12-01, same-run A/B):
- * x over the whole head (no partial rotary), half-split pairs, per-token ids — except float16 x
- * with float32 tables — and MRoPE. (float32 x joined with the capped tile kernel, tile_capped:
- * Llama S=8192 88.5 -> 87.1 µs, other float32 rows level.) Everything else (partial rotary,
- * adjacent pairs, offsets, 3D tables: slower there or not measured) keeps the flat kernel, and
- * so do calls of at most one wave (one_wave in run_rotary: decode steps). Benchmark knobs:
- * ROPEKIT_CUDA_TILE=0 (flat kernel always) or 1 (tile kernel whenever it fits);
- * ROPEKIT_CUDA_TILE_THREADS: the tile kernel's target block size (tokens per block = this /
- * threads per token, at least 1). */
+ * faster than the flat kernel on an H200 (bench/results-cuda.md, same-run A/B): x over the whole
+ * head (no partial rotary), half-split pairs, per-token ids with the tables in x's dtype
+ * (float32/float32 94% of the copy vs 92-93% flat; bfloat16/bfloat16 46.9 vs 49.6 µs on Llama
+ * S=8192; float16/float16 level), and MRoPE. 16-bit x with float32 tables takes the flat kernel
+ * since 2026-12-02 (Llama bfloat16 47.6 -> 46.4 µs with 2 heads per flat thread, R1). Everything
+ * else (partial rotary, adjacent pairs, offsets, 3D tables: slower there or not measured) keeps
+ * the flat kernel, and so do calls of at most one wave (one_wave in run_rotary: decode steps).
+ * ROPEKIT_CUDA_ROTARY_KERNEL (forced_kernel) overrides this. */
 bool tile_preferred(const rk_rotary_plan *p, bool one_wave) {
-    static const int t = env_int("ROPEKIT_CUDA_TILE", 0, 1, -1);
-    if (t >= 0) return t == 1;
+    if (forced_kernel() != FORCE_NONE) return forced_kernel() == FORCE_TILE;
     if (one_wave) return false;
     if (p->interleaved || p->R != p->H) return false;
     if (p->rows == RK_ROWS_MROPE) return true;
-    return p->rows == RK_ROWS_PER_TOKEN &&
-           !(p->dtype == ROPEKIT_FLOAT16 && p->table_dtype == ROPEKIT_FLOAT32);
+    return p->rows == RK_ROWS_PER_TOKEN && p->table_dtype == p->dtype;
 }
-int tile_threads() { /* 128 (one token per block on the benchmark shapes) measured faster than
-                        * 256 on MRoPE 16-bit (82 -> 86-87% of the copy), level elsewhere */
-    static const int t = env_int("ROPEKIT_CUDA_TILE_THREADS", 32, 1024, 128);
-    return t;
-}
+/* The tile kernel's target block size: 128 threads (one token per block on the benchmark
+ * shapes) measured faster than 256 on MRoPE 16-bit (82 -> 86-87% of the copy), level elsewhere;
+ * tokens per block = this / threads per token, at least 1. */
+constexpr int TILE_THREADS = 128;
 
 /* The capped tile kernel (TILE_CAP) for every dtype pair but float16 x with float16 tables
- * (its capped build spills); benchmark knob ROPEKIT_CUDA_TILE_CAP=0|1 forces either. */
-bool tile_capped(int dt, int tdt) {
-    static const int c = env_int("ROPEKIT_CUDA_TILE_CAP", 0, 1, -1);
-    if (c >= 0) return c == 1;
-    return !(dt == ROPEKIT_FLOAT16 && tdt == ROPEKIT_FLOAT16);
-}
+ * (its capped build spills). */
+bool tile_capped(int dt, int tdt) { return !(dt == ROPEKIT_FLOAT16 && tdt == ROPEKIT_FLOAT16); }
 template <int DT, int TDT>
 ropekit_status launch_rotary_tile(const RotArgs &a, long long blocks, int threads, size_t shm,
                                   cudaStream_t st) {
@@ -809,31 +822,25 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
     if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
     cudaStream_t st = (cudaStream_t)stream;
     const size_t shm = shm_of(tpb);
-    /* flat kernel: 16-byte chunks, G = 4 heads per thread on calls of more than one wave
-     * (ROPEKIT_CUDA_HEADS_PER_THREAD=2|4 forces one, for benchmarks; 2 and 8 were measured
-     * slower there on an H200, and so were a variant looping over head groups with the next
-     * group's loads in flight, copy threads of 8 heads for [R, H) (Phi float16 78% vs 83% of
-     * copy), a grid-stride variant loading the next item's id (and x) ahead (spills at 80
-     * registers: 53-80% of the copy), and partial-rotary threads grouped so that blocks are
-     * all rotation or all copy (Phi 16-bit 81 -> 77%); bench/results-cuda.md "Tried") */
+    /* flat kernel: 16-byte chunks, FLAT_G = 2 heads per thread (tried and slower on an H200:
+     * 4 heads on multi-wave calls (until 2026-12-02), 8 heads, a variant looping over head
+     * groups with the next group's loads in flight, copy threads of 8 heads for [R, H), a
+     * grid-stride variant loading the next item's id (and x) ahead, partial-rotary threads
+     * grouped so that blocks are all rotation or all copy, and one thread per 16-byte chunk in
+     * memory order (51-76% of the copy: issue-bound); bench/results-cuda.md "Tried") */
     /* the tile kernel (tile_preferred) when a token's threads fit one block and its columns fit
      * shared memory; else the flat kernel */
-    /* Calls that fill at most one wave of the flat kernel with 4 heads per thread (80
-     * registers: 6 blocks of 128 threads per SM) — decode steps — take the flat kernel with 2
-     * heads per thread, also where the tile kernel would be chosen: twice the threads with half
-     * the work each, so the single wave ends sooner (H200, decode B=256 in a CUDA graph of 20,
-     * same-run A/B: float32 4.15 -> 3.84 µs, float16 3.90 -> 3.54, bfloat16 4.07 (tile
-     * kernel) -> 3.61; bench/results-cuda.md). */
+    /* Calls that fill at most one wave of 4-head threads at 6 blocks of 128 per SM (one_wave:
+     * decode steps) take the flat kernel also where the tile kernel would be chosen: more
+     * threads with less work each, so the single wave ends sooner (H200, decode B=256 in a CUDA
+     * graph of 20, same-run A/B: bfloat16 4.07 µs (tile kernel) -> 3.61; bench/results-cuda.md). */
     const long long per4 = (long long)((p->N + 3) / 4) * a.items;
     const bool one_wave = vec && per4 > 0 && a.T <= (long long)sm_count() * 768 / per4;
     const long long tile_per_tok = (long long)((p->N + TILE_G - 1) / TILE_G) * a.items;
     const long long hp = (h + 7) / 8 * 8;
     const bool tile = vec && tile_per_tok >= 1 && tile_per_tok <= 1024 && hp * 9 <= 48 * 1024 &&
                       tile_preferred(p, one_wave);
-    const int G = tile                      ? TILE_G
-                  : flat_heads_per_thread() ? flat_heads_per_thread()
-                  : one_wave                ? 2
-                                            : 4;
+    const int G = tile ? TILE_G : FLAT_G;
     a.ngroups = (int)((p->N + G - 1) / G);
     a.rot_total = a.ngroups * a.rot_items;
     a.copy_items = a.items - a.rot_items;
@@ -857,7 +864,7 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
     int tile_thr = 0;
     size_t tile_shm = 0;
     if (tile) {
-        long long tt = tile_threads() / tile_per_tok;
+        long long tt = TILE_THREADS / tile_per_tok;
         if (tt < 1) tt = 1;
         while (tt > 1 && tt * tile_per_tok > 1024) --tt;
         while (tt > 1 && (a.T + tt - 1) / tt < 2 * sms) tt /= 2;
@@ -872,7 +879,7 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
     }
 #define RK_ROT(DT_, TDT_)                                                                        \
     return tile  ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)         \
-           : vec ? launch_rotary_flat<DT_, TDT_>(a, flat_total, G, st)                           \
+           : vec ? launch_rotary_flat<DT_, TDT_>(a, flat_total, st)                              \
                  : launch_rotary_scalar<DT_, TDT_>(a, smem, (unsigned)blocks, shm, st)
     if (dt == ROPEKIT_FLOAT32) RK_ROT(ROPEKIT_FLOAT32, ROPEKIT_FLOAT32);
     if (dt == ROPEKIT_FLOAT16) {

@@ -384,6 +384,7 @@ void ropekit_webgpu_destroy(ropekit_webgpu *ctx) {
     if (ctx->adapter) wgpuAdapterRelease(ctx->adapter);
     if (ctx->instance) wgpuInstanceRelease(ctx->instance);
     free(ctx->args_host);
+    free(ctx->stage);
     free(ctx);
 }
 
@@ -735,33 +736,103 @@ void rk_wg_bg_cache_clear(ropekit_webgpu *ctx) {
     for (int k = 0; k < RK_WG_BG_CACHE; ++k) bg_evict(&ctx->bgs[k]);
 }
 
-/* A slot of `bytes` in args for the current call: after the recorded calls' slots when
- * batching (submitting them first if args is full), else at 0; args and its host image grown
- * as needed (with no recorded call pending). */
+static void args_forget(ropekit_webgpu *ctx) {
+    for (int k = 0; k < RK_WG_ARGS_RECS; ++k) ctx->args_recs[k].valid = 0;
+    ctx->ring_pos = 0;
+}
+
+/* args replaced by a buffer of `cap` bytes (its bind groups dropped; the queue keeps the old one
+ * alive while in use) and args_host grown to match; the ring's slots forgotten. */
+static ropekit_status args_grow(ropekit_webgpu *ctx, uint64_t cap) {
+    if (cap > SIZE_MAX) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+    if (cap > ctx->args_host_bytes) { /* first (args_host covers args): grows, never shrinks */
+        unsigned char *grown = realloc(ctx->args_host, (size_t)cap);
+        if (!grown) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+        ctx->args_host = grown, ctx->args_host_bytes = (size_t)cap;
+    }
+    args_forget(ctx);
+    if (ctx->args) { /* the queue keeps it alive while in use */
+        bg_drop_buffer(ctx, ctx->args);
+        wgpuBufferRelease(ctx->args);
+    }
+    ctx->args = new_buffer(ctx, cap, RK_WG_ARGS_USAGE);
+    ctx->args_bytes = ctx->args ? cap : 0;
+    if (!ctx->args) return rk_fail(ROPEKIT_ERROR_DEVICE, "could not allocate the parameter buffer");
+    return ROPEKIT_OK;
+}
+
+/* A slot of `bytes` in args for the current call.
+ * Batching: after the recorded calls' slots (submitting them first if args is full), the
+ * arguments assembled in args_host at the slot (written by rk_wg_flush); the ring's slots are
+ * forgotten (args_host is the batch's image now).
+ * Unbatched: room for a slot in the ring (args at least RK_WG_ARGS_RECS slots of this size
+ * when small) and in the host stage, where the arguments are assembled (rk_wg_dispatch picks
+ * the slot). args grows only here, before any binding of it is taken for the call. */
 static ropekit_status args_slot(ropekit_webgpu *ctx, uint64_t bytes) {
     bytes = (bytes + ctx->ids_off - 1) / ctx->ids_off * ctx->ids_off; /* slots stay aligned */
-    if (ctx->n_pending && ctx->args_used + bytes > ctx->args_bytes) RK_TRY(rk_wg_flush(ctx));
-    const uint64_t at = ctx->n_pending ? ctx->args_used : 0;
-    if (at + bytes > ctx->args_bytes) { /* nothing recorded here: at == 0 */
+    if (ctx->batch) {
+        args_forget(ctx);
+        if (ctx->n_pending && ctx->args_used + bytes > ctx->args_bytes) RK_TRY(rk_wg_flush(ctx));
+        const uint64_t at = ctx->n_pending ? ctx->args_used : 0;
+        /* nothing recorded (at == 0): room for a whole batch of calls of this size (up to
+         * RK_WG_ARGS_BATCH_MAX bytes; larger calls are submitted fewer at a time) */
+        uint64_t want = bytes * (uint64_t)ctx->batch;
+        if (want > RK_WG_ARGS_BATCH_MAX)
+            want = bytes > RK_WG_ARGS_BATCH_MAX ? bytes : RK_WG_ARGS_BATCH_MAX;
+        if (at == 0 && want > ctx->args_bytes) {
+            uint64_t cap = ctx->args_bytes;
+            while (cap < want) cap *= 2;
+            RK_TRY(args_grow(ctx, cap));
+        }
+        ctx->slot = at;
+        ctx->slot_bytes = bytes;
+        return ROPEKIT_OK;
+    }
+    const uint64_t want = bytes <= RK_WG_ARGS_RING_SMALL ? bytes * RK_WG_ARGS_RECS : bytes;
+    if (want > ctx->args_bytes) {
         uint64_t cap = ctx->args_bytes;
-        while (cap < bytes) cap *= 2;
-        if (ctx->batch && cap < (uint64_t)ctx->batch * 2 * ctx->ids_off)
-            cap = (uint64_t)ctx->batch * 2 * ctx->ids_off; /* room for a batch of small calls */
-        bg_drop_buffer(ctx, ctx->args);
-        wgpuBufferRelease(ctx->args); /* the queue keeps it alive while in use */
-        ctx->args = new_buffer(ctx, cap, RK_WG_ARGS_USAGE);
-        ctx->args_bytes = ctx->args ? cap : 0;
-        if (!ctx->args) return rk_fail(ROPEKIT_ERROR_DEVICE, "could not allocate the parameter buffer");
+        while (cap < want) cap *= 2;
+        RK_TRY(args_grow(ctx, cap));
     }
-    if (at + bytes > ctx->args_host_bytes) { /* grows, never shrinks: decode calls reuse it */
-        if (at + bytes > SIZE_MAX) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
-        unsigned char *grown = realloc(ctx->args_host, (size_t)(at + bytes));
+    if (bytes > ctx->stage_bytes) {
+        if (bytes > SIZE_MAX) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
+        unsigned char *grown = realloc(ctx->stage, (size_t)bytes);
         if (!grown) return rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "out of memory");
-        ctx->args_host = grown, ctx->args_host_bytes = (size_t)(at + bytes);
+        memset(grown + ctx->stage_bytes, 0, (size_t)bytes - ctx->stage_bytes);
+        ctx->stage = grown, ctx->stage_bytes = (size_t)bytes;
     }
-    ctx->slot = at;
+    ctx->slot = 0; /* chosen by rk_wg_dispatch */
     ctx->slot_bytes = bytes;
     return ROPEKIT_OK;
+}
+
+/* Unbatched: the slot of the arguments assembled in stage (pbytes of parameters, ibytes of
+ * ids): a remembered slot holding the same bytes (nothing uploaded), else the ring's next slot,
+ * written with one queue write. */
+static uint64_t args_place(ropekit_webgpu *ctx, uint64_t pbytes, uint64_t ibytes) {
+    for (int k = 0; k < RK_WG_ARGS_RECS; ++k) {
+        const struct rk_wg_args_rec *r = &ctx->args_recs[k];
+        if (r->valid && r->pbytes == pbytes && r->ibytes == ibytes &&
+            memcmp(ctx->args_host + r->at, ctx->stage, pbytes) == 0 &&
+            (!ibytes || memcmp(ctx->args_host + r->at + ctx->ids_off, ctx->stage + ctx->ids_off,
+                               ibytes) == 0))
+            return r->at;
+    }
+    const uint64_t span = ctx->slot_bytes;
+    uint64_t at = ctx->ring_pos + span <= ctx->args_bytes ? ctx->ring_pos : 0;
+    for (int k = 0; k < RK_WG_ARGS_RECS; ++k) { /* slots the new one overlaps are gone */
+        struct rk_wg_args_rec *r = &ctx->args_recs[k];
+        if (r->valid && r->at < at + span && at < r->at + r->span) r->valid = 0;
+    }
+    const size_t len = ibytes ? (size_t)ctx->ids_off + ibytes : pbytes;
+    memcpy(ctx->args_host + at, ctx->stage, len);
+    /* queue order: the write lands after every submitted call that read the slot before */
+    wgpuQueueWriteBuffer(ctx->queue, ctx->args, at, ctx->args_host + at, len);
+    struct rk_wg_args_rec *r = &ctx->args_recs[ctx->args_rec_next];
+    ctx->args_rec_next = (ctx->args_rec_next + 1) % RK_WG_ARGS_RECS;
+    r->at = at, r->span = span, r->pbytes = pbytes, r->ibytes = ibytes, r->valid = 1;
+    ctx->ring_pos = at + span;
+    return at;
 }
 
 ropekit_status rk_wg_ids_host(ropekit_webgpu *ctx, size_t count, uint32_t **ids) {
@@ -769,7 +840,8 @@ ropekit_status rk_wg_ids_host(ropekit_webgpu *ctx, size_t count, uint32_t **ids)
     if (count > UINT32_MAX || bytes > ctx->max_binding)
         return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "%zu position ids exceed the binding size limit", count);
     RK_TRY(args_slot(ctx, ctx->ids_off + (bytes < 16 ? 16 : bytes)));
-    *ids = (uint32_t *)(void *)(ctx->args_host + ctx->slot + ctx->ids_off);
+    unsigned char *at = ctx->batch ? ctx->args_host + ctx->slot : ctx->stage;
+    *ids = (uint32_t *)(void *)(at + ctx->ids_off);
     return ROPEKIT_OK;
 }
 
@@ -798,7 +870,7 @@ ropekit_status rk_wg_flush(ropekit_webgpu *ctx) {
     ctx->enc = NULL;
     ctx->n_pending = 0;
     ctx->args_used = 0;
-    if (st != ROPEKIT_OK) rk_wg_bg_cache_clear(ctx); /* a kept bind group may be the cause */
+    rk_wg_bg_cache_clear(ctx); /* the next batch creates its own (see RK_WG_BG_CACHE) */
     return st;
 }
 
@@ -839,9 +911,9 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
     if (params_bytes > ctx->ids_off)
         return rk_fail(ROPEKIT_ERROR_DEVICE, "parameter block of %zu bytes", params_bytes);
     if (!ids_bytes) RK_TRY(args_slot(ctx, ctx->ids_off));
-    const uint64_t slot = ctx->slot;
-    memcpy(ctx->args_host + slot, params, params_bytes);
+    uint64_t slot = ctx->slot;
     if (ctx->batch) {
+        memcpy(ctx->args_host + slot, params, params_bytes);
         if (!ctx->enc) {
             push_scope(ctx); /* popped by rk_wg_flush */
             ctx->enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
@@ -851,9 +923,8 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
     WGPUCommandEncoder enc = ctx->enc;
     if (!ctx->batch) {
         push_scope(ctx);
-        wgpuQueueWriteBuffer(ctx->queue, ctx->args, 0, ctx->args_host,
-                             ids_bytes ? (size_t)(ctx->ids_off + ((ids_bytes + 3) & ~(uint64_t)3))
-                                       : params_bytes);
+        memcpy(ctx->stage, params, params_bytes);
+        slot = args_place(ctx, params_bytes, (ids_bytes + 3) & ~(uint64_t)3);
         enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
     }
     WGPUBindGroupEntry e[RK_WG_MAX_BINDINGS];
@@ -874,7 +945,7 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
     }
     WGPUBindGroup bg = NULL;
     int cached = 0;
-    for (int k = 0; k < RK_WG_BG_CACHE && !bg; ++k)
+    for (int k = 0; ctx->batch && k < RK_WG_BG_CACHE && !bg; ++k) /* this batch's */
         if (ctx->bgs[k].bg && ctx->bgs[k].layout == (int)layout && ctx->bgs[k].n == n_bindings &&
             same_entries(ctx->bgs[k].e, e, n_bindings))
             bg = ctx->bgs[k].bg, cached = 1;
@@ -906,15 +977,6 @@ ropekit_status rk_wg_dispatch(ropekit_webgpu *ctx, rk_wg_layout layout,
     if (st == ROPEKIT_OK) wgpuQueueSubmit(ctx->queue, 1, &cmd);
     if (cmd) wgpuCommandBufferRelease(cmd);
     wgpuCommandEncoderRelease(enc);
-    /* only a bind group whose creation and use raised no error is kept */
-    if (bg && !cached) {
-        if (st == ROPEKIT_OK)
-            bg_insert(ctx, (int)layout, e, n_bindings, bg);
-        else
-            wgpuBindGroupRelease(bg);
-    } else if (bg && st != ROPEKIT_OK) {
-        for (int k = 0; k < RK_WG_BG_CACHE; ++k)
-            if (ctx->bgs[k].bg == bg) bg_evict(&ctx->bgs[k]);
-    }
+    if (bg) wgpuBindGroupRelease(bg); /* the submission keeps it alive while in use */
     return st;
 }

@@ -144,21 +144,41 @@ void rk_wg_rotary_wgsl(rk_buf *s, const rk_wg_rotary_cfg *c) {
         static const char *conv[] = {
             "fn elem_to_f32(b: u32) -> f32 { return bitcast<f32>(b); }\n"
             "fn f32_to_elem(f: f32) -> u32 { return bitcast<u32>(f); }\n"
-            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bitcast<vec4<u32>>(lo); }\n",
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bitcast<vec4<u32>>(lo); }\n"
+            "fn x_ok(v: vec4<u32>) -> bool { return ok4(v); }\n",
             "fn elem_to_f32(b: u32) -> f32 { return f16_bits_to_f32(b); }\n"
             "fn f32_to_elem(f: f32) -> u32 { return f32_to_f16_bits(f); }\n"
-            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return f16_words4(lo, hi, P.flags >> 31u); }\n",
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return f16_words4(lo, hi, P.flags >> 31u); }\n"
+            "fn x_ok(v: vec4<u32>) -> bool { return FAST & f16_plain8(v); }\n",
             "fn elem_to_f32(b: u32) -> f32 { return bf16_bits_to_f32(b); }\n"
             "fn f32_to_elem(f: f32) -> u32 { return f32_to_bf16_bits(f); }\n"
-            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bf16_words4(lo, hi, P.flags >> 31u); }\n"};
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bf16_words4(lo, hi, P.flags >> 31u); }\n"
+            "fn x_ok(v: vec4<u32>) -> bool { return bf16_ok8(v); }\n"};
         const unsigned ve = 16u / (unsigned)ropekit_dtype_size(c->dtype);
         rk_buf_printf(s, "const VE: u32 = %uu;\nconst EW: u32 = %uu;\n%s", ve, ve / 4,
                       conv[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
-        /* both 16-bit halves of a word as floats, with integer arithmetic (float16 is always
-         * packed; unpack2x16float is exact for normal halves only, and its guarded form made
-         * Chromium's translation for SwiftShader take minutes to compile the vector kernel) */
-        rk_buf_puts(s, "fn word_f(w: u32) -> vec2<f32> {\n"
-                       "    return vec2<f32>(elem_to_f32(w & 0xffffu), elem_to_f32(w >> 16u));\n}\n");
+        /* x_ok / t_ok: the vector kernel's operand checks, once per loaded x vector and per set of
+         * cos/sin values (arith_*.wgsl, ok4). A finite float16 (subnormals included) widens to a
+         * zero or a normal float32 in [2^-24, 65504], inside every fast window: float16 x and
+         * float16 tables need no range check, only finiteness (t_ok; x_ok also refuses
+         * subnormal halves, for word_f). */
+        const int t16 = c->tk == RK_WG_F16 || c->tk == RK_WG_F16P;
+        rk_buf_puts(s, t16 && c->tv /* the table words were checked as loaded (w16_ok) */
+                           ? "fn t_ok(u: vec4<u32>) -> bool { return FAST; }\n"
+                       : t16 ? "fn t_ok(u: vec4<u32>) -> bool { return FAST & all((u & vec4<u32>(0x7f800000u)) != vec4<u32>(0x7f800000u)); }\n"
+                             : "fn t_ok(u: vec4<u32>) -> bool { return ok4(u); }\n");
+        /* word_f: both 16-bit halves of a word as floats. float16: unpack2x16float, exact for
+         * zero and normal halves (WGSL lets an implementation flush subnormal ones): the kernel
+         * checks every word it widens this way (x vectors: x_ok, tv table vectors: w16_ok, both
+         * f16_plain8) and redoes a unit with a subnormal, infinite or NaN half exactly (a guarded
+         * unpack per word made Chromium's translation for SwiftShader take minutes to compile the
+         * vector kernel; a flag per vector does not branch). bfloat16: the integer widening. */
+        rk_buf_puts(s, c->dtype == ROPEKIT_FLOAT16
+                           ? "fn word_f(w: u32) -> vec2<f32> { return unpack2x16float(w); }\n"
+                             "fn w16_ok(v: vec4<u32>) -> bool { return FAST & f16_plain8(v); }\n"
+                           : "fn word_f(w: u32) -> vec2<f32> {\n"
+                             "    return vec2<f32>(elem_to_f32(w & 0xffffu), elem_to_f32(w >> 16u));\n}\n"
+                             "fn w16_ok(v: vec4<u32>) -> bool { return true; }\n");
     }
     in_out(s, 1, "x", xv, 2, "y", yv, c->inplace);
     if (c->vec && c->tv) { /* tables as 16-byte vectors, VT columns each */

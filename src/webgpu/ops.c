@@ -110,11 +110,14 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
                                   : (p->interleaved ? h : h / sw);
     const int64_t units = units_rot + (inplace ? 0 : (p->H - p->R) / per_unit);
     if (units == 0) return ROPEKIT_OK; /* in place with nothing to rotate cannot happen (R > 0) */
-    /* heads per invocation: the wide64 vector kernel shares its float64 conversions of cos and
-     * sin between two heads, except in small grids (decode), which need the invocations */
+    /* heads per invocation: the wide64 and narrow vector kernels share their table loads,
+     * conversions and checks between two heads, except in small grids (decode), which need the
+     * invocations, and for short rotated runs (webgpu_internal.h) */
     int64_t hg = !vec ? RK_WG_ROTARY_HG
-                 : ar == RK_ARITH_WIDE64 ? RK_WG_ROTARY_HG_VEC_WIDE64 : RK_WG_ROTARY_HG_VEC;
+                 : ar == RK_ARITH_WIDE64 ? RK_WG_ROTARY_HG_VEC_WIDE64
+                 : ar == RK_ARITH_NARROW ? RK_WG_ROTARY_HG_VEC_NARROW : RK_WG_ROTARY_HG_VEC;
     if (vec && hg > 1 && p->B * p->S * p->N * units < RK_WG_ROTARY_SMALL_GRID) hg = 1;
+    if (vec && units_rot < RK_WG_ROTARY_HG_MIN_UNITS) hg = 1; /* short rotated runs */
     const int64_t ng = (p->N + hg - 1) / hg; /* head groups */
     int64_t total = p->B * p->S * ng; /* fits: validated sizes */
     if (total > (int64_t)UINT32_MAX / units)

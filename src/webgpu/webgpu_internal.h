@@ -34,9 +34,18 @@ typedef enum rk_wg_layout { RK_LAYOUT_ROTARY = 0, RK_LAYOUT_QKNORM = 1, RK_LAYOU
 #define RK_WG_MAX_BINDINGS 8
 #define RK_WG_MAX_PIPELINES 256
 #define RK_WG_TS_PASSES 1024
-/* Bind groups of the last distinct bindings, reused by calls on the same buffers and ranges
- * (decode loops): each entry holds a reference to its buffers until evicted or destroyed. */
+/* Bind groups of the distinct bindings of the calls recorded for one submission (a batch),
+ * reused by its calls on the same buffers and ranges and released when it is submitted: each
+ * submission's calls create their bind groups, and the creation is where WebGPU reports a
+ * destroyed buffer (reusing an older one, wgpu-native finds it only in the submission, where it
+ * aborts the process). Each entry holds a reference to its buffers until then. */
 #define RK_WG_BG_CACHE 8
+/* Argument slots of unbatched calls remembered for reuse (see args_recs), and the largest slot
+ * (bytes) for which the ring keeps room for that many. */
+#define RK_WG_ARGS_RECS 8
+#define RK_WG_ARGS_RING_SMALL (64u << 10)
+/* Batching: the parameter buffer holds a whole batch of calls up to this size (bytes). */
+#define RK_WG_ARGS_BATCH_MAX (4u << 20)
 
 /* Heads per invocation (HG) of the rotary kernels (the C host and the kernel packages): they
  * share the index arithmetic and the cos/sin loads (and conversions), and their loads are in
@@ -51,6 +60,18 @@ typedef enum rk_wg_layout { RK_LAYOUT_ROTARY = 0, RK_LAYOUT_QKNORM = 1, RK_LAYOU
 #endif
 #ifndef RK_WG_ROTARY_HG_VEC_WIDE64
 #define RK_WG_ROTARY_HG_VEC_WIDE64 2
+#endif
+/* The C host's narrow vector kernel (16-bit x and tables, not the packages'): 2 heads since the
+ * per-vector operand checks (Llama float16 0.0758 -> 0.0679 ms on the H200, R1 of 2026-12-01);
+ * Phi-2's partial rotation was slower with 2 (0.0226 -> 0.0255): see RK_WG_ROTARY_HG_MIN_UNITS. */
+#ifndef RK_WG_ROTARY_HG_VEC_NARROW
+#define RK_WG_ROTARY_HG_VEC_NARROW 2
+#endif
+/* Heads of a group are N * units apart in the grid's lanes: with fewer than this many rotation
+ * units per head (a rotated run under 128 bytes per head) the vector kernel keeps 1 head per
+ * invocation, so that neighbouring lanes read neighbouring vectors. */
+#ifndef RK_WG_ROTARY_HG_MIN_UNITS
+#define RK_WG_ROTARY_HG_MIN_UNITS 8
 #endif
 /* Below this many one-head invocations the vector kernel keeps 1 head per invocation (decode,
  * B=64 x 32 heads x 128: 32768 invocations, 0.0060 ms with 1 head vs 0.0066 with 2 on the H200). */
@@ -101,8 +122,22 @@ struct ropekit_webgpu {
     uint32_t ids_off;     /* max(256, minStorageBufferOffsetAlignment) */
     uint64_t ids_staged;  /* bytes of ids staged for the next dispatch (0: none) */
     /* The current call's slot of args: [slot, slot + slot_bytes), parameters at slot, ids at
-     * slot + ids_off, bound with dynamic offsets (always 0 without batching). */
+     * slot + ids_off, bound with dynamic offsets. */
     uint64_t slot, slot_bytes;
+    /* Unbatched calls: args is a ring of slots whose contents args_host mirrors; a call whose
+     * parameters and ids equal those of a slot in args_recs (the same ids for every layer of a
+     * decode step, a loop repeating a call) binds that slot and uploads nothing, otherwise its
+     * arguments go to the next slot of the ring (ring_pos) with one queue write. The call's
+     * arguments are assembled in stage (params at 0, ids at ids_off) before the comparison. */
+    struct rk_wg_args_rec {
+        uint64_t at, span;       /* the slot [at, at + span) */
+        uint64_t pbytes, ibytes; /* parameter bytes at `at`, id bytes at at + ids_off */
+        int valid;
+    } args_recs[RK_WG_ARGS_RECS];
+    int args_rec_next;
+    uint64_t ring_pos;
+    unsigned char *stage;
+    size_t stage_bytes;
     /* options.batch > 1: calls recorded into enc (n_pending of them, their slots in
      * [0, args_used)), submitted with one queue write of args by rk_wg_flush; an error scope
      * pushed at the batch's first call is popped there. */

@@ -13,15 +13,21 @@
  * ROPEKIT_WEBGPU_SAMPLE=K (default 1: everything) runs a deterministic sample for slow builds
  * (scripts/test.sh uses it under ASan): configuration i (in the order above) runs shared case k of
  * each file when (k + i) % K == 0, so with K = 4 every case still runs once, in one configuration.
+ * ROPEKIT_WEBGPU_SAMPLE=BACKEND:K[,BACKEND:K...] samples only on those ROPEKIT_WEBGPU_BACKEND
+ * values (CI's release run: gl:4, every case on Vulkan in every configuration, each once on GL).
  * ROPEKIT_WEBGPU_CONFIGS=NAME[,NAME...] runs only those configurations (then the other checks),
- * for short runs on a GPU machine.
+ * for short runs on a GPU machine. ROPEKIT_WEBGPU_TIMING=1 prints where the time went (sections,
+ * and the variants whose first call, which builds the pipeline, costs most).
+ * The tests share their contexts (shared_context, close_context): a context of the same options
+ * is reused, with its pipelines, instead of building the same pipelines again.
  * Progress: a line per configuration and case file, as it goes (stdout is line-buffered). */
-#define _POSIX_C_SOURCE 200112L /* setenv, unsetenv */
+#define _POSIX_C_SOURCE 200112L /* setenv, unsetenv, clock_gettime */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cases.h"
 #include "check.h"
@@ -74,6 +80,114 @@ static ropekit_webgpu_backend backend_from_env(void) {
     return ROPEKIT_WEBGPU_BACKEND_ANY;
 }
 
+/* ROPEKIT_WEBGPU_TIMING=1 (measurement, not a check): the process CPU time and wall time of
+ * every run_gpu call, by variant. The first call of a variant in a context includes building
+ * its pipeline (naga, then Mesa's shader compiler on lavapipe/llvmpipe, where the compile
+ * happens at the first dispatch), so those calls give the compile cost per variant and how
+ * much of it is the same variant built again in another context of the same features.
+ * Printed at the end with each section's time. */
+static int g_timing;
+static int g_ctx_serial; /* serial number of the context last created (create_context) */
+static struct { const ropekit_webgpu *ctx; int serial; } g_ctxs[16];
+typedef struct timing_entry {
+    char variant[160];
+    int f64, last_serial, builds, calls;
+    double first_cpu, first_wall, rest_cpu;
+} timing_entry;
+static timing_entry *g_tim;
+static int g_ntim, g_captim;
+
+static double clock_s(clockid_t id) {
+    struct timespec t;
+    clock_gettime(id, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* ropekit_webgpu_create, numbered for the timing (a new context's address may be a destroyed
+ * one's) */
+static ropekit_status create_context(const ropekit_webgpu_options *opt, ropekit_webgpu **ctx) {
+    ropekit_status st = ropekit_webgpu_create(opt, ctx);
+    if (st == ROPEKIT_OK && g_timing) {
+        int k = 0;
+        while (k < 15 && g_ctxs[k].ctx && g_ctxs[k].ctx != *ctx) ++k;
+        g_ctxs[k].ctx = *ctx, g_ctxs[k].serial = ++g_ctx_serial;
+    }
+    return st;
+}
+
+static void timing_add(const ropekit_webgpu *ctx, const char *variant, double cpu, double wall) {
+    int serial = -1;
+    for (int k = 0; k < 16; ++k)
+        if (g_ctxs[k].ctx == ctx) serial = g_ctxs[k].serial;
+    const int f64 = ropekit_webgpu_has_f64(ctx);
+    int i = 0;
+    while (i < g_ntim && (g_tim[i].f64 != f64 || strcmp(g_tim[i].variant, variant) != 0)) ++i;
+    if (i == g_ntim) {
+        if (g_ntim == g_captim) {
+            timing_entry *n = realloc(g_tim, (size_t)(g_captim * 2 + 64) * sizeof *n);
+            if (!n) return;
+            g_tim = n, g_captim = g_captim * 2 + 64;
+        }
+        memset(&g_tim[i], 0, sizeof g_tim[i]);
+        snprintf(g_tim[i].variant, sizeof g_tim[i].variant, "%s", variant);
+        g_tim[i].f64 = f64, g_tim[i].last_serial = -2, ++g_ntim;
+    }
+    timing_entry *e = &g_tim[i];
+    ++e->calls;
+    if (e->last_serial != serial) { /* first call in this context: the pipeline is built */
+        e->last_serial = serial, ++e->builds;
+        e->first_cpu += cpu, e->first_wall += wall;
+    } else {
+        e->rest_cpu += cpu;
+    }
+}
+
+static int timing_cmp(const void *a, const void *b) {
+    const double x = ((const timing_entry *)a)->first_cpu, y = ((const timing_entry *)b)->first_cpu;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void timing_report(void) {
+    if (!g_timing) return;
+    int builds = 0, calls = 0;
+    double first = 0, again = 0, rest = 0, first_wall = 0;
+    for (int i = 0; i < g_ntim; ++i) {
+        const timing_entry *e = &g_tim[i];
+        builds += e->builds, calls += e->calls, first += e->first_cpu, rest += e->rest_cpu;
+        first_wall += e->first_wall;
+        if (e->builds > 1) again += e->first_cpu * (double)(e->builds - 1) / (double)e->builds;
+    }
+    printf("timing: %d run_gpu calls, %d distinct variants (by name and shader-f64), built %d times "
+           "(first call per context); first calls %.1f s CPU (%.1f s wall), later calls %.1f s CPU; "
+           "builds of a variant already built in another context: about %.1f s CPU\n",
+           calls, g_ntim, builds, first, first_wall, rest, again);
+    static const char *fams[] = {"rotary ", "qknorm row ", "qknorm ", "regroup "};
+    for (int f = 0; f < 4; ++f) {
+        int n = 0, b = 0;
+        double t = 0;
+        for (int i = 0; i < g_ntim; ++i) {
+            const char *v = g_tim[i].variant;
+            if (strncmp(v, fams[f], strlen(fams[f])) != 0 || (f == 2 && strncmp(v, "qknorm row ", 11) == 0))
+                continue;
+            ++n, b += g_tim[i].builds, t += g_tim[i].first_cpu;
+        }
+        printf("timing: %s kernels: %d variants, built %d times, %.1f s CPU in first calls\n", fams[f], n, b, t);
+    }
+    qsort(g_tim, (size_t)g_ntim, sizeof *g_tim, timing_cmp);
+    for (int i = 0; i < g_ntim && i < 25; ++i)
+        printf("timing:   %6.2f s CPU in %d first calls (%.2f s each), %d calls: %s%s\n", g_tim[i].first_cpu,
+               g_tim[i].builds, g_tim[i].first_cpu / g_tim[i].builds, g_tim[i].calls, g_tim[i].variant,
+               g_tim[i].f64 ? "" : " [no f64]");
+    free(g_tim);
+}
+
+/* the time of one section (a configuration, a test) when timing */
+static void timing_section(const char *name, double cpu0, double wall0) {
+    if (g_timing)
+        printf("timing: section %s: %.1f s CPU, %.1f s wall\n", name,
+               clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0, clock_s(CLOCK_MONOTONIC) - wall0);
+}
+
 /* A buffer of at least 16 bytes holding n bytes of data (NULL on failure). */
 static WGPUBuffer upload_bytes(ropekit_webgpu *ctx, const void *data, size_t n) {
     WGPUBuffer b = NULL;
@@ -93,14 +207,83 @@ static ropekit_webgpu_tensor gview(WGPUBuffer b, const ropekit_tensor *t) {
     return ropekit_webgpu_tensor_contiguous(b, 0, t->dtype, t->rank, t->shape);
 }
 
-/* A context for one test; a failure to create it is a failed check (NULL returned). */
+/* A context of its own for one test (the caller destroys it); a failure to create it is a
+ * failed check (NULL returned). */
 static ropekit_webgpu *open_context(const ropekit_webgpu_options *opt) {
     ropekit_webgpu *ctx = NULL;
-    if (ropekit_webgpu_create(opt, &ctx) != ROPEKIT_OK) {
+    if (create_context(opt, &ctx) != ROPEKIT_OK) {
         CHECK(0, "context: %s", ropekit_webgpu_last_error());
         return NULL;
     }
     return ctx;
+}
+
+/* Contexts are kept for the whole run, one per set of options (and ROPEKIT_WEBGPU_INTEGER_PATHS,
+ * read at creation): shared_context with the options of an earlier context gives that context
+ * back, with the pipelines it has built. A pipeline takes 0.05-12 s to build on Mesa's software
+ * adapters and the tests use many of the same variants, which each test's own context built
+ * again (the same WGSL on a device of the same features). Options that differ only in
+ * disable_f16 / disable_f64 and give the same features (OpenGL ES has neither; float16 is always
+ * packed) share one context too. close_context hands it back, unbatched; run_call_chain, which
+ * destroys its context with work in flight, makes its own. */
+static struct pooled_context {
+    ropekit_webgpu_options opt;
+    int integer_paths;
+    ropekit_webgpu *ctx;
+} g_pool[16];
+static int g_npool;
+
+static int integer_paths_env(void) {
+    const char *ip = getenv("ROPEKIT_WEBGPU_INTEGER_PATHS");
+    return ip && strcmp(ip, "1") == 0;
+}
+
+/* A shared context for one test, handed back with close_context (never destroyed by the test);
+ * a failure to create it is a failed check (NULL returned). */
+static ropekit_webgpu *shared_context(const ropekit_webgpu_options *opt) {
+    const int ip = integer_paths_env();
+    for (int i = 0; i < g_npool; ++i)
+        if (g_pool[i].integer_paths == ip && memcmp(&g_pool[i].opt, opt, sizeof *opt) == 0)
+            return g_pool[i].ctx;
+    ropekit_webgpu *ctx = NULL;
+    if (create_context(opt, &ctx) != ROPEKIT_OK) {
+        CHECK(0, "context: %s", ropekit_webgpu_last_error());
+        return NULL;
+    }
+    for (int i = 0; i < g_npool; ++i) {
+        ropekit_webgpu_options a = g_pool[i].opt, b = *opt;
+        a.disable_f16 = b.disable_f16 = a.disable_f64 = b.disable_f64 = 0;
+        if (g_pool[i].integer_paths == ip && memcmp(&a, &b, sizeof a) == 0 &&
+            ropekit_webgpu_has_f16(g_pool[i].ctx) == ropekit_webgpu_has_f16(ctx) &&
+            ropekit_webgpu_has_f64(g_pool[i].ctx) == ropekit_webgpu_has_f64(ctx)) {
+            ropekit_webgpu_destroy(ctx);
+            ctx = g_pool[i].ctx;
+            break;
+        }
+    }
+    if (g_npool < 16) g_pool[g_npool].opt = *opt, g_pool[g_npool].integer_paths = ip, g_pool[g_npool++].ctx = ctx;
+    return ctx;
+}
+
+/* The end of a test's use of its context: unbatched for the next one (a pooled context) or
+ * destroyed */
+static void close_context(ropekit_webgpu *ctx) {
+    for (int i = 0; i < g_npool; ++i)
+        if (g_pool[i].ctx == ctx) {
+            if (ropekit_webgpu_set_batch(ctx, 0) != ROPEKIT_OK)
+                CHECK(0, "set_batch 0: %s", ropekit_webgpu_last_error());
+            return;
+        }
+    ropekit_webgpu_destroy(ctx);
+}
+
+static void close_pool(void) {
+    for (int i = 0; i < g_npool; ++i) {
+        int first = 1; /* one context may stand for several sets of options */
+        for (int k = 0; k < i; ++k) first = first && g_pool[k].ctx != g_pool[i].ctx;
+        if (first) ropekit_webgpu_destroy(g_pool[i].ctx);
+    }
+    g_npool = 0;
 }
 
 /* A call of the tests of their own as a case for run_gpu: the operator and its host inputs in
@@ -130,6 +313,7 @@ static ropekit_status run_gpu(ropekit_webgpu *ctx, const rk_case *c, int in_plac
     WGPUBuffer in[RK_CASE_MAX_INPUTS] = {0}, ob[RK_CASE_MAX_OUTPUTS] = {0};
     ropekit_webgpu_tensor gi[RK_CASE_MAX_INPUTS], go[RK_CASE_MAX_OUTPUTS];
     ropekit_status st = ROPEKIT_OK;
+    const double cpu0 = g_timing ? clock_s(CLOCK_PROCESS_CPUTIME_ID) : 0, wall0 = g_timing ? clock_s(CLOCK_MONOTONIC) : 0;
     for (int i = 0; i < c->n_inputs; ++i) {
         if (!c->present[i] || c->inputs[i].dtype == ROPEKIT_INT64) continue; /* ids stay on host */
         const uint64_t l = i == 0 ? lead : 0;
@@ -195,12 +379,43 @@ static ropekit_status run_gpu(ropekit_webgpu *ctx, const rk_case *c, int in_plac
                                  rk_tensor_nbytes(&out[i]));
         if (st != ROPEKIT_OK) goto done;
     }
+    if (g_timing)
+        timing_add(ctx, ropekit_webgpu_last_variant(ctx), clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0,
+                   clock_s(CLOCK_MONOTONIC) - wall0);
 done:
     for (int i = 0; i < RK_CASE_MAX_INPUTS; ++i)
         if (in[i]) wgpuBufferRelease(in[i]);
     for (int i = 0; i < RK_CASE_MAX_OUTPUTS; ++i)
         if (ob[i]) wgpuBufferRelease(ob[i]);
     return st;
+}
+
+/* The tests' own RotaryEmbedding calls: x (B, S, hidden) of dtype dt, tables (P, R/2) of dtype
+ * tdt, position ids (B, S). */
+typedef struct rotary_call {
+    ropekit_dtype dt, tdt;
+    int64_t xs[3], ts[2], ps[2];
+    void *x, *cos, *sin;
+    int64_t *pos;
+    ropekit_rotary_embedding_attrs at;
+} rotary_call;
+
+/* The CPU reference writes yr (a failed CPU call is a failed check), then the same call runs on
+ * the GPU (run_gpu, in place or not) into yg. Returns the GPU call's status (its variant:
+ * ropekit_webgpu_last_variant). */
+static ropekit_status run_rotary_both(ropekit_webgpu *ctx, const rotary_call *r, int in_place, void *yr,
+                                      void *yg) {
+    ropekit_tensor hx = ropekit_tensor_contiguous(r->x, r->dt, 3, r->xs);
+    ropekit_tensor hy = ropekit_tensor_contiguous(yr, r->dt, 3, r->xs);
+    ropekit_tensor hc = ropekit_tensor_contiguous(r->cos, r->tdt, 2, r->ts);
+    ropekit_tensor hs = ropekit_tensor_contiguous(r->sin, r->tdt, 2, r->ts);
+    ropekit_tensor ids = ropekit_tensor_contiguous(r->pos, ROPEKIT_INT64, 2, r->ps);
+    CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &r->at, &hy) == ROPEKIT_OK, "cpu: %s",
+          ropekit_last_error());
+    rk_case c = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+    c.attrs.rotary = r->at;
+    const ropekit_tensor hg = ropekit_tensor_contiguous(yg, r->dt, 3, r->xs);
+    return run_gpu(ctx, &c, in_place, 0, &hg);
 }
 
 /* Compare GPU outputs with the CPU reference bit for bit (every arithmetic variant: narrow,
@@ -239,11 +454,10 @@ static int seen_sets[8][4], n_seen;
 static size_t g_sample = 1; /* ROPEKIT_WEBGPU_SAMPLE */
 
 static void run_config(const config *cfg, size_t cfg_index, const rk_case_file *files, int nfiles) {
-    ropekit_webgpu *ctx = NULL;
-    ropekit_status st = ropekit_webgpu_create(&cfg->opt, &ctx);
-    CHECK(st == ROPEKIT_OK, "[%s] context: %s", cfg->name, ropekit_webgpu_last_error());
-    if (st != ROPEKIT_OK) return;
-    st = ropekit_webgpu_set_batch(ctx, cfg->batch);
+    ropekit_webgpu *ctx = shared_context(&cfg->opt);
+    CHECK(ctx != NULL, "[%s] context", cfg->name);
+    if (!ctx) return;
+    ropekit_status st = ropekit_webgpu_set_batch(ctx, cfg->batch);
     CHECK(st == ROPEKIT_OK, "[%s] set_batch: %s", cfg->name, ropekit_webgpu_last_error());
     const int set[4] = {ropekit_webgpu_has_f16(ctx), ropekit_webgpu_has_f64(ctx),
                         (int)cfg->opt.max_workgroups_per_dim, cfg->batch};
@@ -251,7 +465,7 @@ static void run_config(const config *cfg, size_t cfg_index, const rk_case_file *
         if (memcmp(seen_sets[i], set, sizeof set) == 0) {
             printf("[%s] same features as an earlier configuration (shader-f16 %d, shader-f64 %d): "
                    "the same variants, not run again\n", cfg->name, set[0], set[1]);
-            ropekit_webgpu_destroy(ctx);
+            close_context(ctx);
             return;
         }
     if (n_seen < 8) memcpy(seen_sets[n_seen++], set, sizeof set);
@@ -306,14 +520,14 @@ static void run_config(const config *cfg, size_t cfg_index, const rk_case_file *
     if (cfg->opt.max_workgroups_per_dim)
         CHECK(grids[2] > 0 && grids[3] > 0, "[%s] the capped grid reached 2-D %d and 3-D %d times",
               cfg->name, grids[2], grids[3]);
-    ropekit_webgpu_destroy(ctx);
+    close_context(ctx);
 }
 
 /* Refusals and contract errors, and the variant names of chosen calls. */
 static void run_errors(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = NULL;
-    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) return;
+    ropekit_webgpu *ctx = shared_context(&opt);
+    if (!ctx) return;
     const int64_t B = 1, S = 4, N = 2, H = 8, P = 16;
     int64_t xs[4] = {B, N, S, H}, ts[2] = {P, H / 2}; /* ai.onnx rank 4: (B, N, S, H) */
     WGPUBuffer xb, yb, cb, sb;
@@ -415,7 +629,7 @@ static void run_errors(ropekit_webgpu_backend backend) {
     wgpuBufferRelease(yb);
     wgpuBufferRelease(cb);
     wgpuBufferRelease(sb);
-    ropekit_webgpu_destroy(ctx);
+    close_context(ctx);
 }
 
 /* exact32 (no shader-f64) on inputs built to tell the CPU's double rounding from a single
@@ -426,7 +640,7 @@ static void run_errors(ropekit_webgpu_backend backend) {
  * CPU reference must show the double rounding (checked), and the GPU its bits. */
 static void run_double_rounding(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 1, 0, 0, 0};
-    ropekit_webgpu *ctx = open_context(&opt);
+    ropekit_webgpu *ctx = shared_context(&opt);
     if (!ctx) return;
     enum { n = 64 };
     float x[2 * n], cs[n], sn[n], yr[2 * n], yg[2 * n];
@@ -453,14 +667,9 @@ static void run_double_rounding(ropekit_webgpu_backend backend) {
             cs[k] = ldexpf(1.5f, -70), sn[k] = ldexpf(1.125f, -75);
         }
     }
-    int64_t xs[3] = {1, 1, 2 * n}, ts[2] = {1, n}, ps[2] = {1, 1}, pos[1] = {0};
-    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
-    ropekit_tensor hy = ropekit_tensor_contiguous(yr, ROPEKIT_FLOAT32, 3, xs);
-    ropekit_tensor hc = ropekit_tensor_contiguous(cs, ROPEKIT_FLOAT32, 2, ts);
-    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, ts);
-    ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
-    ropekit_rotary_embedding_attrs at = {1, 0, 1, 0};
-    CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s", ropekit_last_error());
+    int64_t pos[1] = {0};
+    const rotary_call rc = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT32, {1, 1, 2 * n}, {1, n}, {1, 1}, x, cs, sn, pos, {1, 0, 1, 0}};
+    ropekit_status st = run_rotary_both(ctx, &rc, 0, yr, yg);
     int ties = 0;
     for (int k = 0; k < n; ++k)
         if (midpoint[k]) {
@@ -470,10 +679,6 @@ static void run_double_rounding(ropekit_webgpu_backend backend) {
             ties += even;
         }
     CHECK(ties > 0, "no even-tie column");
-    rk_case cs_ = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
-    cs_.attrs.rotary = at;
-    const ropekit_tensor hg = ropekit_tensor_contiguous(yg, ROPEKIT_FLOAT32, 3, xs);
-    ropekit_status st = run_gpu(ctx, &cs_, 0, 0, &hg);
     CHECK(st == ROPEKIT_OK, "double rounding: %s", ropekit_webgpu_last_error());
     CHECK(strstr(ropekit_webgpu_last_variant(ctx), " exact32 ") != NULL, "variant '%s'", ropekit_webgpu_last_variant(ctx));
     if (st == ROPEKIT_OK) {
@@ -482,7 +687,7 @@ static void run_double_rounding(ropekit_webgpu_backend backend) {
         CHECK(bad == 0, "exact32 double rounding / zeros / subnormals: %d of %d elements differ from the CPU", bad, 2 * n);
         printf("exact32 edge cases: %d ties to even after the double rounding, %d elements compared\n", ties, 2 * n);
     }
-    ropekit_webgpu_destroy(ctx);
+    close_context(ctx);
 }
 
 /* The vector kernel (rotary_vec.wgsl) on layouts the shared cases reach rarely: five heads
@@ -492,7 +697,7 @@ static void run_double_rounding(ropekit_webgpu_backend backend) {
  * vector one. */
 static void run_vector_layouts(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = open_context(&opt);
+    ropekit_webgpu *ctx = shared_context(&opt);
     if (!ctx) return;
     enum { B = 2, S = 3, N = 5, H = 48, R = 32, P = 16 };
     static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
@@ -506,7 +711,6 @@ static void run_vector_layouts(ropekit_webgpu_backend backend) {
     }
     int64_t pos[B * S];
     for (int i = 0; i < B * S; ++i) pos[i] = (i * 7 + 3) % P;
-    int64_t xs[3] = {B, S, N * H}, ts[2] = {P, R / 2}, ps[2] = {B, S};
     for (int d = 0; d < 3; ++d)
         for (int il = 0; il <= 1; ++il)
             for (int in_place = 0; in_place <= 1; ++in_place) {
@@ -522,18 +726,9 @@ static void run_vector_layouts(ropekit_webgpu_backend backend) {
                     else /* float16 from the float's sign, exponent in [-8, 2] and top mantissa bits */
                         ((uint16_t *)x)[i] = (uint16_t)(((u >> 16) & 0x8000u) | ((7u + (seed & 7u)) << 10) | ((u >> 13) & 0x3ffu));
                 }
-                ropekit_tensor hx = ropekit_tensor_contiguous(x, dts[d], 3, xs);
-                ropekit_tensor hy = ropekit_tensor_contiguous(yr, dts[d], 3, xs);
-                ropekit_tensor hc = ropekit_tensor_contiguous(cs, ROPEKIT_FLOAT32, 2, ts);
-                ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, ts);
-                ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
-                ropekit_rotary_embedding_attrs at = {il, R, N, 0};
-                CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
-                      ropekit_last_error());
-                rk_case c = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
-                c.attrs.rotary = at;
-                const ropekit_tensor hg = ropekit_tensor_contiguous(yg, dts[d], 3, xs);
-                ropekit_status st = run_gpu(ctx, &c, in_place, 0, &hg);
+                const rotary_call rc = {dts[d], ROPEKIT_FLOAT32, {B, S, N * H}, {P, R / 2}, {B, S}, x, cs, sn,
+                                        pos, {il, R, N, 0}};
+                ropekit_status st = run_rotary_both(ctx, &rc, in_place, yr, yg);
                 CHECK(st == ROPEKIT_OK, "vector layout %s il=%d in_place=%d: %s", ropekit_dtype_name(dts[d]),
                       il, in_place, ropekit_webgpu_last_error());
                 CHECK(strstr(ropekit_webgpu_last_variant(ctx), " vec16 ") != NULL, "variant '%s'",
@@ -546,7 +741,7 @@ static void run_vector_layouts(ropekit_webgpu_backend backend) {
                 }
                 free(x), free(yr), free(yg);
             }
-    ropekit_webgpu_destroy(ctx);
+    close_context(ctx);
 }
 
 /* The vector kernel's 16-bit narrowing (f16_words4 / bf16_words4 in common.wgsl): a short path
@@ -562,9 +757,9 @@ static void run_vector_narrowing(ropekit_webgpu_backend backend) {
     static const ropekit_dtype dts[2] = {ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
     uint32_t seed = 777u;
     size_t inf_n[2] = {0, 0}, sub_n[2] = {0, 0};
-    int64_t xs[3] = {B, S, N * H}, ts[2] = {P, R / 2}, ps[2] = {B, S}, pos[B * S] = {5, 0, 7, 2};
+    int64_t pos[B * S] = {5, 0, 7, 2};
     for (int o = 0; o < 3; ++o) {
-        ropekit_webgpu *ctx = open_context(&opts[o]);
+        ropekit_webgpu *ctx = shared_context(&opts[o]);
         if (!ctx) return;
         for (int d = 0; d < 2; ++d)
             for (int t32 = 0; t32 <= 1; ++t32)
@@ -614,19 +809,10 @@ static void run_vector_narrowing(ropekit_webgpu_backend backend) {
                         }
                         cf[i] = f[0], sf[i] = f[1];
                     }
-                    void *cd = t32 ? (void *)cf : (void *)ch, *sd = t32 ? (void *)sf : (void *)sh;
-                    ropekit_tensor hx = ropekit_tensor_contiguous(x, dt, 3, xs);
-                    ropekit_tensor hy = ropekit_tensor_contiguous(yr, dt, 3, xs);
-                    ropekit_tensor hc = ropekit_tensor_contiguous(cd, tdt, 2, ts);
-                    ropekit_tensor hs = ropekit_tensor_contiguous(sd, tdt, 2, ts);
-                    ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
-                    ropekit_rotary_embedding_attrs at = {il, R, N, 0};
-                    CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
-                          ropekit_last_error());
-                    rk_case c = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
-                    c.attrs.rotary = at;
-                    const ropekit_tensor hg = ropekit_tensor_contiguous(yg, dt, 3, xs);
-                    ropekit_status st = run_gpu(ctx, &c, 0, 0, &hg);
+                    const rotary_call rc = {dt, tdt, {B, S, N * H}, {P, R / 2}, {B, S}, x,
+                                            t32 ? (void *)cf : (void *)ch, t32 ? (void *)sf : (void *)sh, pos,
+                                            {il, R, N, 0}};
+                    ropekit_status st = run_rotary_both(ctx, &rc, 0, yr, yg);
                     const char *var = ropekit_webgpu_last_variant(ctx);
                     CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && (il || strstr(var, " tv ")),
                           "narrowing %s tables %s il=%d opt %d: %s (variant '%s')", ropekit_dtype_name(dt),
@@ -643,7 +829,7 @@ static void run_vector_narrowing(ropekit_webgpu_backend backend) {
                         inf_n[d] += inf, sub_n[d] += sub;
                     }
                 }
-        ropekit_webgpu_destroy(ctx);
+        close_context(ctx);
     }
     /* the data reached the edges: overflow, and (float16, the scalar path) zero/subnormal results */
     for (int d = 0; d < 2; ++d)
@@ -717,11 +903,10 @@ static void run_narrowing_ties(ropekit_webgpu_backend backend) {
         free(x), free(yr), free(yg), free(cf), free(sf), free(pos);
         return;
     }
-    int64_t xs[3] = {1, S, N * H}, ts[2] = {P, R / 2}, ps[2] = {1, S};
     for (int i = 0; i < S; ++i) pos[i] = (i * 37) % P;
     size_t runs = 0;
     for (int o = 0; o < 3; ++o) {
-        ropekit_webgpu *ctx = open_context(&opts[o]);
+        ropekit_webgpu *ctx = shared_context(&opts[o]);
         if (!ctx) break;
         for (int d = 0; d < 2; ++d) {
             const ropekit_dtype dt = dts[d];
@@ -729,18 +914,9 @@ static void run_narrowing_ties(ropekit_webgpu_backend backend) {
             for (size_t i = 0; i < nt; ++i) cf[i] = narrowing_value(d, &seed, i);
             const uint16_t one = dt == ROPEKIT_FLOAT16 ? 0x3c00u : 0x3f80u;
             for (size_t i = 0; i < n; ++i) x[i] = (uint16_t)(one | ((i % H) >= R / 2 ? 0x8000u : 0u));
-            ropekit_tensor hx = ropekit_tensor_contiguous(x, dt, 3, xs);
-            ropekit_tensor hy = ropekit_tensor_contiguous(yr, dt, 3, xs);
-            ropekit_tensor hc = ropekit_tensor_contiguous(cf, ROPEKIT_FLOAT32, 2, ts);
-            ropekit_tensor hs = ropekit_tensor_contiguous(sf, ROPEKIT_FLOAT32, 2, ts);
-            ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
-            ropekit_rotary_embedding_attrs at = {0, R, N, 0};
-            CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
-                  ropekit_last_error());
-            rk_case c = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
-            c.attrs.rotary = at;
-            const ropekit_tensor hg = ropekit_tensor_contiguous(yg, dt, 3, xs);
-            ropekit_status st = run_gpu(ctx, &c, 0, 0, &hg);
+            const rotary_call rc = {dt, ROPEKIT_FLOAT32, {1, S, N * H}, {P, R / 2}, {1, S}, x, cf, sf, pos,
+                                    {0, R, N, 0}};
+            ropekit_status st = run_rotary_both(ctx, &rc, 0, yr, yg);
             const char *var = ropekit_webgpu_last_variant(ctx);
             CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && strstr(var, " tv "),
                   "narrowing ties %s opt %d: %s (variant '%s')", ropekit_dtype_name(dt), o,
@@ -757,7 +933,7 @@ static void run_narrowing_ties(ropekit_webgpu_backend backend) {
                 runs++;
             }
         }
-        ropekit_webgpu_destroy(ctx);
+        close_context(ctx);
     }
     printf("narrowing ties: %zu runs of %zu elements compared bit for bit\n", runs, n);
     free(x), free(yr), free(yg), free(cf), free(sf), free(pos);
@@ -769,7 +945,7 @@ static void run_narrowing_ties(ropekit_webgpu_backend backend) {
  * of x's type and float32, bit for bit with the CPU. */
 static void run_mrope_vector_tables(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = open_context(&opt);
+    ropekit_webgpu *ctx = shared_context(&opt);
     if (!ctx) return;
     enum { B = 2, S = 3, N = 2, H = 80, R = 64, P = 7 };
     static const int64_t secs[3][3] = {{8, 16, 8}, {16, 8, 8}, {4, 12, 16}}; /* aligned to 8, 8, 4 */
@@ -823,7 +999,7 @@ static void run_mrope_vector_tables(ropekit_webgpu_backend backend) {
                           ropekit_dtype_name(dt), ropekit_dtype_name(tdt), k);
                 free(x), free(yr), free(yg), free(cs), free(sn);
             }
-    ropekit_webgpu_destroy(ctx);
+    close_context(ctx);
 }
 
 /* The vector kernel's two ranges of invocations, rotations then copies (rotary_vec.wgsl): partial
@@ -840,7 +1016,7 @@ static void run_vector_blocks(ropekit_webgpu_backend backend) {
                                             {backend, 0, 0, 64, 16, 0}};
     uint32_t seed = 4242u;
     for (int o = 0; o < 3; ++o) {
-        ropekit_webgpu *ctx = open_context(&opts[o]);
+        ropekit_webgpu *ctx = shared_context(&opts[o]);
         if (!ctx) return;
         for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; ++k) {
             const shape *sh = &shapes[k];
@@ -866,19 +1042,9 @@ static void run_vector_blocks(ropekit_webgpu_backend backend) {
                 sn[i] = (float)(seed >> 8) / 16777216.0f * 2.0f - 1.0f;
             }
             for (int64_t i = 0; i < sh->S; ++i) pos[i] = (i * 5 + 2) % P;
-            int64_t xs[3] = {1, sh->S, sh->N * sh->H}, ts[2] = {P, h}, ps[2] = {1, sh->S};
-            ropekit_tensor hx = ropekit_tensor_contiguous(x, sh->dt, 3, xs);
-            ropekit_tensor hy = ropekit_tensor_contiguous(yr, sh->dt, 3, xs);
-            ropekit_tensor hc = ropekit_tensor_contiguous(cs, ROPEKIT_FLOAT32, 2, ts);
-            ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, ts);
-            ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
-            ropekit_rotary_embedding_attrs at = {0, sh->R, sh->N, 0};
-            CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hy) == ROPEKIT_OK, "cpu: %s",
-                  ropekit_last_error());
-            rk_case c = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
-            c.attrs.rotary = at;
-            const ropekit_tensor hg = ropekit_tensor_contiguous(yg, sh->dt, 3, xs);
-            ropekit_status st = run_gpu(ctx, &c, 0, 0, &hg); /* y starts 0xa5: every element written */
+            const rotary_call rc = {sh->dt, ROPEKIT_FLOAT32, {1, sh->S, sh->N * sh->H}, {P, h}, {1, sh->S}, x, cs,
+                                    sn, pos, {0, sh->R, sh->N, 0}};
+            ropekit_status st = run_rotary_both(ctx, &rc, 0, yr, yg); /* y starts 0xa5: every element written */
             CHECK(st == ROPEKIT_OK && strstr(ropekit_webgpu_last_variant(ctx), " vec16 "),
                   "blocks shape %zu opt %d: %s (variant '%s')", k, o, ropekit_webgpu_last_error(),
                   ropekit_webgpu_last_variant(ctx));
@@ -890,7 +1056,7 @@ static void run_vector_blocks(ropekit_webgpu_backend backend) {
             }
             free(x), free(yr), free(yg), free(cs), free(sn), free(pos);
         }
-        ropekit_webgpu_destroy(ctx);
+        close_context(ctx);
     }
 }
 
@@ -943,9 +1109,9 @@ static int qk_is_nan(const unsigned char *p, ropekit_dtype dt) {
     return (u & 0x7fffu) > 0x7c00u;
 }
 
-static void run_qknorm_layouts(ropekit_webgpu_backend backend, int no_f64) {
+static void qknorm_layouts(ropekit_webgpu_backend backend, int no_f64) {
     ropekit_webgpu_options opt = {backend, 0, no_f64, 0, 0, 0};
-    ropekit_webgpu *ctx = open_context(&opt);
+    ropekit_webgpu *ctx = shared_context(&opt);
     if (!ctx) return;
     static const qk_layout lays[] = {
         {2, 3, 3, 512, 64, 1, 0, 0, 1}, {1, 2, 2, 1024, 64, 1, 1, 0, 1},
@@ -1035,7 +1201,13 @@ static void run_qknorm_layouts(ropekit_webgpu_backend backend, int no_f64) {
         }
     printf("qknorm layouts (%s): %d runs compared bit for bit\n",
            ropekit_webgpu_has_f64(ctx) ? "wide64" : "exact32", ran);
-    ropekit_webgpu_destroy(ctx);
+    close_context(ctx);
+}
+
+/* with shader-f64 (where the adapter has it: else both runs are exact32) and without */
+static void run_qknorm_layouts(ropekit_webgpu_backend backend) {
+    qknorm_layouts(backend, 0);
+    qknorm_layouts(backend, 1);
 }
 
 /* QKNormRotaryEmbedding sums of squares at float32 rounding boundaries (the row kernel decides the
@@ -1061,9 +1233,9 @@ static void qs_put(void *p, ropekit_dtype dt, size_t i, float v) {
     else if (dt == ROPEKIT_BFLOAT16) ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
     else ((uint16_t *)p)[i] = f16_exact(v);
 }
-static void run_qknorm_sums(ropekit_webgpu_backend backend, int no_f64) {
+static void qknorm_sums(ropekit_webgpu_backend backend, int no_f64) {
     ropekit_webgpu_options opt = {backend, 0, no_f64, 0, 0, 0};
-    ropekit_webgpu *ctx = open_context(&opt);
+    ropekit_webgpu *ctx = shared_context(&opt);
     if (!ctx) return;
     enum { NB = 1, NS = 4, NH = 5, HD = 512, RD = 64 };
     static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
@@ -1151,7 +1323,11 @@ static void run_qknorm_sums(ropekit_webgpu_backend backend, int no_f64) {
     }
     printf("qknorm sums at rounding boundaries (%s): %d dtypes compared bit for bit\n",
            ropekit_webgpu_has_f64(ctx) ? "wide64" : "exact32", ran);
-    ropekit_webgpu_destroy(ctx);
+    close_context(ctx);
+}
+static void run_qknorm_sums(ropekit_webgpu_backend backend) {
+    qknorm_sums(backend, 0);
+    qknorm_sums(backend, 1);
 }
 
 /* QKNormRotaryEmbedding's factor 1/sqrt(ss/hd + eps) over a sweep of sums (the row kernel proves
@@ -1159,9 +1335,9 @@ static void run_qknorm_sums(ropekit_webgpu_backend backend, int no_f64) {
  * at channel 1 (its output is 2^j times the factor: the factor's bits) and a random value near
  * 2^j at channel 0, j in [-20, 20]; head_dim 64 (ss/hd a product) and 48 (a division), eps 1e-6
  * and 0; float32, bit for bit against the CPU reference. */
-static void run_qknorm_factor(ropekit_webgpu_backend backend, int no_f64) {
+static void qknorm_factor(ropekit_webgpu_backend backend, int no_f64) {
     ropekit_webgpu_options opt = {backend, 0, no_f64, 0, 0, 0};
-    ropekit_webgpu *ctx = open_context(&opt);
+    ropekit_webgpu *ctx = shared_context(&opt);
     if (!ctx) return;
     enum { NS = 128, NH = 7 };
     uint32_t seed = 4242u;
@@ -1213,7 +1389,11 @@ static void run_qknorm_factor(ropekit_webgpu_backend backend, int no_f64) {
     }
     printf("qknorm factor sweep (%s): %d shapes of %d rows compared bit for bit\n",
            ropekit_webgpu_has_f64(ctx) ? "wide64" : "exact32", ran, NS * (NH + 1));
-    ropekit_webgpu_destroy(ctx);
+    close_context(ctx);
+}
+static void run_qknorm_factor(ropekit_webgpu_backend backend) {
+    qknorm_factor(backend, 0);
+    qknorm_factor(backend, 1);
 }
 
 /* Timestamps (options.timestamps): without them kernel_time is refused; with them (where the
@@ -1224,7 +1404,7 @@ static void run_timestamps(ropekit_webgpu_backend backend) {
     ropekit_webgpu *ctx = NULL;
     double sec = -1;
     uint32_t passes = 99;
-    if (ropekit_webgpu_create(&off, &ctx) == ROPEKIT_OK) {
+    if (create_context(&off, &ctx) == ROPEKIT_OK) {
         CHECK(!ropekit_webgpu_has_timestamps(ctx), "timestamps without options.timestamps");
         CHECK(ropekit_webgpu_kernel_time(ctx, &sec, &passes) == ROPEKIT_ERROR_UNSUPPORTED &&
                   strstr(ropekit_webgpu_last_error(), "timestamps") != NULL,
@@ -1232,7 +1412,7 @@ static void run_timestamps(ropekit_webgpu_backend backend) {
         ropekit_webgpu_destroy(ctx);
     }
     ctx = NULL;
-    if (ropekit_webgpu_create(&on, &ctx) != ROPEKIT_OK) {
+    if (create_context(&on, &ctx) != ROPEKIT_OK) {
         CHECK(0, "context: %s", ropekit_webgpu_last_error());
         return;
     }
@@ -1275,7 +1455,7 @@ static void run_timestamps(ropekit_webgpu_backend backend) {
  * kept bind group of the old buffer), must all give the CPU's results bit for bit. */
 static void run_repeated_calls(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = open_context(&opt);
+    ropekit_webgpu *ctx = shared_context(&opt);
     if (!ctx) return;
     enum { S = 3, N = 2, H = 8, P = 16, ITERS = 24 };
     float x[S * N * H], y[S * N * H], ref[S * N * H], c[P * H / 2], sn[P * H / 2];
@@ -1321,7 +1501,7 @@ static void run_repeated_calls(ropekit_webgpu_backend backend) {
           2 * ITERS, ropekit_webgpu_last_error());
     if (bx) wgpuBufferRelease(bx), wgpuBufferRelease(by);
     wgpuBufferRelease(bc), wgpuBufferRelease(bs);
-    ropekit_webgpu_destroy(ctx);
+    close_context(ctx);
 }
 
 /* Batching (ropekit_webgpu_set_batch): a chain of 11 calls, each with its own position ids or
@@ -1332,7 +1512,7 @@ static void run_repeated_calls(ropekit_webgpu_backend backend) {
  * once and records nothing; bad batch sizes are refused. */
 static void run_batched_calls(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = open_context(&opt);
+    ropekit_webgpu *ctx = shared_context(&opt);
     if (!ctx) return;
     CHECK(ropekit_webgpu_set_batch(ctx, -1) == ROPEKIT_ERROR_INVALID_ATTRIBUTE &&
               ropekit_webgpu_set_batch(ctx, 257) == ROPEKIT_ERROR_INVALID_ATTRIBUTE &&
@@ -1385,7 +1565,7 @@ static void run_batched_calls(ropekit_webgpu_backend backend) {
           "batched chain of %d calls: result differs from the CPU (%s)", CALLS, ropekit_webgpu_last_error());
     CHECK(ropekit_webgpu_set_batch(ctx, 0) == ROPEKIT_OK, "set_batch 0");
     wgpuBufferRelease(bb[0]), wgpuBufferRelease(bb[1]), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
-    ropekit_webgpu_destroy(ctx);
+    close_context(ctx);
 }
 
 /* Unbatched calls back to back without waiting: a chain of calls of different sizes (1 to
@@ -1398,11 +1578,8 @@ static void run_batched_calls(ropekit_webgpu_backend backend) {
  * flight, unbatched and recorded (ASan). */
 static void run_call_chain(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = NULL;
-    if (ropekit_webgpu_create(&opt, &ctx) != ROPEKIT_OK) {
-        CHECK(0, "context: %s", ropekit_webgpu_last_error());
-        return;
-    }
+    ropekit_webgpu *ctx = open_context(&opt); /* its own: destroyed with work in flight */
+    if (!ctx) return;
     enum { N = 1, H = 8, P = 64, SMAX = 20000, CALLS = 14 };
     static const int seq[CALLS] = {3, 1100, 5, 20000, 2, 3000, 7, 1, 3000, 4, 20000, 6, 1100, 9};
     const size_t ne = (size_t)SMAX * N * H;
@@ -1486,6 +1663,137 @@ static void run_call_chain(ropekit_webgpu_backend backend) {
     wgpuBufferRelease(bb[0]), wgpuBufferRelease(bb[1]), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
     ropekit_webgpu_destroy(ctx);
     free(x), free(ref[0]), free(ref[1]), free(y), free(pos);
+}
+
+/* Unbatched calls that repeat earlier calls' arguments (parameters and position ids) bind the
+ * argument slot that holds them instead of uploading them again (context.c, args_place). A chain
+ * of 60 calls between two buffers, without a wait: ids from 11 sets (more than the 8 slots
+ * remembered), repeats of the previous call, the same parameters with other ids, other shapes
+ * (1 to 20,000 tokens: 80 KB of ids, slots that overlap and wrap around the ring), calls without
+ * ids (MS RotaryEmbedding with an offset) and a stretch recorded by set_batch; each call must
+ * use its own arguments: bit for bit as the same chain on the CPU. */
+static void run_argument_reuse(ropekit_webgpu_backend backend) {
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
+    enum { N = 1, H = 8, P = 64, SMAX = 20000, CALLS = 60 };
+    const size_t ne = (size_t)SMAX * N * H;
+    float *x = malloc(ne * 4), *ref[2] = {malloc(ne * 4), malloc(ne * 4)}, *y = malloc(ne * 4);
+    int64_t *pos = malloc((size_t)SMAX * sizeof *pos);
+    float c[P * H / 2], sn[P * H / 2];
+    if (!x || !ref[0] || !ref[1] || !y || !pos) {
+        CHECK(0, "out of memory");
+        free(x), free(ref[0]), free(ref[1]), free(y), free(pos);
+        ropekit_webgpu_destroy(ctx);
+        return;
+    }
+    for (int i = 0; i < P * H / 2; ++i) c[i] = cosf((float)i * 0.41f), sn[i] = sinf((float)i * 0.41f);
+    for (size_t i = 0; i < ne; ++i) x[i] = (float)((i * 17) % 43) / 8.0f - 2.5f;
+    int64_t xs[3] = {1, SMAX, N * H}, tsh[2] = {P, H / 2}, os[1] = {1};
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
+    WGPUBuffer bc = upload(ctx, &hc), bs = upload(ctx, &hs), bb[2] = {upload(ctx, &hx), upload(ctx, &hx)};
+    memcpy(ref[0], x, ne * 4);
+    memcpy(ref[1], x, ne * 4);
+    ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
+    ropekit_ms_rotary_embedding_attrs ms = ROPEKIT_MS_ROTARY_EMBEDDING_ATTRS_INIT;
+    ms.num_heads = N;
+    ropekit_webgpu_tensor gc = gview(bc, &hc), gs = gview(bs, &hs);
+    int cur = 0, bad = 0, set = 0;
+    for (int k = 0; k < CALLS; ++k) {
+        const int S = k % 13 == 6 ? SMAX : k % 7 == 3 ? 1 : k % 5 == 2 ? 37 : 4, nxt = 1 - cur;
+        if (k % 4 != 1) set = (k * 5) % 11; /* else the previous call's ids again */
+        for (int i = 0; i < S; ++i) pos[i] = (set * 7 + i * 3) % P;
+        int64_t sh[3] = {1, S, N * H}, ps[2] = {1, S}, off = set % (P - S > 0 ? P - S : 1);
+        ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+        ropekit_tensor ofs = ropekit_tensor_contiguous(&off, ROPEKIT_INT64, 1, os);
+        ropekit_tensor hin = ropekit_tensor_contiguous(ref[cur], ROPEKIT_FLOAT32, 3, sh);
+        ropekit_tensor hout = ropekit_tensor_contiguous(ref[nxt], ROPEKIT_FLOAT32, 3, sh);
+        ropekit_webgpu_tensor gin = ropekit_webgpu_tensor_contiguous(bb[cur], 0, ROPEKIT_FLOAT32, 3, sh);
+        ropekit_webgpu_tensor gout = ropekit_webgpu_tensor_contiguous(bb[nxt], 0, ROPEKIT_FLOAT32, 3, sh);
+        if (k == 40) bad += ropekit_webgpu_set_batch(ctx, 4) != ROPEKIT_OK;
+        if (k == 47) bad += ropekit_webgpu_set_batch(ctx, 0) != ROPEKIT_OK;
+        const int use_ms = k % 9 == 4 && S < P;
+        ropekit_status st = use_ms ? ropekit_ms_rotary_embedding(&hin, &ofs, &hc, &hs, &ms, &hout)
+                                   : ropekit_rotary_embedding(&hin, &hc, &hs, &ids, &at, &hout);
+        ropekit_status gst = use_ms ? ropekit_webgpu_ms_rotary_embedding(ctx, &gin, &ofs, &gc, &gs, &ms, &gout)
+                                    : ropekit_webgpu_rotary_embedding(ctx, &gin, &gc, &gs, &ids, &at, &gout);
+        if (st != ROPEKIT_OK || gst != ROPEKIT_OK) ++bad;
+        cur = nxt;
+    }
+    CHECK(bad == 0, "argument reuse: %d of %d calls failed (%s)", bad, CALLS, ropekit_webgpu_last_error());
+    for (int b = 0; b < 2; ++b) {
+        ropekit_status st = ropekit_webgpu_read(ctx, bb[b], 0, y, ne * 4);
+        CHECK(st == ROPEKIT_OK && memcmp(y, ref[b], ne * 4) == 0,
+              "argument reuse chain of %d calls: buffer %d differs from the CPU (%s)", CALLS, b,
+              ropekit_webgpu_last_error());
+    }
+    printf("argument reuse: %d calls of 1-%d tokens compared bit for bit\n", CALLS, SMAX);
+    wgpuBufferRelease(bb[0]), wgpuBufferRelease(bb[1]), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
+    ropekit_webgpu_destroy(ctx);
+    free(x), free(ref[0]), free(ref[1]), free(y), free(pos);
+}
+
+/* A buffer destroyed (wgpuBufferDestroy) after calls have used it, then passed again: the call
+ * (unbatched) or the submission of its batch returns ROPEKIT_ERROR_DEVICE naming the destroyed
+ * buffer, nothing is submitted, and the context keeps working. Before 2026-12-02 a call on
+ * buffers whose bind group the context had kept from an earlier call reached the submission,
+ * where wgpu-native aborted the process. Each of x, y and cos_cache in turn. */
+static void run_destroyed_buffers(ropekit_webgpu_backend backend) {
+    enum { S = 4, N = 2, H = 8, P = 16 };
+    float x[S * N * H], y[S * N * H], ref[S * N * H], c[P * H / 2], sn[P * H / 2];
+    for (int i = 0; i < S * N * H; ++i) x[i] = (float)((i * 5) % 23) / 4.0f - 2.0f;
+    for (int i = 0; i < P * H / 2; ++i) c[i] = cosf((float)i * 0.3f), sn[i] = sinf((float)i * 0.3f);
+    int64_t pos[S] = {3, 1, 4, 1}, xs[3] = {1, S, N * H}, tsh[2] = {P, H / 2}, ps[2] = {1, S};
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hr = ropekit_tensor_contiguous(ref, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+    ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
+    CHECK(ropekit_rotary_embedding(&hx, &hc, &hs, &ids, &at, &hr) == ROPEKIT_OK, "CPU reference");
+    for (int batch = 0; batch < 2; ++batch)
+        for (int which = 0; which < 3; ++which) {
+            ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+            ropekit_webgpu *ctx = open_context(&opt);
+            if (!ctx) return;
+            WGPUBuffer b[3] = {upload(ctx, &hx), upload(ctx, &hx), upload(ctx, &hc)};
+            WGPUBuffer bs = upload(ctx, &hs), fresh = upload(ctx, &hx);
+            ropekit_webgpu_tensor gx = gview(b[0], &hx), gy = gview(b[1], &hx), gc = gview(b[2], &hc);
+            ropekit_webgpu_tensor gs = gview(bs, &hs), gf = gview(fresh, &hx);
+            int ok = batch ? ropekit_webgpu_set_batch(ctx, 4) == ROPEKIT_OK : 1;
+            for (int k = 0; k < 3; ++k) /* the same buffers and ranges each time */
+                ok = ok && ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy) == ROPEKIT_OK;
+            ok = ok && ropekit_webgpu_flush(ctx) == ROPEKIT_OK;
+            CHECK(ok, "destroyed buffers: calls before the destroy (%s)", ropekit_webgpu_last_error());
+            wgpuBufferDestroy(b[which]);
+            ropekit_status st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, &at, &gy);
+            if (batch) {
+                CHECK(st == ROPEKIT_OK, "destroyed buffers: a recorded call is answered by the "
+                      "submission (%d: %s)", (int)st, ropekit_webgpu_last_error());
+                st = ropekit_webgpu_flush(ctx);
+            }
+            CHECK(st == ROPEKIT_ERROR_DEVICE && strstr(ropekit_webgpu_last_error(), "destroyed"),
+                  "destroyed buffers (%s, batch %d): want ROPEKIT_ERROR_DEVICE naming the destroyed "
+                  "buffer, got %d (%s)", which == 0 ? "x" : which == 1 ? "y" : "cos_cache", batch,
+                  (int)st, ropekit_webgpu_last_error());
+            /* the context still works: the same call on live buffers */
+            ropekit_webgpu_tensor gx2 = which == 0 ? gf : gx, gy2 = which == 1 ? gf : gy;
+            WGPUBuffer cb = which == 2 ? upload(ctx, &hc) : NULL;
+            ropekit_webgpu_tensor gc2 = cb ? gview(cb, &hc) : gc;
+            if (which == 0 && ropekit_webgpu_write(ctx, fresh, 0, x, sizeof x) != ROPEKIT_OK) ok = 0;
+            st = ropekit_webgpu_rotary_embedding(ctx, &gx2, &gc2, &gs, &ids, &at, &gy2);
+            memset(y, 0, sizeof y);
+            ropekit_status rs = ropekit_webgpu_read(ctx, which == 1 ? fresh : b[1], 0, y, sizeof y);
+            CHECK(ok && st == ROPEKIT_OK && rs == ROPEKIT_OK && memcmp(y, ref, sizeof y) == 0,
+                  "destroyed buffers (%d, batch %d): the next call on live buffers (%s)", which,
+                  batch, ropekit_webgpu_last_error());
+            for (int i = 0; i < 3; ++i) wgpuBufferRelease(b[i]);
+            wgpuBufferRelease(bs), wgpuBufferRelease(fresh);
+            if (cb) wgpuBufferRelease(cb);
+            ropekit_webgpu_destroy(ctx);
+        }
 }
 
 /* Edge values (issue 16, item 4: bit for bit with the CPU on every adapter, whatever it does
@@ -1621,7 +1929,7 @@ static void run_edge_values(ropekit_webgpu_backend backend, int integer_paths) {
     const char *eo = getenv("ROPEKIT_WEBGPU_EDGE_OPTS");
     for (int o = 0; o < 3; ++o) {
         if (eo && *eo && !strchr(eo, '0' + o)) continue;
-        ropekit_webgpu *ctx = open_context(&opts[o]);
+        ropekit_webgpu *ctx = shared_context(&opts[o]);
         if (!ctx) break;
         for (int d = 0; d < 3; ++d)
             for (int t32 = 0; t32 <= (d != 0); ++t32) {
@@ -1727,7 +2035,7 @@ static void run_edge_values(ropekit_webgpu_backend backend, int integer_paths) {
                     free(q), free(kv), free(out);
                 }
             }
-        ropekit_webgpu_destroy(ctx);
+        close_context(ctx);
     }
     if (integer_paths) unsetenv("ROPEKIT_WEBGPU_INTEGER_PATHS");
     printf("edge values%s: %d rotary runs (vector %d, element %d); CPU results subnormal/inf/NaN: "
@@ -1739,6 +2047,139 @@ static void run_edge_values(ropekit_webgpu_backend backend, int integer_paths) {
         CHECK(es.out_sub[d] > 0 && es.out_inf[d] > 0 && es.out_nan[d] > 0,
               "edge values premise: %s results reach subnormal, inf and NaN", ropekit_dtype_name(dts[d]));
     CHECK(es.prod_small > 0 && es.prod_big > 0, "edge values premise: 16-bit products out of float32's range");
+}
+
+/* float16 x with float16 tables (the vector kernel multiplies them with no per-operand check:
+ * arith_narrow.wgsl): every float16 bit pattern as x (65536 values: subnormals, zeros,
+ * infinities, NaNs included) against tables of edge float16 values — subnormals (2^-24 and the
+ * largest), the smallest normals, 1 and its neighbours, the largest finite value, zeros of both
+ * signs — so that products reach 2^-48 and sums reach 2^33 and cancel exactly; one table row
+ * holds an infinity and a NaN (the slow path). Half-split and interleaved, plus MS
+ * RotaryEmbedding with scale 1.5 (tables rounded to float16 after the scaling, up to infinity);
+ * bit for bit with the CPU (a NaN matches any NaN). */
+static void run_f16_products(ropekit_webgpu_backend backend) {
+    enum { S = 64, N = 8, H = 128, P = 16 };
+    static const uint16_t tv[] = {0x0001, 0x8001, 0x0002, 0x03ff, 0x83ff, 0x0200, 0x0400, 0x8400, 0x0401,
+                                  0x3c00, 0xbc00, 0x3bff, 0x3c01, 0x7bff, 0xfbff, 0x7bfe, 0x0000, 0x8000,
+                                  0x3555, 0xb7ff, 0x5bff, 0x1400, 0x2001, 0x0bff};
+    const size_t nt = (size_t)P * (H / 2), n = (size_t)S * N * H;
+    uint16_t *x = malloc(n * 2), *yr = malloc(n * 2), *yg = malloc(n * 2), *c = malloc(nt * 2), *sn = malloc(nt * 2);
+    uint32_t seed = 77u;
+    for (size_t i = 0; i < n; ++i) x[i] = (uint16_t)((i * 40503u) & 0xffffu); /* a permutation of all patterns */
+    for (size_t i = 0; i < nt; ++i) {
+        seed = seed * 1664525u + 1013904223u;
+        c[i] = tv[(seed >> 8) % (sizeof tv / sizeof tv[0])];
+        sn[i] = tv[(seed >> 20) % (sizeof tv / sizeof tv[0])];
+    }
+    c[(P - 1) * (H / 2) + 3] = 0x7c00, sn[(P - 1) * (H / 2) + 9] = 0x7e01; /* row P-1: inf, NaN */
+    int64_t xs[3] = {1, S, N * H}, ts[2] = {P, H / 2}, ps[2] = {1, S}, pos[S];
+    for (int i = 0; i < S; ++i) pos[i] = (i * 5) % P;
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT16, 3, xs);
+    ropekit_tensor hy = ropekit_tensor_contiguous(yr, ROPEKIT_FLOAT16, 3, xs);
+    ropekit_tensor hg = ropekit_tensor_contiguous(yg, ROPEKIT_FLOAT16, 3, xs);
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT16, 2, ts);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT16, 2, ts);
+    ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = open_context(&opt);
+    size_t sub = 0, inf = 0;
+    for (int k = 0; ctx && k < 3; ++k) {
+        rk_case cs;
+        if (k < 2) {
+            cs = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+            cs.attrs.rotary = (ropekit_rotary_embedding_attrs){k, 0, N, 0};
+        } else {
+            int64_t off = 0, os[1] = {1};
+            ropekit_tensor ho = ropekit_tensor_contiguous(&off, ROPEKIT_INT64, 1, os);
+            /* offset form: token s uses row s, so only S <= P rows fit: a 16-token x */
+            hx.shape[1] = hy.shape[1] = hg.shape[1] = P;
+            cs = make_case(RK_OP_MS_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &ho, &hc, &hs});
+            ropekit_ms_rotary_embedding_attrs ms = ROPEKIT_MS_ROTARY_EMBEDDING_ATTRS_INIT;
+            ms.num_heads = N, ms.scale = 1.5f;
+            cs.attrs.ms = ms;
+        }
+        CHECK(rk_case_run_cpu(&cs, &hy) == ROPEKIT_OK, "f16 products: cpu: %s", ropekit_last_error());
+        memset(yg, 0xa5, n * 2);
+        ropekit_status st = run_gpu(ctx, &cs, 0, 0, &hg);
+        const char *var = ropekit_webgpu_last_variant(ctx);
+        CHECK(st == ROPEKIT_OK, "f16 products %d: %s", k, ropekit_webgpu_last_error());
+        if (st != ROPEKIT_OK) continue;
+        CHECK(strstr(var, " vec16 ") && strstr(var, " narrow "), "f16 products %d: variant '%s'", k, var);
+        const size_t m = rk_tensor_nbytes(&hy) / 2;
+        size_t first = 0, bad = edge_diff(yg, yr, ROPEKIT_FLOAT16, m, &first);
+        CHECK(bad == 0, "f16 products %d (%s): %zu of %zu differ, first %zu: gpu 0x%04x cpu 0x%04x", k, var, bad, m,
+              first, bad ? yg[first] : 0, bad ? yr[first] : 0);
+        for (size_t i = 0; i < m; ++i) {
+            sub += (yr[i] & 0x7c00) == 0 && (yr[i] & 0x3ff) != 0;
+            inf += (yr[i] & 0x7fff) == 0x7c00;
+        }
+    }
+    printf("f16 products: %zu subnormal and %zu infinite float16 results compared\n", sub, inf);
+    CHECK(!ctx || (sub > 0 && inf > 0), "f16 products premise: subnormal and infinite results");
+    if (ctx) ropekit_webgpu_destroy(ctx);
+    free(x), free(yr), free(yg), free(c), free(sn);
+}
+
+/* The vector kernel with 2 heads per invocation (grids of at least RK_WG_ROTARY_SMALL_GRID
+ * one-head invocations, 2^20: float16 x and tables, narrow; float32, wide64), half-split and
+ * interleaved, x with a few edge values (subnormal, infinite, NaN, tiny and huge: units redone
+ * exactly with both heads of the group) among ordinary ones; bit for bit with the CPU. */
+static uint16_t heads2_h(float v) { /* float16 bits of a zero or a normal float16 value */
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return v == 0.0f ? 0 : (uint16_t)(((u >> 16) & 0x8000u) | ((((u >> 23) & 255u) - 112u) << 10) | ((u >> 13) & 0x3ffu));
+}
+static void run_vector_heads2(ropekit_webgpu_backend backend) {
+    enum { N = 32, H = 128, P = 64 };
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (!ctx) return;
+    uint32_t seed = 99u;
+    for (int f32 = 0; f32 <= 1; ++f32)
+        for (int il = 0; il <= 1; ++il) {
+            const ropekit_dtype dt = f32 ? ROPEKIT_FLOAT32 : ROPEKIT_FLOAT16;
+            const int64_t ve = f32 ? 4 : 8, S = (1 << 20) / (N * (il ? H : H / 2) / ve);
+            const size_t n = (size_t)(S * N * H), es = ropekit_dtype_size(dt), nt = (size_t)P * (H / 2);
+            unsigned char *x = malloc(n * es), *yr = malloc(n * es), *yg = malloc(n * es);
+            unsigned char *c = malloc(nt * es), *sn = malloc(nt * es);
+            int64_t *pos = malloc((size_t)S * 8);
+            for (size_t i = 0; i < n; ++i) {
+                seed = seed * 1664525u + 1013904223u;
+                const int edge = (seed >> 8) % 4096u == 0;
+                const uint32_t b = edge ? edge_bits(dt) : 0;
+                const float v = (float)((int)(seed >> 20) - 2048) / 256.0f;
+                if (f32) memcpy(x + 4 * i, edge ? (const void *)&b : (const void *)&v, 4);
+                else ((uint16_t *)x)[i] = edge ? (uint16_t)b : heads2_h(v); /* 12 bits: exact */
+            }
+            for (size_t i = 0; i < nt; ++i) { /* multiples of 2^-10 in [-1, 1]: exact in float16 */
+                const float cv = (float)(int)(1024.0f * cosf((float)i * 0.37f)) / 1024.0f;
+                const float sv = (float)(int)(1024.0f * sinf((float)i * 0.37f)) / 1024.0f;
+                if (f32) memcpy(c + 4 * i, &cv, 4), memcpy(sn + 4 * i, &sv, 4);
+                else ((uint16_t *)c)[i] = heads2_h(cv), ((uint16_t *)sn)[i] = heads2_h(sv);
+            }
+            for (int64_t i = 0; i < S; ++i) pos[i] = (i * 7) % P;
+            int64_t xs[3] = {1, S, N * H}, ts[2] = {P, H / 2}, ps[2] = {1, S};
+            ropekit_tensor hx = ropekit_tensor_contiguous(x, dt, 3, xs);
+            ropekit_tensor hy = ropekit_tensor_contiguous(yr, dt, 3, xs);
+            ropekit_tensor hg = ropekit_tensor_contiguous(yg, dt, 3, xs);
+            ropekit_tensor hc = ropekit_tensor_contiguous(c, dt, 2, ts);
+            ropekit_tensor hs = ropekit_tensor_contiguous(sn, dt, 2, ts);
+            ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+            rk_case cs = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
+            cs.attrs.rotary = (ropekit_rotary_embedding_attrs){il, 0, N, 0};
+            CHECK(rk_case_run_cpu(&cs, &hy) == ROPEKIT_OK, "heads2: cpu: %s", ropekit_last_error());
+            ropekit_status st = run_gpu(ctx, &cs, 0, 0, &hg);
+            const char *var = ropekit_webgpu_last_variant(ctx);
+            CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && strstr(var, " hg2 "), "heads2 %s il %d: %s (variant '%s')",
+                  ropekit_dtype_name(dt), il, ropekit_webgpu_last_error(), var);
+            if (st == ROPEKIT_OK) {
+                size_t first = 0, bad = edge_diff(yg, yr, dt, n, &first);
+                CHECK(bad == 0, "heads2 %s il %d (%s): %zu of %zu elements differ from the CPU, first %zu",
+                      ropekit_dtype_name(dt), il, var, bad, n, first);
+            }
+            free(x), free(yr), free(yg), free(c), free(sn), free(pos);
+        }
+    ropekit_webgpu_destroy(ctx);
 }
 
 /* options.workgroup_size: 0 gives the vector rotary kernel workgroups of 128 (the element kernel
@@ -1765,7 +2206,7 @@ static void run_workgroup_sizes(ropekit_webgpu_backend backend) {
     CHECK(rk_case_run_cpu(&cs, &hy) == ROPEKIT_OK, "cpu: %s", ropekit_last_error());
     for (int k = 0; k < 4; ++k) {
         ropekit_webgpu_options opt = {backend, 0, 0, sizes[k], 0, 0};
-        ropekit_webgpu *ctx = open_context(&opt);
+        ropekit_webgpu *ctx = shared_context(&opt);
         if (!ctx) return;
         ropekit_status st = run_gpu(ctx, &cs, 0, 0, &hg);
         const char *var = ropekit_webgpu_last_variant(ctx);
@@ -1776,7 +2217,7 @@ static void run_workgroup_sizes(ropekit_webgpu_backend backend) {
               "workgroup_size %d: %s, variant '%s' (want%s)", sizes[k], ropekit_webgpu_last_error(), var, want);
         if (st == ROPEKIT_OK)
             CHECK(memcmp(yr, yg, sizeof yr) == 0, "workgroup_size %d: differs from the CPU", sizes[k]);
-        ropekit_webgpu_destroy(ctx);
+        close_context(ctx);
     }
 }
 
@@ -1823,7 +2264,7 @@ static void run_package_wgsl(ropekit_webgpu_backend backend) {
     static const char *ops[] = {"rotary_embedding", "ms_rotary_embedding", "mrotary_embedding",
                                 "qknorm_rotary_embedding", "inverse_rotary_regroup"};
     ropekit_webgpu_options opt = {backend, 0, 1, 0, 0, 0}; /* the packages' adapter: no f64 */
-    ropekit_webgpu *ctx = open_context(&opt);
+    ropekit_webgpu *ctx = shared_context(&opt);
     if (!ctx) return;
     WGPUDevice dev = ropekit_webgpu_device(ctx);
     int files = 0, bad = 0;
@@ -1868,7 +2309,7 @@ static void run_package_wgsl(ropekit_webgpu_backend backend) {
         free(man);
     }
     printf("package WGSL: %d files validated, %d invalid\n", files, bad);
-    ropekit_webgpu_destroy(ctx);
+    close_context(ctx);
 }
 
 /* ROPEKIT_WEBGPU_TESTS=name[,name...]: only those of the tests after the configurations (device
@@ -1882,6 +2323,25 @@ static int want_test(const char *name) {
     if (strstr(list, want)) return 1;
     printf("%s: not in ROPEKIT_WEBGPU_TESTS: not run\n", name);
     return 0;
+}
+
+/* ROPEKIT_WEBGPU_SAMPLE: K for every backend, or BACKEND:K[,BACKEND:K...] for the named backends
+ * (ROPEKIT_WEBGPU_BACKEND; the others run everything). 0: parsed into *k; -1: malformed. */
+static int parse_sample(const char *spec, size_t *k) {
+    const char *b = getenv("ROPEKIT_WEBGPU_BACKEND");
+    *k = 1;
+    for (const char *p = spec;; ++p) {
+        const char *comma = strchr(p, ','), *stop = comma ? comma : p + strlen(p);
+        const char *colon = memchr(p, ':', (size_t)(stop - p)), *num = colon ? colon + 1 : p;
+        if ((colon && colon == p) || (!colon && (p != spec || comma))) return -1; /* K only alone */
+        char *end;
+        const unsigned long long v = strtoull(num, &end, 10);
+        if (num[0] < '0' || num[0] > '9' || end != stop || v < 1 || v > 1000) return -1;
+        if (!colon || (b && strlen(b) == (size_t)(colon - p) && strncmp(p, b, (size_t)(colon - p)) == 0))
+            *k = (size_t)v;
+        if (!comma) return 0;
+        p = comma;
+    }
 }
 
 int main(void) {
@@ -1899,24 +2359,22 @@ int main(void) {
             return REPORT();
         }
     }
+    const char *timing = getenv("ROPEKIT_WEBGPU_TIMING");
+    g_timing = timing && strcmp(timing, "1") == 0;
     const char *sample = getenv("ROPEKIT_WEBGPU_SAMPLE");
-    if (sample && *sample) {
-        char *end;
-        unsigned long long k = strtoull(sample, &end, 10);
-        if (*end || k < 1 || k > 1000) {
-            CHECK(0, "ROPEKIT_WEBGPU_SAMPLE=%s must be an integer in [1, 1000]", sample);
-            return REPORT();
-        }
-        g_sample = (size_t)k;
+    if (sample && *sample && parse_sample(sample, &g_sample) != 0) {
+        CHECK(0, "ROPEKIT_WEBGPU_SAMPLE=%s must be K or BACKEND:K[,BACKEND:K...] (BACKEND vulkan or "
+              "gl, K an integer in [1, 1000])", sample);
+        return REPORT();
     }
     if (g_sample > 1)
-        printf("sampled (ROPEKIT_WEBGPU_SAMPLE=%zu): configuration i runs case k when (k + i) %% "
-               "%zu == 0\n", g_sample, g_sample);
+        printf("sampled (ROPEKIT_WEBGPU_SAMPLE=%s): configuration i runs case k when (k + i) %% "
+               "%zu == 0\n", sample, g_sample);
     ropekit_set_cpu_variant("ref");
     ropekit_webgpu_backend backend = backend_from_env();
     ropekit_webgpu_options probe = {backend, 0, 0, 0, 0, 0};
     ropekit_webgpu *ctx = NULL;
-    if (ropekit_webgpu_create(&probe, &ctx) != ROPEKIT_OK) {
+    if (create_context(&probe, &ctx) != ROPEKIT_OK) {
         const char *req = getenv("ROPEKIT_WEBGPU_REQUIRE");
         printf("no WebGPU adapter: %s\n", ropekit_webgpu_last_error());
         if (req && strcmp(req, "1") == 0) {
@@ -1937,23 +2395,6 @@ int main(void) {
     /* ROPEKIT_WEBGPU_CONFIGS=name,name: only those configurations (device rounds with little
      * time); the tests after them always run */
     const char *only = getenv("ROPEKIT_WEBGPU_CONFIGS");
-    /* ROPEKIT_WEBGPU_QKNORM_ONLY=1: only the QKNorm layout and sum tests (device rounds);
-     * =sums: only the sum tests */
-    const char *qk_only = getenv("ROPEKIT_WEBGPU_QKNORM_ONLY");
-    if (qk_only && (strcmp(qk_only, "1") == 0 || strcmp(qk_only, "sums") == 0)) {
-        printf("ROPEKIT_WEBGPU_QKNORM_ONLY=%s: only the QKNorm %s tests\n", qk_only,
-               qk_only[0] == '1' ? "layout and sum" : "sum");
-        if (qk_only[0] == '1') {
-            run_qknorm_layouts(backend, 0);
-            run_qknorm_layouts(backend, 1);
-        }
-        run_qknorm_sums(backend, 0);
-        run_qknorm_sums(backend, 1);
-        run_qknorm_factor(backend, 0);
-        run_qknorm_factor(backend, 1);
-        for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);
-        return REPORT();
-    }
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; ++i) {
         if (only && *only) {
             char want[64];
@@ -1965,11 +2406,15 @@ int main(void) {
                 continue;
             }
         }
+        const double cpu0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), wall0 = clock_s(CLOCK_MONOTONIC);
         run_config(&cfgs[i], i, files, 5);
+        timing_section(cfgs[i].name, cpu0, wall0);
     }
 #define RUN(name, ...) \
     do { \
+        const double cpu0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), wall0 = clock_s(CLOCK_MONOTONIC); \
         if (want_test(#name)) run_##name(__VA_ARGS__); \
+        timing_section(#name, cpu0, wall0); \
     } while (0)
     RUN(errors, backend);
     RUN(package_wgsl, backend);
@@ -1978,18 +2423,24 @@ int main(void) {
     RUN(narrowing_ties, backend);
     RUN(mrope_vector_tables, backend);
     RUN(vector_blocks, backend);
-    if (want_test("qknorm_layouts")) run_qknorm_layouts(backend, 0), run_qknorm_layouts(backend, 1);
-    if (want_test("qknorm_sums")) run_qknorm_sums(backend, 0), run_qknorm_sums(backend, 1);
-    if (want_test("qknorm_factor")) run_qknorm_factor(backend, 0), run_qknorm_factor(backend, 1);
+    RUN(qknorm_layouts, backend);
+    RUN(qknorm_sums, backend);
+    RUN(qknorm_factor, backend);
     RUN(timestamps, backend);
     RUN(repeated_calls, backend);
     RUN(batched_calls, backend);
     RUN(call_chain, backend);
+    RUN(argument_reuse, backend);
+    RUN(destroyed_buffers, backend);
     RUN(double_rounding, backend);
     RUN(workgroup_sizes, backend);
     RUN(edge_values, backend, 0);
+    RUN(f16_products, backend);
+    RUN(vector_heads2, backend);
     if (want_test("edge_values_integer")) run_edge_values(backend, 1);
 #undef RUN
     for (int i = 0; i < 5; ++i) rk_cases_free(&files[i]);
+    close_pool();
+    timing_report();
     return REPORT();
 }

@@ -92,6 +92,9 @@ fn cos_sin_exact(b: u32, s: u32, k: u32) -> vec2<f32> { return cos_sin_m(b, s, k
 fn rotate(a: f32, b: f32, cs: vec2<f32>) -> vec2<f32> {
     return vec2<f32>(dot2_fast(cs.x, a, neg32(cs.y), b), dot2_fast(cs.y, a, cs.x, b));
 }
+// rotate_nc: rotate for operands already checked (the vector kernel: x_ok on each x vector,
+// t_ok on its cos/sin; rot_nc, arith_*.wgsl)
+fn rotate_nc(a: f32, b: f32, cs: vec2<f32>) -> vec2<f32> { return rot_nc(a, b, cs.x, cs.y); }
 fn rotate_slow(a: f32, b: f32, cs: vec2<f32>) -> vec2<f32> {
     return vec2<f32>(dot2_slow(cs.x, a, neg32(cs.y), b), dot2_slow(cs.y, a, cs.x, b));
 }

@@ -30,19 +30,19 @@ fn word_cs(b: u32, s: u32, k: u32) -> vec4<f32> {
 fn rot_split16(wa: u32, wb: u32, cs: vec4<f32>) -> vec4<f32> {
     let fa = word_f(wa);
     let fb = word_f(wb);
-    return vec4<f32>(rotate(fa.x, fb.x, cs.xy), rotate(fa.y, fb.y, cs.zw));
+    return vec4<f32>(rotate_nc(fa.x, fb.x, cs.xy), rotate_nc(fa.y, fb.y, cs.zw));
 }
 
 // Half-split, float32: one column, words wa and wb.
 fn rot_split32(wa: u32, wb: u32, cs: vec4<f32>) -> vec2<u32> {
-    let r = rotate(bitcast<f32>(wa), bitcast<f32>(wb), cs.xy);
+    let r = rotate_nc(bitcast<f32>(wa), bitcast<f32>(wb), cs.xy);
     return vec2<u32>(bitcast<u32>(r.x), bitcast<u32>(r.y));
 }
 
 // Interleaved, 16-bit: word w holds the pair (2k, 2k+1) of column k; the pair's floats rotated.
 fn rot_pair16(w: u32, cs: vec2<f32>) -> vec2<f32> {
     let f = word_f(w);
-    return rotate(f.x, f.y, cs);
+    return rotate_nc(f.x, f.y, cs);
 }
 
 // Element e of a vector (its bits) and the vector with element e replaced; with selects, not a
@@ -129,9 +129,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (EW == 1u) { // float32: pairs (x, y) and (z, w)
             let c0 = vec4<f32>(cos_sin(w.b, w.s, k0), 0.0, 0.0);
             let c1 = vec4<f32>(cos_sin(w.b, w.s, k0 + 1u), 0.0, 0.0);
+            slow_hit = slow_hit | !t_ok(bitcast<vec4<u32>>(vec4<f32>(c0.xy, c1.xy)));
             for (var j = 0u; j < HG; j = j + 1u) {
                 if (j < w.nh) {
                     let v = a[j];
+                    slow_hit = slow_hit | !x_ok(v);
                     let p0 = rot_split32(v.x, v.y, c0);
                     let p1 = rot_split32(v.z, v.w, c1);
                     st4_y(yo + j * yn + w.u, vec4<u32>(p0.x, p0.y, p1.x, p1.y));
@@ -142,9 +144,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let c1 = cos_sin(w.b, w.s, k0 + 1u);
             let c2 = cos_sin(w.b, w.s, k0 + 2u);
             let c3 = cos_sin(w.b, w.s, k0 + 3u);
+            slow_hit = slow_hit | !t_ok(bitcast<vec4<u32>>(vec4<f32>(c0, c1))) | !t_ok(bitcast<vec4<u32>>(vec4<f32>(c2, c3)));
             for (var j = 0u; j < HG; j = j + 1u) {
                 if (j < w.nh) {
                     let v = a[j];
+                    slow_hit = slow_hit | !x_ok(v);
                     let r0 = rot_pair16(v.x, c0);
                     let r1 = rot_pair16(v.y, c1);
                     let r2 = rot_pair16(v.z, c2);
@@ -173,10 +177,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             c[j] = ld4_x(xo + j * xn + w.u + hv);
         }
     }
+    // the operand checks after every load is issued (checks between the loads of the heads of a
+    // group made the float32 kernel slower on the H200)
+    if (EW == 1u) {
+        slow_hit = slow_hit | !t_ok(bitcast<vec4<u32>>(vec4<f32>(cs0.xy, cs1.xy))) |
+                   !t_ok(bitcast<vec4<u32>>(vec4<f32>(cs2.xy, cs3.xy)));
+    } else {
+        slow_hit = slow_hit | !t_ok(bitcast<vec4<u32>>(cs0)) | !t_ok(bitcast<vec4<u32>>(cs1)) |
+                   !t_ok(bitcast<vec4<u32>>(cs2)) | !t_ok(bitcast<vec4<u32>>(cs3));
+    }
     for (var j = 0u; j < HG; j = j + 1u) {
         if (j < w.nh) {
             let va = a[j];
             let vc = c[j];
+            slow_hit = slow_hit | !x_ok(va) | !x_ok(vc);
             if (EW == 1u) {
                 let w0 = rot_split32(va.x, vc.x, cs0);
                 let w1 = rot_split32(va.y, vc.y, cs1);

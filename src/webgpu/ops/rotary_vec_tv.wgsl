@@ -24,6 +24,8 @@ fn half_cs(b: u32, s: u32, k0: u32) -> array<vec4<f32>, 4> {
                                    vec4<f32>(cs_f32(c1.z, s1.z), cs_f32(c1.w, s1.w)));
     }
     // 16-bit x and tables of its type: word j holds columns k0 + 2j, k0 + 2j + 1
+    // (float16: word_f assumes finite halves, w16_ok checks them; t_ok checks the widened values)
+    slow_hit = slow_hit | !w16_ok(c0) | !w16_ok(s0);
     var r: array<vec4<f32>, 4>;
     for (var j = 0u; j < 4u; j++) {
         let c = word_f(c0[j]);

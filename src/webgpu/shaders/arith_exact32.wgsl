@@ -12,6 +12,11 @@ fn dot2(a: f32, b: f32, c: f32, d: f32) -> f32 {
 }
 fn dot2_fast(a: f32, b: f32, c: f32, d: f32) -> f32 { return dot2(a, b, c, d); } // never slow_hit
 fn dot2_slow(a: f32, b: f32, c: f32, d: f32) -> f32 { return dot2(a, b, c, d); }
+// ok4's window (common.wgsl): every finite value (rot_nc is exact; the window keeps NaN out of
+// the vector kernel's fast narrowing, bf16_words4)
+const WIN_LO: u32 = 0u;
+const WIN_N: u32 = 255u;
+fn rot_nc(a: f32, b: f32, c: f32, s: f32) -> vec2<f32> { return vec2<f32>(dot2(c, a, neg32(s), b), dot2(s, a, c, b)); }
 
 // ---- doubles: (-1)^s * m * 2^e, m = 0 or 2^52 <= m < 2^53 ----
 // s bit 0: sign; bit 1: +infinity seen; bit 2: NaN seen (QKNorm's sums of non-finite inputs)

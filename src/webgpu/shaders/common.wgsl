@@ -33,6 +33,16 @@ fn f32_to_f16_bits(f: f32) -> u32 {
     return sign | (((a - 0x38000000u) + 0xfffu + ((a >> 13u) & 1u)) >> 13u);
 }
 
+// Eight packed float16 values (two per word) all zero or normal (no infinity, NaN or subnormal):
+// the halves' magnitudes a (15 bits, no carry between the halves in these sums): a >= 0x7c00
+// sets bit 15 of a + 0x0400; 1 <= a < 0x400 (a subnormal) sets it in a + 0x7fff but not in
+// a + 0x7c00.
+fn f16_plain8(v: vec4<u32>) -> bool {
+    let a = v & vec4<u32>(0x7fff7fffu);
+    let sub = (a + vec4<u32>(0x7fff7fffu)) & ~(a + vec4<u32>(0x7c007c00u));
+    return all((((a + vec4<u32>(0x04000400u)) | sub) & vec4<u32>(0x80008000u)) == vec4<u32>(0u));
+}
+
 fn bf16_bits_to_f32(h: u32) -> f32 { return bitcast<f32>(h << 16u); }
 
 fn f32_to_bf16_bits(f: f32) -> u32 {
@@ -93,13 +103,33 @@ fn f16_words4(lo: vec4<f32>, hi: vec4<f32>, z: u32) -> vec4<u32> {
     return r;
 }
 
+// bfloat16 narrowing of the vector kernel's fast results, which are never NaN: its operands are
+// finite (ok4's windows), products and sums of such values cannot be NaN (narrow: both below 2^63,
+// no overflow; wide64 and exact32: the exact double products of float32 values are finite) — an
+// overflow to infinity rounds to the infinity here. z: unused (the same signature as f16_words4).
 fn bf16_words4(lo: vec4<f32>, hi: vec4<f32>, z: u32) -> vec4<u32> {
     let ul = bitcast<vec4<u32>>(lo);
     let uh = bitcast<vec4<u32>>(hi);
-    let rl = select((ul + vec4<u32>(0x7fffu) + ((ul >> vec4<u32>(16u)) & vec4<u32>(1u))) >> vec4<u32>(16u),
-                    (ul >> vec4<u32>(16u)) | vec4<u32>(0x40u), (ul & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u));
-    let rh = select((uh + vec4<u32>(0x7fffu) + ((uh >> vec4<u32>(16u)) & vec4<u32>(1u))) & vec4<u32>(0xffff0000u),
-                    (uh & vec4<u32>(0xffff0000u)) | vec4<u32>(0x400000u),
-                    (uh & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u));
+    let rl = (ul + vec4<u32>(0x7fffu) + ((ul >> vec4<u32>(16u)) & vec4<u32>(1u))) >> vec4<u32>(16u);
+    let rh = (uh + vec4<u32>(0x7fffu) + ((uh >> vec4<u32>(16u)) & vec4<u32>(1u))) & vec4<u32>(0xffff0000u);
     return rl | rh;
+}
+
+// The vector kernel's operand checks (ok4 of float32 bits, bf16_ok8 of eight packed bfloat16
+// values): every value zero or with a biased exponent in WIN_LO .. WIN_LO + WIN_N - 1, the window
+// of the arithmetic (arith_*.wgsl; WIN_LO + WIN_N <= 256). bf16_ok8 on both halves of a word at
+// once: the 15-bit magnitude a of a half is at least k << 7 exactly when a + 0x8000 - (k << 7)
+// sets bit 15 (no carry between the halves: a <= 0x7fff), nonzero when a + 0x7fff does.
+fn ok4(u: vec4<u32>) -> bool {
+    let a = u & vec4<u32>(0x7fffffffu);
+    return FAST & all(((a - vec4<u32>(WIN_LO << 23u)) < vec4<u32>(WIN_N << 23u)) | (a == vec4<u32>(0u)));
+}
+fn bf16_ok8(v: vec4<u32>) -> bool {
+    let k1 = 0x8000u - (WIN_LO << 7u);
+    let k2 = 0x8000u - ((WIN_LO + WIN_N) << 7u);
+    let a = v & vec4<u32>(0x7fff7fffu);
+    let g1 = a + vec4<u32>(k1 | (k1 << 16u));
+    let g2 = a + vec4<u32>(k2 | (k2 << 16u));
+    let nz = a + vec4<u32>(0x7fff7fffu);
+    return FAST & all(((~g1 | g2) & nz & vec4<u32>(0x80008000u)) == vec4<u32>(0u));
 }

@@ -286,31 +286,25 @@ fn dot2_wide_bits(ua: u32, ub: u32, uc: u32, ud: u32) -> f32 {
     return dot2_exact(ua, ub, uc, ud);
 }
 
-// a*b in float32: the hardware's product when both are zero or normal and the product's exponent
-// keeps it normal (exponent fields summing to 128 .. 379: at least 2^-126, below 2^127), else on
-// the bits
-fn mul32(a: f32, b: f32) -> f32 {
-    let ua = bitcast<u32>(a);
-    let ub = bitcast<u32>(b);
+// mul32's fast path applies: both zero or normal and the product's exponent keeps it normal
+// (exponent fields summing to 128 .. 379: at least 2^-126, below 2^127)
+fn mul32_ok(ua: u32, ub: u32) -> bool {
     let ea = (ua >> 23u) & 0xffu;
     let eb = (ub >> 23u) & 0xffu;
     let za = (ua & 0x7fffffffu) == 0u;
     let zb = (ub & 0x7fffffffu) == 0u;
-    if (FAST & ((ea - 1u < 254u) | za) & ((eb - 1u < 254u) | zb) & (za | zb | (ea + eb - 128u < 252u))) {
-        return a * b;
-    }
-    return bitcast<f32>(mul_slow(ua, ub));
+    return FAST & ((ea - 1u < 254u) | za) & ((eb - 1u < 254u) | zb) & (za | zb | (ea + eb - 128u < 252u));
+}
+
+// a*b in float32: the hardware's product where mul32_ok, else on the bits
+fn mul32(a: f32, b: f32) -> f32 {
+    if (mul32_ok(bitcast<u32>(a), bitcast<u32>(b))) { return a * b; }
+    return bitcast<f32>(mul_slow(bitcast<u32>(a), bitcast<u32>(b)));
 }
 
 // mul32's fast path alone (slow_hit set where it does not apply)
 fn mul32_fast(a: f32, b: f32) -> f32 {
-    let ua = bitcast<u32>(a);
-    let ub = bitcast<u32>(b);
-    let ea = (ua >> 23u) & 0xffu;
-    let eb = (ub >> 23u) & 0xffu;
-    let za = (ua & 0x7fffffffu) == 0u;
-    let zb = (ub & 0x7fffffffu) == 0u;
-    slow_hit = slow_hit | !(FAST & ((ea - 1u < 254u) | za) & ((eb - 1u < 254u) | zb) & (za | zb | (ea + eb - 128u < 252u)));
+    slow_hit = slow_hit | !mul32_ok(bitcast<u32>(a), bitcast<u32>(b));
     return a * b;
 }
 
