@@ -596,17 +596,28 @@ export class Runner {
       const outs = [this.outBuffer(t.query_out, "query_out", T, [B, S, nh, hd], temps), this.outBuffer(t.kv_out, "kv_out", T, [B, S, hd], temps)];
       const readBack = [q, kv, w].every((x) => isTyped(x.data)) && outs.every((o) => o.temp);
       const paired = nope % 2 === 0 && hd % 2 === 0;
-      const v = this.pick(pkg, { dtype: T, paired });
+      // the row kernel (64 invocations per row, 16-byte vectors) where head_dim is a multiple of
+      // the vector's elements VE and at most 256 VE and the adapter has its limits, else the
+      // element kernel (16 invocations per row)
+      const VE = T === "float32" ? 4 : 8, vpt = Math.ceil(hd / VE / 64);
+      let v = null;
+      if (hd % VE === 0 && vpt <= 4) {
+        try { v = this.pick(pkg, { kernel: "row", dtype: T, vpt }); } catch (e) { v = null; }
+      }
+      const row = v !== null;
+      if (!row) v = this.pick(pkg, { kernel: "element", dtype: T, paired });
       const rows = B * S * (nh + 1);
       const prm = new Uint32Array(48);
       prm.set([0, 0, 0, 0, S * nh * hd, nh * hd, hd, 1, S * nh * hd, nh * hd, hd, 1, S * hd, hd, 1, 0, S * hd, hd, 1, 0,
         rd ? S * rd : 0, rd ? rd : 0, rd ? 1 : 0, 0, rd ? S * rd : 0, rd ? rd : 0, rd ? 1 : 0, 0,
         0, 1, 0, 0, B, S, nh, hd, rd, nope, a.simulate_fp8, rows]);
       new Float32Array(prm.buffer, 40 * 4, 1)[0] = eps;
+      // 1/head_dim for a power of two (the row kernel's exact product), else 0
+      if ((hd & (hd - 1)) === 0) new Float32Array(prm.buffer, 41 * 4, 1)[0] = 1 / hd;
       if (B === 0 || S === 0) return await this.dispatch(pkg, v, prm, [], 0, outs, readBack);
       const bufs = [this.upload(q, temps), this.upload(kv, temps), this.upload(w, temps),
         this.upload(rd ? c : null, temps), this.upload(rd ? s : null, temps), outs[0].buffer, outs[1].buffer];
-      return await this.dispatch(pkg, v, prm, bufs, rows * 16, outs, readBack);
+      return await this.dispatch(pkg, v, prm, bufs, rows * (row ? 64 : 16), outs, readBack);
     } finally {
       for (const b of temps) b.destroy();
     }

@@ -19,9 +19,9 @@ import sys
 
 DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8}
 WHEN_KEYS = {"rows", "dtype", "table_dtype", "kernel", "table_loads", "shader-f16", "paired", "pairs",
-             "limits"}
+             "vpt", "limits"}
 LIMITS = {"maxComputeInvocationsPerWorkgroup", "maxStorageBufferBindingSize",
-          "maxStorageBuffersPerShaderStage"}
+          "maxStorageBuffersPerShaderStage", "maxComputeWorkgroupStorageSize"}
 TOP_KEYS = {"package": str, "op": str, "domain": str, "since_version": int, "c_entry_point": str,
             "js_call": str, "inputs": list, "outputs": list, "attributes": list,
             "type_constraints": dict, "shape_rules": list, "errors": list, "bindings": list,
@@ -89,7 +89,9 @@ def readme(m, ncases):
           "runs) and copied span are whole 16-byte vectors; `table_loads` is `vec16` when, besides, "
           "the rotation is half-split without scale and the table rows are whole 16-byte vectors "
           "(MRoPE: sectioned layout with the section boundaries on x's vector boundaries); `paired` "
-          "when packed 16-bit elements pair into u32 words.", "",
+          "when packed 16-bit elements pair into u32 words. QKNorm: `kernel` is `row` when head_dim "
+          "is a multiple of the 16-byte vector's elements VE (4 float32, 8 16-bit) and at most "
+          "256 VE, with `vpt` = ceil(head_dim / VE / 64) vectors per invocation, else `element`.", "",
           "| variant | when | dispatch |", "|---|---|---|"]
     for v in m["variants"]:
         when = ", ".join(f"{k}={json.dumps(x)}" for k, x in v["when"].items())

@@ -216,11 +216,34 @@ void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c) {
             c->ar == RK_ARITH_WIDE64);
         rounding(s, c->ar);
         const unsigned ve = 16u / (unsigned)ropekit_dtype_size(c->dtype);
-        rk_buf_printf(s, "const VE: u32 = %uu;\nconst VPT: u32 = %uu;\nconst QR: u32 = %uu;\n%s",
-                      ve, c->vpt, c->qr, elem_conversions(c->dtype));
+        rk_buf_printf(s, "const VE: u32 = %uu;\nconst VPT: u32 = %uu;\nconst QR: u32 = %uu;\n"
+                      "const RS: u32 = %uu;\n%s",
+                      ve, c->vpt, c->qr, c->rs ? c->rs : 1u, elem_conversions(c->dtype));
         rk_buf_puts(s, c->dtype == ROPEKIT_FLOAT32
                            ? "fn rt_q(v: f32) -> f32 { return v; }\n"
                            : "fn rt_q(v: f32) -> f32 { return elem_to_f32(f32_to_elem(v)); }\n");
+        /* the exponent of the unit a nonzero value is a multiple of, from its magnitude bits
+         * (16-bit elements: the half-word in the top half) */
+        static const char *unit[] = {
+            "fn unit_exp(u: u32) -> i32 { return max(i32(u >> 23u), 1) - 150; }\n",
+            "fn unit_exp(u: u32) -> i32 { return max(i32(u >> 26u), 1) - 25; }\n",
+            "fn unit_exp(u: u32) -> i32 { return max(i32(u >> 23u), 1) - 134; }\n"};
+        rk_buf_puts(s, unit[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
+        /* a vector's even and odd elements as float, and back into words (16-bit; unused for
+         * float32); P.zero is always 0: common.wgsl's opaque zero for the float16 rounding */
+        static const char *eo[] = {
+            "fn elem_even4(r: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(r); }\n"
+            "fn elem_odd4(r: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(r); }\n"
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bitcast<vec4<u32>>(lo); }\n",
+            "fn elem_even4(r: vec4<u32>) -> vec4<f32> { return f16x4(r & vec4<u32>(0xffffu)); }\n"
+            "fn elem_odd4(r: vec4<u32>) -> vec4<f32> { return f16x4(r >> vec4<u32>(16u)); }\n"
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return f16_words4(lo, hi, P.zero); }\n",
+            "fn elem_even4(r: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(r << vec4<u32>(16u)); }\n"
+            "fn elem_odd4(r: vec4<u32>) -> vec4<f32> { return bitcast<vec4<f32>>(r & vec4<u32>(0xffff0000u)); }\n"
+            "fn elem_words4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> { return bf16_words4(lo, hi, P.zero); }\n"};
+        rk_buf_puts(s, eo[c->dtype == ROPEKIT_FLOAT32 ? 0 : c->dtype == ROPEKIT_FLOAT16 ? 1 : 2]);
+        rk_wgsl_add_file(s, c->ar == RK_ARITH_WIDE64 ? "qknorm_sum64.wgsl" : "qknorm_sum32.wgsl");
+        rk_wgsl_add_file(s, "qknorm_factor.wgsl");
         in_out(s, 1, "q", RK_WG_V4, 6, "qo", RK_WG_V4, c->q_inplace);
         in_out(s, 2, "kv", RK_WG_V4, 7, "kvo", RK_WG_V4, c->kv_inplace);
         rk_wgsl_tensor(s, 3, "w", RK_WG_F32, 1, 0);

@@ -291,8 +291,13 @@ ropekit_status ropekit_webgpu_mrotary_embedding(ropekit_webgpu *ctx,
 #ifndef RK_WG_QKNORM_VPT /* row kernel: the most 16-byte vectors per invocation (0: never) */
 #define RK_WG_QKNORM_VPT 4
 #endif
-#ifndef RK_WG_QKNORM_QR /* row kernel: rows per workgroup (64 invocations each) */
-#define RK_WG_QKNORM_QR 2
+#ifndef RK_WG_QKNORM_RS /* row kernel: the most rows per invocation (1 or 2) */
+#define RK_WG_QKNORM_RS 1
+#endif
+#ifndef RK_WG_QKNORM_QR /* row kernel: groups of 64 invocations per workgroup; 1 (one row per
+                          * 64-invocation workgroup): on the H200 (R2 of 2026-12-01, one call)
+                          * float32 0.598 vs 0.644 ms with 2, bfloat16 0.820 vs 0.835 */
+#define RK_WG_QKNORM_QR 1
 #endif
 
 ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
@@ -366,7 +371,13 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
         RK_TRY(check_u32("a QKNorm offset, stride or size", vals[i]));
         prm[i] = (uint32_t)vals[i];
     }
-    memcpy(&prm[40], &p.epsilon, 4);
+    memcpy(&prm[40], &p.epsilon, 4); /* prm[42] stays 0: the row kernel's P.zero */
+    /* row kernel: 1/head_dim where head_dim is a power of two (ss / head_dim = ss * 2^-k,
+     * exact where the result is a normal float32), else 0 */
+    if ((p.head_dim & (p.head_dim - 1)) == 0) {
+        const float inv = 1.0f / (float)p.head_dim;
+        memcpy(&prm[41], &inv, 4);
+    }
 
     /* The row kernel (qknorm_row.wgsl): every row read and written as 16-byte vectors (unit
      * channel stride, head_dim and every row start a multiple of the elements per vector), 64
@@ -379,17 +390,21 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
         in_runs_of(ve, p.kvs, 2, p.kvs[2], kv0) && in_runs_of(ve, p.kvos, 2, p.kvos[2], kvo0);
     const uint32_t vpt = row_kernel ? (uint32_t)((p.head_dim / ve + 63) / 64) : 0;
     /* rows per workgroup: RK_WG_QKNORM_QR, fewer where the workgroup would exceed the adapter's
-     * invocations or WebGPU's guaranteed 16 KiB of workgroup memory (per row: the staged row as
-     * float, a float per vector, 16 double accumulators of at most 16 bytes, the factor) */
+     * invocations or WebGPU's guaranteed 16 KiB of workgroup memory (per row: the staged row's
+     * 16-byte vectors, a float per vector, 64 partial sums of at most 24 bytes and 64 minima,
+     * the factor; package.c's row variants the same) */
     uint32_t qr = RK_WG_QKNORM_QR;
-    while (qr > 1 && (ctx->wg < 64 * qr ||
-                      qr * (64 * vpt * (uint32_t)ve * 4 + 64 * vpt * 4 + 16 * 16 + 4) > 16384))
+    /* two rows per invocation (twice the loads in flight) where each holds at most 2 vectors;
+     * RK_WG_QKNORM_RS is 1 by default: on the H200 (R2) 2 was faster only for bfloat16, 0.591 vs
+     * 0.612 ms, slower for float32 (0.571 vs 0.537, one group per workgroup) and float16 */
+    const uint32_t rs = RK_WG_QKNORM_RS > 1 && vpt <= 2 ? 2 : 1;
+    while (qr > 1 && (ctx->wg < 64 * qr || qr * rs * (64 * vpt * 20 + 64 * 28 + 4) > 16384))
         qr /= 2;
     char key[160];
     const rk_wg_arith ar = ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_EXACT32;
     if (row_kernel)
-        snprintf(key, sizeof key, "qknorm row %s vpt%u qr%u %s q_%s kv_%s",
-                 ropekit_dtype_name(p.dtype), vpt, qr, rk_wg_arith_name(ar),
+        snprintf(key, sizeof key, "qknorm row %s vpt%u qr%u rs%u fs %s q_%s kv_%s",
+                 ropekit_dtype_name(p.dtype), vpt, qr, rs, rk_wg_arith_name(ar),
                  q_inplace ? "inplace" : "outofplace", kv_inplace ? "inplace" : "outofplace");
     else
         snprintf(key, sizeof key, "qknorm x=%s y=%s %s q_%s kv_%s", rk_wg_kind_name(k),
@@ -397,7 +412,7 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
                  kv_inplace ? "inplace" : "outofplace");
     WGPUComputePipeline pipe;
     if (!rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
-        const rk_wg_qknorm_cfg cfg = {k, ok_, ar, q_inplace, kv_inplace, vpt, qr, p.dtype, ctx->integer_paths};
+        const rk_wg_qknorm_cfg cfg = {k, ok_, ar, q_inplace, kv_inplace, vpt, qr, p.dtype, ctx->integer_paths, rs};
         rk_buf s = {0};
         rk_wg_qknorm_wgsl(&s, &cfg);
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
@@ -409,7 +424,7 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
     /* general: 4 rows per 64-invocation workgroup; row kernel: qr rows of 64 invocations */
     if (row_kernel)
         RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_QKNORM, pipe, prm, sizeof prm, bind, 8,
-                              (uint64_t)rows * 64, 64 * qr, &dims));
+                              (((uint64_t)rows + rs - 1) / rs) * 64, 64 * qr, &dims));
     else
         RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_QKNORM, pipe, prm, sizeof prm, bind, 8,
                               (uint64_t)rows * 16, 64, &dims));

@@ -120,18 +120,40 @@ static int rotary_variants(const char *dir, FILE *vj, const uint32_t *rows, int 
 static int qknorm_variants(const char *dir, FILE *vj) {
     static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
     int first = 1;
+    /* the row kernel (qknorm_row.wgsl, as the C host's ops.c): the runner's fact kernel = "row"
+     * where head_dim is a multiple of the 16-byte vector's elements VE and at most 64 * 4 * VE
+     * (the runner's tensors are contiguous: every row starts on a vector), vpt = the vectors per
+     * invocation, ceil(head_dim / VE / 64); 2 rows of 64 invocations per workgroup */
+    for (int d = 0; d < 3; ++d)
+        for (uint32_t vpt = 1; vpt <= 4; ++vpt) {
+            const uint32_t qr = 2, smem = qr * (64 * vpt * 20 + 64 * 28 + 4);
+            rk_wg_qknorm_cfg cfg = {RK_WG_V4, RK_WG_V4, RK_ARITH_EXACT32, 0, 0, vpt, qr, dts[d], 0, 1};
+            rk_buf s = {0};
+            rk_wg_qknorm_wgsl(&s, &cfg);
+            char name[128], when[384], disp[192];
+            snprintf(name, sizeof name, "qknorm-row-%s-vpt%u-exact32", dtype_name(dts[d]), vpt);
+            snprintf(when, sizeof when,
+                     "\"kernel\": \"row\", \"dtype\": \"%s\", \"vpt\": %u, \"limits\": "
+                     "{\"maxComputeInvocationsPerWorkgroup\": %u, \"maxComputeWorkgroupStorageSize\": %u}",
+                     dtype_name(dts[d]), vpt, 64 * qr, smem);
+            snprintf(disp, sizeof disp, "\"workgroup_size\": %u, \"rows_per_workgroup\": %u, \"params_u32\": 48, "
+                     "\"arithmetic\": \"exact32\"", 64 * qr, qr);
+            int rc = emit(dir, vj, &first, name, &s, when, disp);
+            free(s.p);
+            if (rc) return -1;
+        }
     for (int d = 0; d < 3; ++d)
         for (int f16 = 0; f16 <= (dts[d] == ROPEKIT_FLOAT16 && RK_WG_F16_STORAGE); ++f16) {
             const rk_wg_kind k = kind_of(dts[d], f16);
             for (int paired = 1; paired >= (packed(k) ? 0 : 1); --paired) {
                 const rk_wg_kind ok = paired ? k : atomic_of(k);
                 /* vpt 0: the general kernel (qknorm.wgsl), any layout */
-                rk_wg_qknorm_cfg cfg = {k, ok, RK_ARITH_EXACT32, 0, 0, 0, 1, dts[d], 0};
+                rk_wg_qknorm_cfg cfg = {k, ok, RK_ARITH_EXACT32, 0, 0, 0, 1, dts[d], 0, 1};
                 rk_buf s = {0};
                 rk_wg_qknorm_wgsl(&s, &cfg);
                 char name[128], when[384], disp[192];
                 snprintf(name, sizeof name, "qknorm-%s-%s-exact32", kshort(k), kshort(ok));
-                snprintf(when, sizeof when, "\"dtype\": \"%s\"%s%s, \"limits\": {\"maxComputeInvocationsPerWorkgroup\": 64}",
+                snprintf(when, sizeof when, "\"kernel\": \"element\", \"dtype\": \"%s\"%s%s, \"limits\": {\"maxComputeInvocationsPerWorkgroup\": 64}",
                          dtype_name(dts[d]),
                          dts[d] == ROPEKIT_FLOAT16 && RK_WG_F16_STORAGE ? (f16 ? ", \"shader-f16\": true" : ", \"shader-f16\": false") : "",
                          packed(k) ? (paired ? ", \"paired\": true" : ", \"paired\": false") : "");

@@ -250,9 +250,10 @@ typedef struct rk_wg_qknorm_cfg {
     rk_wg_arith ar;
     int q_inplace, kv_inplace;
     uint32_t vpt, qr;    /* row kernel (qknorm_row.wgsl): vectors per invocation (0: the
-                            general kernel), rows per workgroup */
+                            general kernel), groups of 64 invocations per workgroup */
     ropekit_dtype dtype; /* row kernel: the element type */
     int integer_paths;
+    uint32_t rs;         /* row kernel: rows per invocation (1 or 2) */
 } rk_wg_qknorm_cfg;
 typedef struct rk_wg_regroup_cfg {
     rk_wg_kind k, ok;

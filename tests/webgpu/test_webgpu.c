@@ -1210,6 +1210,192 @@ static void run_qknorm_layouts(ropekit_webgpu_backend backend) {
     qknorm_layouts(backend, 1);
 }
 
+/* QKNormRotaryEmbedding sums of squares at float32 rounding boundaries (the row kernel decides the
+ * float32 sum from a sum in its own order where no rounding boundary is near, else recomputes it
+ * in the contract's order): rows whose exact sum of squares rounds up while the contract's double
+ * sum (sixteen lanes, butterfly) is exactly a tie that rounds down, because squares below half a
+ * double ulp vanish in a lane (pattern 0) or in the butterfly (pattern 1); rows of 16-bit-exact
+ * squares whose exact sum can be a tie (pattern 2); random rows with tiny values (pattern 3).
+ * Every dtype, bit for bit against the CPU reference, wide64 and exact32. */
+static uint16_t f16_exact(float v) { /* v exactly representable in float16 */
+    uint16_t sg = v < 0 ? 0x8000u : 0u;
+    float a = fabsf(v);
+    if (a == 0.0f) return sg;
+    if (a < 6.103515625e-05f) return (uint16_t)(sg | (uint16_t)(a * 16777216.0f));
+    int e;
+    float m = frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+    return (uint16_t)(sg | ((uint16_t)(e + 14) << 10) | ((uint16_t)(m * 2048.0f) & 0x3ffu));
+}
+static void qs_put(void *p, ropekit_dtype dt, size_t i, float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    if (dt == ROPEKIT_FLOAT32) memcpy((char *)p + 4 * i, &v, 4);
+    else if (dt == ROPEKIT_BFLOAT16) ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
+    else ((uint16_t *)p)[i] = f16_exact(v);
+}
+static void qknorm_sums(ropekit_webgpu_backend backend, int no_f64) {
+    ropekit_webgpu_options opt = {backend, 0, no_f64, 0, 0, 0};
+    ropekit_webgpu *ctx = shared_context(&opt);
+    if (!ctx) return;
+    enum { NB = 1, NS = 4, NH = 5, HD = 512, RD = 64 };
+    static const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    int ran = 0;
+    for (int d = 0; d < 3; ++d) {
+        const ropekit_dtype dt = dts[d];
+        const size_t es = ropekit_dtype_size(dt), nq = NB * NS * NH * HD, nkv = NB * NS * HD,
+                     nt = NB * NS * RD;
+        unsigned char *q = calloc(nq, es), *kv = calloc(nkv, es), *qr = malloc(nq * es),
+                      *kvr = malloc(nkv * es), *qg = malloc(nq * es), *kvg = malloc(nkv * es);
+        float *w = malloc(HD * 4), *cs = malloc(nt * 4), *sn = malloc(nt * 4), row[HD];
+        /* float16 rows scaled by 2^8 (its smallest value is 2^-24) */
+        const float k = dt == ROPEKIT_FLOAT16 ? 256.0f : 1.0f;
+        const float tiny1 = dt == ROPEKIT_FLOAT16 ? 0x1p-19f : 0x1p-27f; /* square: 2^-54 of k^2 */
+        const float tiny2 = dt == ROPEKIT_FLOAT16 ? 0x1p-24f : 0x1p-40f;
+        uint32_t seed = 99u + (uint32_t)d;
+        for (int r = 0; r < NS * (NH + 1); ++r) {
+            const int pat = r % 4, m = (r * 7) % 53; /* (1 + m/128)^2 < 2: the tie is at 2^-24 */
+            memset(row, 0, sizeof row);
+            const float x0 = k * (1.0f + (float)m / 128.0f);
+            if (pat == 0 || pat == 1) {
+                row[0] = x0;
+                row[1] = k * 0x1p-12f; /* square: half an ulp of x0^2 in float32 */
+                if (pat == 0) /* lane 0: each square below half a double ulp of x0^2 */
+                    for (int c = 16; c < HD; c += 16) row[c] = tiny1;
+                else /* lane 2: lost when lane 0 + lane 2 are added in the butterfly */
+                    row[2] = tiny2;
+            } else if (pat == 2) { /* squares multiples of 2^-16 k^2 (bfloat16's 8 bits) */
+                for (int c = 0; c < HD; ++c) row[c] = k * (0.5f + (float)((c * 37 + r) % 128) / 256.0f);
+            } else {
+                qk_fill(row, ROPEKIT_FLOAT32, HD, &seed, k);
+                for (int c = 5; c < HD; c += 9) row[c] = tiny2 * (float)(1 + c % 3);
+                for (int c = 0; c < HD; ++c) { /* exact in the dtype */
+                    uint32_t u;
+                    memcpy(&u, &row[c], 4);
+                    if (dt == ROPEKIT_BFLOAT16) u &= 0xffff0000u;
+                    else if (dt == ROPEKIT_FLOAT16 && fabsf(row[c]) >= 6.103515625e-05f) u &= 0xffffe000u;
+                    else if (dt == ROPEKIT_FLOAT16) u = 0;
+                    memcpy(&row[c], &u, 4);
+                }
+            }
+            const int tok = r / (NH + 1), h = r % (NH + 1);
+            for (int c = 0; c < HD; ++c) {
+                if (h < NH) qs_put(q, dt, (size_t)(tok * NH + h) * HD + (size_t)c, row[c]);
+                else qs_put(kv, dt, (size_t)tok * HD + (size_t)c, row[c]);
+            }
+        }
+        for (int c = 0; c < HD; ++c) w[c] = 1.0f;
+        for (size_t i = 0; i < nt; ++i) cs[i] = 1.0f, sn[i] = 0.0f;
+        int64_t qsh[3] = {NB, NS, NH * HD}, kvsh[3] = {NB, NS, HD}, wsh[1] = {HD},
+                tsh[3] = {NB, NS, RD}, qosh[4] = {NB, NS, NH, HD};
+        ropekit_tensor hq = ropekit_tensor_contiguous(q, dt, 3, qsh);
+        ropekit_tensor hkv = ropekit_tensor_contiguous(kv, dt, 3, kvsh);
+        ropekit_tensor hw = ropekit_tensor_contiguous(w, ROPEKIT_FLOAT32, 1, wsh);
+        ropekit_tensor hc = ropekit_tensor_contiguous(cs, ROPEKIT_FLOAT32, 3, tsh);
+        ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 3, tsh);
+        ropekit_tensor hqo = ropekit_tensor_contiguous(qr, dt, 4, qosh);
+        ropekit_tensor hkvo = ropekit_tensor_contiguous(kvr, dt, 3, kvsh);
+        ropekit_qknorm_rotary_embedding_attrs at = {NH, HD, RD, 1e-6f, 1};
+        CHECK(ropekit_qknorm_rotary_embedding(&hq, &hkv, &hw, &hc, &hs, &at, &hqo, &hkvo) ==
+                  ROPEKIT_OK,
+              "cpu: %s", ropekit_last_error());
+        rk_case cc = make_case(RK_OP_QKNORM_ROTARY_EMBEDDING,
+                               (const ropekit_tensor *[]){&hq, &hkv, &hw, &hc, &hs});
+        cc.attrs.qknorm = at;
+        const ropekit_tensor hg[2] = {ropekit_tensor_contiguous(qg, dt, 4, qosh),
+                                      ropekit_tensor_contiguous(kvg, dt, 3, kvsh)};
+        ropekit_status st = run_gpu(ctx, &cc, 0, 0, hg);
+        const char *variant = ropekit_webgpu_last_variant(ctx);
+        CHECK(st == ROPEKIT_OK && strstr(variant, "qknorm row ") != NULL, "qknorm sums %s: %s (%s)",
+              ropekit_dtype_name(dt), ropekit_webgpu_last_error(), variant);
+        if (st == ROPEKIT_OK) {
+            for (int r = 0; r < NS * (NH + 1); ++r) {
+                const int tok = r / (NH + 1), h = r % (NH + 1);
+                const size_t o = (h < NH ? (size_t)(tok * NH + h) : (size_t)tok) * HD * es;
+                const unsigned char *a = (h < NH ? qg : kvg) + o, *e = (h < NH ? qr : kvr) + o;
+                size_t bad = 0;
+                for (int c = 0; c < HD; ++c) bad += memcmp(a + (size_t)c * es, e + (size_t)c * es, es) != 0;
+                CHECK(bad == 0, "qknorm sums %s (%s) row %d (pattern %d): %zu elements differ",
+                      ropekit_dtype_name(dt), variant, r, r % 4, bad);
+            }
+            ++ran;
+        }
+        free(q), free(kv), free(qr), free(kvr), free(qg), free(kvg), free(w), free(cs), free(sn);
+    }
+    printf("qknorm sums at rounding boundaries (%s): %d dtypes compared bit for bit\n",
+           ropekit_webgpu_has_f64(ctx) ? "wide64" : "exact32", ran);
+    close_context(ctx);
+}
+static void run_qknorm_sums(ropekit_webgpu_backend backend) {
+    qknorm_sums(backend, 0);
+    qknorm_sums(backend, 1);
+}
+
+/* QKNormRotaryEmbedding's factor 1/sqrt(ss/hd + eps) over a sweep of sums (the row kernel proves
+ * the adapter's float32 sqrt and division with integer arithmetic): rows with a power of two 2^j
+ * at channel 1 (its output is 2^j times the factor: the factor's bits) and a random value near
+ * 2^j at channel 0, j in [-20, 20]; head_dim 64 (ss/hd a product) and 48 (a division), eps 1e-6
+ * and 0; float32, bit for bit against the CPU reference. */
+static void qknorm_factor(ropekit_webgpu_backend backend, int no_f64) {
+    ropekit_webgpu_options opt = {backend, 0, no_f64, 0, 0, 0};
+    ropekit_webgpu *ctx = shared_context(&opt);
+    if (!ctx) return;
+    enum { NS = 128, NH = 7 };
+    uint32_t seed = 4242u;
+    int ran = 0;
+    for (int shape = 0; shape < 4; ++shape) {
+        const int64_t HD = shape % 2 ? 48 : 64;
+        const float eps = shape < 2 ? 1e-6f : 0.0f;
+        const size_t nq = (size_t)(NS * NH * HD), nkv = (size_t)(NS * HD);
+        float *q = calloc(nq, 4), *kv = calloc(nkv, 4), *w = malloc((size_t)HD * 4);
+        float *qr = malloc(nq * 4), *kvr = malloc(nkv * 4), *qg = malloc(nq * 4), *kvg = malloc(nkv * 4);
+        for (int64_t c = 0; c < HD; ++c) w[c] = 1.0f;
+        for (int r = 0; r < NS * (NH + 1); ++r) {
+            float *row = r % (NH + 1) < NH ? q + (size_t)((r / (NH + 1)) * NH + r % (NH + 1)) * (size_t)HD
+                                           : kv + (size_t)(r / (NH + 1)) * (size_t)HD;
+            seed = seed * 1664525u + 1013904223u;
+            const int j = (int)(seed >> 27) - 16 + (int)((seed >> 8) & 7u) - 3; /* about -20 .. 20 */
+            seed = seed * 1664525u + 1013904223u;
+            const float m = 1.0f + (float)(seed >> 9) / 8388608.0f; /* [1, 2), 23 random bits */
+            const int d = (int)((seed >> 3) & 15u) - 8;
+            row[1] = ldexpf(1.0f, j);
+            row[0] = ldexpf(m, j + d);
+        }
+        int64_t qsh[3] = {1, NS, NH * HD}, kvsh[3] = {1, NS, HD}, wsh[1] = {HD},
+                qosh[4] = {1, NS, NH, HD};
+        ropekit_tensor hq = ropekit_tensor_contiguous(q, ROPEKIT_FLOAT32, 3, qsh);
+        ropekit_tensor hkv = ropekit_tensor_contiguous(kv, ROPEKIT_FLOAT32, 3, kvsh);
+        ropekit_tensor hw = ropekit_tensor_contiguous(w, ROPEKIT_FLOAT32, 1, wsh);
+        ropekit_tensor hqo = ropekit_tensor_contiguous(qr, ROPEKIT_FLOAT32, 4, qosh);
+        ropekit_tensor hkvo = ropekit_tensor_contiguous(kvr, ROPEKIT_FLOAT32, 3, kvsh);
+        ropekit_qknorm_rotary_embedding_attrs at = {NH, HD, 0, eps, 0};
+        CHECK(ropekit_qknorm_rotary_embedding(&hq, &hkv, &hw, NULL, NULL, &at, &hqo, &hkvo) == ROPEKIT_OK,
+              "cpu: %s", ropekit_last_error());
+        rk_case cc = make_case(RK_OP_QKNORM_ROTARY_EMBEDDING,
+                               (const ropekit_tensor *[]){&hq, &hkv, &hw, NULL, NULL});
+        cc.attrs.qknorm = at;
+        const ropekit_tensor hg[2] = {ropekit_tensor_contiguous(qg, ROPEKIT_FLOAT32, 4, qosh),
+                                      ropekit_tensor_contiguous(kvg, ROPEKIT_FLOAT32, 3, kvsh)};
+        ropekit_status st = run_gpu(ctx, &cc, 0, 0, hg);
+        const char *variant = ropekit_webgpu_last_variant(ctx);
+        CHECK(st == ROPEKIT_OK && strstr(variant, "qknorm row ") != NULL, "qknorm factor: %s (%s)",
+              ropekit_webgpu_last_error(), variant);
+        if (st == ROPEKIT_OK) {
+            size_t bad = memcmp(qg, qr, nq * 4) != 0, badkv = memcmp(kvg, kvr, nkv * 4) != 0;
+            CHECK(!bad && !badkv, "qknorm factor head_dim %lld eps %g (%s): query_out %s, kv_out %s",
+                  (long long)HD, (double)eps, variant, bad ? "differs" : "same", badkv ? "differs" : "same");
+            ++ran;
+        }
+        free(q), free(kv), free(w), free(qr), free(kvr), free(qg), free(kvg);
+    }
+    printf("qknorm factor sweep (%s): %d shapes of %d rows compared bit for bit\n",
+           ropekit_webgpu_has_f64(ctx) ? "wide64" : "exact32", ran, NS * (NH + 1));
+    close_context(ctx);
+}
+static void run_qknorm_factor(ropekit_webgpu_backend backend) {
+    qknorm_factor(backend, 0);
+    qknorm_factor(backend, 1);
+}
+
 /* Timestamps (options.timestamps): without them kernel_time is refused; with them (where the
  * adapter has timestamp-query) it counts each operator call's pass once, with a positive time,
  * and restarts from zero after reading. */
@@ -2047,6 +2233,97 @@ static void run_workgroup_sizes(ropekit_webgpu_backend backend) {
     }
 }
 
+/* Every WGSL file of every kernel package (build/webgpu-packages/OP/, the same WGSL assembly as
+ * the C host: kernels.c) passes WGSL validation (a shader module, no pipeline: fast). A shared
+ * WGSL function whose signature changes under one variant's feet fails here, with the
+ * validator's message (main's f16_words4 gained an argument and the 16-bit QKNorm row variants
+ * failed only when a 16-bit row ran). ROPEKIT_WEBGPU_PACKAGES: the packages elsewhere. */
+typedef struct pop_result {
+    int done;
+    WGPUErrorType type;
+    char msg[400];
+} pop_result;
+static void on_pop_scope(WGPUPopErrorScopeStatus status, WGPUErrorType type, WGPUStringView m,
+                         void *u1, void *u2) {
+    (void)u2;
+    pop_result *r = u1;
+    r->type = status == WGPUPopErrorScopeStatus_Success ? type : WGPUErrorType_Unknown;
+    size_t n = m.data ? (m.length == WGPU_STRLEN ? strlen(m.data) : m.length) : 0;
+    if (n >= sizeof r->msg) n = sizeof r->msg - 1;
+    if (n) memcpy(r->msg, m.data, n);
+    r->msg[n] = '\0';
+    r->done = 1;
+}
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *b = NULL;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long n = ftell(f);
+        if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (b = malloc((size_t)n + 1)) != NULL) {
+            if (fread(b, 1, (size_t)n, f) != (size_t)n) {
+                free(b);
+                b = NULL;
+            } else b[n] = '\0';
+        }
+    }
+    fclose(f);
+    return b;
+}
+static void run_package_wgsl(ropekit_webgpu_backend backend) {
+    const char *dir = getenv("ROPEKIT_WEBGPU_PACKAGES");
+    if (!dir || !*dir) dir = ROPEKIT_PACKAGES_DIR;
+    static const char *ops[] = {"rotary_embedding", "ms_rotary_embedding", "mrotary_embedding",
+                                "qknorm_rotary_embedding", "inverse_rotary_regroup"};
+    ropekit_webgpu_options opt = {backend, 0, 1, 0, 0, 0}; /* the packages' adapter: no f64 */
+    ropekit_webgpu *ctx = shared_context(&opt);
+    if (!ctx) return;
+    WGPUDevice dev = ropekit_webgpu_device(ctx);
+    int files = 0, bad = 0;
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; ++o) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s/manifest.json", dir, ops[o]);
+        char *man = read_text(path);
+        CHECK(man != NULL, "package WGSL: cannot read %s (build target webgpu_packages)", path);
+        if (!man) continue;
+        int in_op = 0;
+        for (const char *p = strstr(man, "\"wgsl\""); p; p = strstr(p + 6, "\"wgsl\"")) {
+            const char *q = strchr(p + 6, '"'), *e = q ? strchr(q + 1, '"') : NULL;
+            if (!q || !e || e - q - 1 <= 0 || e - q - 1 > 200) continue; /* "wgsl": { ... } */
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)(e - q - 1), q + 1);
+            if (!strstr(name, ".wgsl")) continue;
+            snprintf(path, sizeof path, "%s/%s/%s", dir, ops[o], name);
+            char *src = read_text(path);
+            CHECK(src != NULL, "package WGSL: cannot read %s", path);
+            if (!src) continue;
+            wgpuDevicePushErrorScope(dev, WGPUErrorFilter_Validation);
+            WGPUShaderSourceWGSL wgsl;
+            memset(&wgsl, 0, sizeof wgsl);
+            wgsl.chain.sType = WGPUSType_ShaderSourceWGSL;
+            wgsl.code = (WGPUStringView){src, strlen(src)};
+            WGPUShaderModuleDescriptor md = {&wgsl.chain, {name, strlen(name)}};
+            WGPUShaderModule mod = wgpuDeviceCreateShaderModule(dev, &md);
+            pop_result r;
+            memset(&r, 0, sizeof r);
+            WGPUPopErrorScopeCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents,
+                                                on_pop_scope, &r, NULL};
+            wgpuDevicePopErrorScope(dev, cb);
+            for (int i = 0; i < 100 && !r.done; ++i) ropekit_webgpu_wait(ctx);
+            CHECK(r.done && r.type == WGPUErrorType_NoError && mod != NULL,
+                  "package WGSL %s/%s: %s", ops[o], name, r.done ? r.msg : "error scope never popped");
+            bad += !(r.done && r.type == WGPUErrorType_NoError && mod != NULL);
+            if (mod) wgpuShaderModuleRelease(mod);
+            free(src);
+            ++files, ++in_op;
+        }
+        CHECK(in_op > 0, "package WGSL: %s lists no WGSL file", ops[o]);
+        free(man);
+    }
+    printf("package WGSL: %d files validated, %d invalid\n", files, bad);
+    close_context(ctx);
+}
+
 /* ROPEKIT_WEBGPU_TESTS=name[,name...]: only those of the tests after the configurations (device
  * rounds); default all */
 static int want_test(const char *name) {
@@ -2152,12 +2429,15 @@ int main(void) {
         timing_section(#name, cpu0, wall0); \
     } while (0)
     RUN(errors, backend);
+    RUN(package_wgsl, backend);
     RUN(vector_layouts, backend);
     RUN(vector_narrowing, backend);
     RUN(narrowing_ties, backend);
     RUN(mrope_vector_tables, backend);
     RUN(vector_blocks, backend);
     RUN(qknorm_layouts, backend);
+    RUN(qknorm_sums, backend);
+    RUN(qknorm_factor, backend);
     RUN(timestamps, backend);
     RUN(repeated_calls, backend);
     RUN(batched_calls, backend);

@@ -1,24 +1,33 @@
-// qknorm_row.wgsl — QKNormRotaryEmbedding, the row kernel: the same operations in the same order
-// as qknorm.wgsl (and src/cpu/ref.c), for rows the host can read as 16-byte vectors (unit channel
-// stride, head_dim and every row start a multiple of VE elements, head_dim <= 64 * VPT * VE; so
+// qknorm_row.wgsl — QKNormRotaryEmbedding, the row kernel: the results of qknorm.wgsl (and
+// src/cpu/ref.c) bit for bit, for rows the host can read as 16-byte vectors (unit channel stride,
+// head_dim and every row start a multiple of VE elements, head_dim <= 64 * VPT * VE; so
 // nope = head_dim - rope_head_dim is even and a rotation pair never leaves its vector).
 //
-// Prelude (kernels.c): the arithmetic (Acc, div_rn, sqrt_rn, dot2), VE (elements per vector: 4
-// or 8), VPT (vectors per invocation, 1..4), QR (rows per workgroup), elem_to_f32 / f32_to_elem,
-// rt_q, ld4_q / ld4_kv (array<vec4<u32>>), st4_qo / st4_kvo, ld_w, ld_c, ld_s (float32).
+// Prelude (kernels.c): the arithmetic (Acc, div_rn, sqrt_rn, dot2), the fast sum of squares
+// (Fs: qknorm_sum64.wgsl with shader-f64, qknorm_sum32.wgsl without), VE (elements per vector:
+// 4 or 8), VPT (vectors per invocation, 1..4), QR (rows per workgroup), unit_exp (the
+// exponent of the unit a value is a multiple of), elem_to_f32 / f32_to_elem, rt_q, ld4_q / ld4_kv
+// (array<vec4<u32>>), st4_qo / st4_kvo, ld_w, ld_c, ld_s (float32).
 //
 // One row (a query head or the kv row of a token) = 64 invocations of the workgroup; invocation
-// t owns vectors t, t + 64, ... of the row. Stages:
-//   1. every vector of the row loaded at once (one 16-byte load each), widened to float and
-//      staged in workgroup memory (`xs`);
-//   2. invocation l < 16 of the row sums the squares of channels l, l + 16, ... in its Acc:
-//      the CPU's lane l, in its order;
-//   3. one invocation per row combines the 16 lanes by the CPU's butterfly (8, 4, 2, 1) and
-//      computes the factor 1 / sqrt(ss / hd + eps) (rounded to T for a query head);
-//   4. the kv row (with fp8) puts the maximum |scaled value| of each nope vector in `vmax`;
-//   5. each invocation scales its vectors again from `xs`, the kv row's fp8 blocks take their
-//      maxima from `vmax`, rope pairs are rotated, and each vector is stored with one 16-byte
-//      store.
+// t owns vectors t, t + 64, ... of the row and keeps them in registers. Stages:
+//   1. every vector of the row loaded at once (one 16-byte load each) and staged (raw bits) in
+//      workgroup memory `xr` for the rare exact path; each invocation sums the squares of its
+//      values in any order (Fs) and finds its smallest nonzero magnitude;
+//   2. one invocation per row combines the 64 partial sums and decides the float32 sum of
+//      squares: the contract's sum (src/cpu/ref.c: doubles in sixteen lanes, a fixed butterfly)
+//      and the fast sum differ from the exact sum S by at most 131 and 37 units of 2^-53 * S (all
+//      terms are >= 0; at most 127 + 4 roundings on a lane's path for head_dim <= 2048, at most
+//      31 + 6 for the fast sum), so where every value within a far wider margin of the fast sum
+//      rounds to the same float32, that float32 is the contract's; where the fast sum is below
+//      2^(g + 53), g the exponent of the smallest unit every square is a multiple of, both sums
+//      are exact. Otherwise (a sum close to a rounding boundary, subnormal or non-finite sums)
+//      the same invocation recomputes the sum in the contract's order from `xr` (qknorm.wgsl's
+//      sixteen lanes and butterfly, one after the other). Then the factor 1 / sqrt(ss / hd + eps)
+//      (rounded to T for a query head);
+//   3. the kv row (with fp8) puts the maximum |scaled value| of each nope vector in `vmax`;
+//   4. each invocation scales its vectors, the kv row's fp8 blocks take their maxima from
+//      `vmax`, rope pairs are rotated, and each vector is stored with one 16-byte store.
 // The code is straight-line on vec4 values (no function-scope arrays): wgpu's shader translation
 // bounds every loop, which keeps drivers from unrolling it, and an array indexed in a loop that
 // is not unrolled lives in (slow) local memory.
@@ -34,23 +43,127 @@ struct Params {
     w_base: u32, w_s: u32, c_base: u32, s_base: u32,
     B: u32, S: u32, heads: u32, hd: u32,
     rope: u32, nope: u32, fp8: u32, rows: u32,
-    eps: f32, pad0: u32, pad1: u32, pad2: u32,
+    eps: f32, inv_hd: f32, zero: u32, pad2: u32, // inv_hd: 1/hd for a power of two, else 0;
+    // zero: always 0 (the host and the runner leave it 0), the opaque zero of f16_words4
 }
 
 @group(0) @binding(0) var<uniform> P: Params;
 
 const RV: u32 = 64u * VPT;      // vectors per row slot
-const RC: u32 = RV * VE;        // channels per row slot
-var<workgroup> xs: array<vec4<f32>, QR * RC / 4u>; // the rows' inputs as float
-var<workgroup> lanes: array<Acc, QR * 16u>;
-var<workgroup> factor: array<f32, QR>;
-var<workgroup> vmax: array<f32, QR * RV>;          // fp8: max |v| of each nope vector
+const NS: u32 = QR * RS;        // row slots per workgroup
+var<workgroup> xr: array<vec4<u32>, NS * RV>; // the rows' input bits (the exact path)
+var<workgroup> part: array<Fs, NS * 64u>;      // partial sums of squares, one per invocation
+var<workgroup> pmin: array<u32, NS * 64u>;     // smallest nonzero |bits| - 1 of each invocation
+var<workgroup> factor: array<f32, NS>;
+var<workgroup> vmax: array<f32, NS * RV>;      // fp8: max |v| of each nope vector
 
-fn rt4(v: vec4<f32>) -> vec4<f32> { return vec4<f32>(rt_q(v.x), rt_q(v.y), rt_q(v.z), rt_q(v.w)); }
-// v * s lane by lane (mul32: the hardware's product where it stays in the normal range)
-fn mul4(v: vec4<f32>, s: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(mul32(v.x, s.x), mul32(v.y, s.y), mul32(v.z, s.z), mul32(v.w, s.w));
+// ---- stage 1: the invocation's values ----
+
+// float16 bits (in the low halves) as float32: zeros and normal values in vector integer
+// arithmetic, else each value through f16_bits_to_f32 (the same bits)
+fn f16x4(h: vec4<u32>) -> vec4<f32> {
+    let a = h & vec4<u32>(0x7fffu);
+    let e = a >> vec4<u32>(10u);
+    let z = a == vec4<u32>(0u);
+    if (all((e - vec4<u32>(1u) < vec4<u32>(30u)) | z)) {
+        let m = select((a << vec4<u32>(13u)) + vec4<u32>(0x38000000u), vec4<u32>(0u), z);
+        return bitcast<vec4<f32>>(m | ((h & vec4<u32>(0x8000u)) << vec4<u32>(16u)));
+    }
+    return vec4<f32>(f16_bits_to_f32(h.x), f16_bits_to_f32(h.y), f16_bits_to_f32(h.z),
+                     f16_bits_to_f32(h.w));
 }
+
+fn fs_add4(f: Fs, v: vec4<f32>) -> Fs {
+    return fs_add_sq(fs_add_sq(fs_add_sq(fs_add_sq(f, v.x), v.y), v.z), v.w);
+}
+// the squares of a vector's elements (e: the even elements as float32, or all four for float32;
+// o: the odd ones) added to f (an all-zero vector adds nothing)
+fn fs_vec(f: Fs, e: vec4<f32>, o: vec4<f32>) -> Fs {
+    if (VE == 4u) { return fs_add4(f, e); }
+    return fs_add4(fs_add4(f, e), o);
+}
+
+// min over the vector's elements of |bits| - 1 (a zero gives 0xffffffff: ignored); the bits as
+// float32 bits (16-bit elements: the half-word in the top half, the same order)
+fn min_vec(m: u32, r: vec4<u32>) -> u32 {
+    if (VE == 4u) {
+        let a = (r & vec4<u32>(0x7fffffffu)) - vec4<u32>(1u);
+        return min(m, min(min(a.x, a.y), min(a.z, a.w)));
+    }
+    let lo = ((r << vec4<u32>(16u)) & vec4<u32>(0x7fff0000u)) - vec4<u32>(1u);
+    let hi = (r & vec4<u32>(0x7fff0000u)) - vec4<u32>(1u);
+    let a = min(lo, hi);
+    return min(m, min(min(a.x, a.y), min(a.z, a.w)));
+}
+
+// ---- stage 2: the 64 partial sums (fs_row: qknorm_sum64/32.wgsl) and minima of a row, the
+// minima as a balanced tree (straight-line: the loads issue together) ----
+fn min8(o: u32) -> u32 {
+    return min(min(min(pmin[o], pmin[o + 1u]), min(pmin[o + 2u], pmin[o + 3u])),
+               min(min(pmin[o + 4u], pmin[o + 5u]), min(pmin[o + 6u], pmin[o + 7u])));
+}
+fn min64(o: u32) -> u32 {
+    return min(min(min(min8(o), min8(o + 8u)), min(min8(o + 16u), min8(o + 24u))),
+               min(min(min8(o + 32u), min8(o + 40u)), min(min8(o + 48u), min8(o + 56u))));
+}
+
+// ---- stage 2: the contract's order (the exact path), from the staged bits ----
+fn row_elem(base: u32, c: u32) -> f32 {
+    let v = xr[base + c / VE];
+    if (VE == 4u) { return bitcast<f32>(v[c & 3u]); }
+    let w = v[(c >> 1u) & 3u];
+    return elem_to_f32(select(w & 0xffffu, w >> 16u, (c & 1u) == 1u));
+}
+// lane j of the CPU: channels j, j + 16, ... in order
+fn slow_lane(base: u32, j: u32) -> Acc {
+    var acc = acc_zero();
+    for (var c = j; c < P.hd; c += 16u) { acc = acc_add_sq(acc, row_elem(base, c)); }
+    return acc;
+}
+// the butterfly (widths 8, 4, 2, 1): b_j = (l_j + l_{j+8}) + (l_{j+4} + l_{j+12}),
+// sum = (b_0 + b_2) + (b_1 + b_3); written as loops so that the lane's loop is inlined twice
+fn slow_sum(base: u32) -> f32 {
+    var c0 = acc_zero();
+    var c1 = acc_zero();
+    for (var q = 0u; q < 4u; q++) {
+        let j = (q & 1u) * 2u + (q >> 1u); // b_0, b_2 (into c0), then b_1, b_3 (into c1)
+        var p0 = acc_zero();
+        for (var h = 0u; h < 2u; h++) {
+            let ab = acc_add(slow_lane(base, j + 4u * h), slow_lane(base, j + 4u * h + 8u));
+            if (h == 0u) { p0 = ab; } else { p0 = acc_add(p0, ab); }
+        }
+        if (q == 0u) { c0 = p0; } else if (q == 1u) { c0 = acc_add(c0, p0); }
+        else if (q == 2u) { c1 = p0; } else { c1 = acc_add(c1, p0); }
+    }
+    return acc_f32(acc_add(c0, c1));
+}
+
+// ---- stage 4 ----
+// v rounded to T and back: rt_q of each lane; 16-bit: through the vector conversions (the same
+// bits as f32_to_elem / elem_to_f32: elem_words4 puts RN_T(v) in each word's low half, which
+// elem_even4 widens back exactly)
+fn rt4(v: vec4<f32>) -> vec4<f32> {
+    if (VE == 4u) { return v; }
+    return elem_even4(elem_words4(v, v));
+}
+// v * s with mul32's results lane by lane: the hardware's four products when every lane passes
+// mul32's range check (tested as a vector), else mul32 lane after lane in a loop (one copy of
+// its slow path in the kernel instead of one per lane and call)
+fn mul4(v: vec4<f32>, s: vec4<f32>) -> vec4<f32> {
+    let u = bitcast<vec4<u32>>(v);
+    let us = bitcast<vec4<u32>>(s);
+    let e = (u >> vec4<u32>(23u)) & vec4<u32>(0xffu);
+    let es = (us >> vec4<u32>(23u)) & vec4<u32>(0xffu);
+    let z = (u & vec4<u32>(0x7fffffffu)) == vec4<u32>(0u);
+    let zs = (us & vec4<u32>(0x7fffffffu)) == vec4<u32>(0u);
+    let ok = ((e - vec4<u32>(1u) < vec4<u32>(254u)) | z) & ((es - vec4<u32>(1u) < vec4<u32>(254u)) | zs) &
+             (z | zs | (e + es - vec4<u32>(128u) < vec4<u32>(252u)));
+    if (FAST && all(ok)) { return v * s; }
+    var r = v;
+    for (var i = 0u; i < 4u; i++) { r[i] = mul32(v[i], s[i]); }
+    return r;
+}
+fn mulv(v: vec4<f32>, s: f32) -> vec4<f32> { return mul4(v, vec4<f32>(s)); }
 
 // channels c0 .. c0+3 (inputs x) scaled: Rt(x * r) for a query head, Rt((x * r) * w[c]) for kv
 fn normed4(is_kv: bool, c0: u32, x: vec4<f32>, rq: f32) -> vec4<f32> {
@@ -73,18 +186,20 @@ fn nope_max4(c0: u32, y: vec4<f32>) -> f32 {
 }
 
 // the rotation of pair (c, c+1), c - nope even: y[t] = x[t] c[t] - x[t+1] s[t],
-// y[t+1] = x[t+1] c[t+1] + x[t] s[t+1] (double arithmetic: dot2)
-fn rot2(x0: f32, x1: f32, c: u32, cb: u32, sb: u32) -> vec2<f32> {
+// y[t+1] = x[t+1] c[t+1] + x[t] s[t+1] (double arithmetic: dot2; fast: dot2_fast, which sets
+// slow_hit where it cannot promise dot2's result)
+fn rot2(x0: f32, x1: f32, c: u32, cb: u32, sb: u32, fast: bool) -> vec2<f32> {
     let t = c - P.nope;
     let c0 = ld_c(cb + t * P.cs.z);
     let c1 = ld_c(cb + (t + 1u) * P.cs.z);
     let s0 = ld_s(sb + t * P.ss.z);
     let s1 = ld_s(sb + (t + 1u) * P.ss.z);
+    if (fast) { return vec2<f32>(dot2_fast(x0, c0, neg32(x1), s0), dot2_fast(x1, c1, x0, s1)); }
     return vec2<f32>(dot2(x0, c0, neg32(x1), s0), dot2(x1, c1, x0, s1));
 }
 
-// One row's state for stage 5.
-struct Row { is_kv: bool, fp8: bool, rq: f32, slot: u32, xb: u32, cb: u32, sb: u32 }
+// One row's state for stage 4.
+struct Row { is_kv: bool, fp8: bool, rq: f32, slot: u32, cb: u32, sb: u32 }
 
 // channels c0 .. c0+3 of the row, final values (c0 a multiple of 4 below hd)
 fn final4(w: Row, c0: u32, x: vec4<f32>) -> vec4<f32> {
@@ -94,64 +209,60 @@ fn final4(w: Row, c0: u32, x: vec4<f32>) -> vec4<f32> {
         var bm: f32 = 0.0;
         for (var k = 0u; k < 64u / VE; k++) { bm = max_pos(bm, vmax[first + k]); }
         let scale = fp8_block_scale(bm);
-        y = vec4<f32>(fp8_quant(y.x, scale), fp8_quant(y.y, scale), fp8_quant(y.z, scale),
-                      fp8_quant(y.w, scale));
+        for (var i = 0u; i < 4u; i++) { y[i] = fp8_quant(y[i], scale); } // one copy of its code
     }
     if (c0 + 4u > P.nope) { // rope pairs (nope is even: pairs start at even channels)
-        if (c0 >= P.nope) {
-            let a = rot2(y.x, y.y, c0, w.cb, w.sb);
-            y = vec4<f32>(a, y.z, y.w);
-        }
-        if (c0 + 2u >= P.nope) {
-            let a = rot2(y.z, y.w, c0 + 2u, w.cb, w.sb);
-            y = vec4<f32>(y.x, y.y, a);
+        let n = y; // the scaled values (the rotation's inputs)
+        slow_hit = false;
+        if (c0 >= P.nope) { y = vec4<f32>(rot2(n.x, n.y, c0, w.cb, w.sb, true), y.z, y.w); }
+        if (c0 + 2u >= P.nope) { y = vec4<f32>(y.x, y.y, rot2(n.z, n.w, c0 + 2u, w.cb, w.sb, true)); }
+        if (slow_hit) { // dot2 for the vector's pairs: one copy of its code, in a loop
+            for (var k = 0u; k < 2u; k++) {
+                if (c0 + 2u * k >= P.nope) {
+                    let a = rot2(n[2u * k], n[2u * k + 1u], c0 + 2u * k, w.cb, w.sb, false);
+                    y[2u * k] = a.x;
+                    y[2u * k + 1u] = a.y;
+                }
+            }
         }
     }
     return y;
 }
 
-fn widen_lo(r: vec4<u32>) -> vec4<f32> {
-    if (VE == 4u) { return vec4<f32>(elem_to_f32(r.x), elem_to_f32(r.y), elem_to_f32(r.z), elem_to_f32(r.w)); }
-    return vec4<f32>(elem_to_f32(r.x & 0xffffu), elem_to_f32(r.x >> 16u),
-                     elem_to_f32(r.y & 0xffffu), elem_to_f32(r.y >> 16u));
+// a 16-bit vector's channels c0 .. c0+3 (lo) and c0+4 .. c0+7 (hi) from its even (e) and odd (o)
+// elements as float32 (load_row's vector conversions)
+struct W2 { lo: vec4<f32>, hi: vec4<f32> }
+fn widen8(e: vec4<f32>, o: vec4<f32>) -> W2 {
+    return W2(vec4<f32>(e.x, o.x, e.y, o.y), vec4<f32>(e.z, o.z, e.w, o.w));
 }
-fn widen_hi(r: vec4<u32>) -> vec4<f32> {
-    return vec4<f32>(elem_to_f32(r.z & 0xffffu), elem_to_f32(r.z >> 16u),
-                     elem_to_f32(r.w & 0xffffu), elem_to_f32(r.w >> 16u));
-}
-fn pack2(a: f32, b: f32) -> u32 { return f32_to_elem(a) | (f32_to_elem(b) << 16u); }
-
-// stage 1 for vector vi: stage the loaded bits as float
-fn stage_in(xb: u32, vi: u32, r: vec4<u32>) {
-    if (VE == 4u) {
-        xs[xb + vi] = widen_lo(r);
-    } else {
-        xs[xb + 2u * vi] = widen_lo(r);
-        xs[xb + 2u * vi + 1u] = widen_hi(r);
-    }
+// channels c0 .. c0+7 (lo, hi) rounded to T into four words (elem_words4: the scalar
+// conversion's bits)
+fn pack8(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> {
+    return elem_words4(vec4<f32>(lo.x, lo.z, hi.x, hi.z), vec4<f32>(lo.y, lo.w, hi.y, hi.w));
 }
 
-// stage 4 for vector vi of a kv row: its nope maximum
-fn kv_max(w: Row, vi: u32) {
+// stage 3 for vector vi (elements e, o as in fs_vec) of a kv row: its nope maximum
+fn kv_max(w: Row, vi: u32, e: vec4<f32>, o: vec4<f32>) {
     let c0 = vi * VE;
     if (VE == 4u) {
-        vmax[w.slot * RV + vi] = nope_max4(c0, normed4(true, c0, xs[w.xb + vi], w.rq));
+        vmax[w.slot * RV + vi] = nope_max4(c0, normed4(true, c0, e, w.rq));
     } else {
-        vmax[w.slot * RV + vi] = max_pos(nope_max4(c0, normed4(true, c0, xs[w.xb + 2u * vi], w.rq)),
-                                     nope_max4(c0 + 4u, normed4(true, c0 + 4u, xs[w.xb + 2u * vi + 1u], w.rq)));
+        let x = widen8(e, o);
+        vmax[w.slot * RV + vi] = max_pos(nope_max4(c0, normed4(true, c0, x.lo, w.rq)),
+                                     nope_max4(c0 + 4u, normed4(true, c0 + 4u, x.hi, w.rq)));
     }
 }
 
-// stage 5 for vector vi: the stored bits
-fn out_vec(w: Row, vi: u32) -> vec4<u32> {
+// stage 4 for vector vi (elements e, o as in fs_vec): the stored bits
+fn out_vec(w: Row, vi: u32, e: vec4<f32>, o: vec4<f32>) -> vec4<u32> {
     let c0 = vi * VE;
-    if (VE == 4u) {
-        let y = final4(w, c0, xs[w.xb + vi]);
-        return vec4<u32>(f32_to_elem(y.x), f32_to_elem(y.y), f32_to_elem(y.z), f32_to_elem(y.w));
+    if (!w.is_kv && c0 + VE <= P.nope) { // a query vector without rope channels: x * r rounded once
+        if (VE == 4u) { return bitcast<vec4<u32>>(mulv(e, w.rq)); }
+        return elem_words4(mulv(e, w.rq), mulv(o, w.rq));
     }
-    let lo = final4(w, c0, xs[w.xb + 2u * vi]);
-    let hi = final4(w, c0 + 4u, xs[w.xb + 2u * vi + 1u]);
-    return vec4<u32>(pack2(lo.x, lo.y), pack2(lo.z, lo.w), pack2(hi.x, hi.y), pack2(hi.z, hi.w));
+    if (VE == 4u) { return bitcast<vec4<u32>>(final4(w, c0, e)); }
+    let x = widen8(e, o);
+    return pack8(final4(w, c0, x.lo), final4(w, c0 + 4u, x.hi));
 }
 
 fn load_vec(is_kv: bool, e: u32) -> vec4<u32> {
@@ -162,14 +273,9 @@ fn store_vec(is_kv: bool, e: u32, v: vec4<u32>) {
     if (is_kv) { st4_kvo(e, v); } else { st4_qo(e, v); }
 }
 
-@compute @workgroup_size(64 * QR)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let slot = lid / 64u;
-    let t = lid % 64u;
-    let wg0 = ((wid.z * nwg.y + wid.y) * nwg.x + wid.x) * QR; // the workgroup's first row
-    let row = wg0 + slot;
-    let valid = row < P.rows;
+// One row's place: its bounds and its input and output starts (in vectors).
+struct RowAt { valid: bool, is_kv: bool, ib: u32, ob: u32, cb: u32, sb: u32 }
+fn row_at(row: u32) -> RowAt {
     let r = min(row, P.rows - 1u);
     let tok = r / (P.heads + 1u);
     let j = r % (P.heads + 1u);
@@ -184,72 +290,128 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         ib = P.q_base + b * P.qs.x + s * P.qs.y + j * P.qs.z;
         ob = P.qo_base + b * P.qos.x + s * P.qos.y + j * P.qos.z;
     }
-    ib = ib / VE; // the host checked: multiples of VE
-    ob = ob / VE;
+    // the host checked: multiples of VE
+    return RowAt(row < P.rows, is_kv, ib / VE, ob / VE, P.c_base + b * P.cs.x + s * P.cs.y,
+                 P.s_base + b * P.ss.x + s * P.ss.y);
+}
+
+// A row's vectors t, t + 64, ... (zero past the row or for a row past the last): the bits r and,
+// converted once, the elements as float32 (e: even elements, or all four for float32; o: odd)
+struct Vecs {
+    r0: vec4<u32>, r1: vec4<u32>, r2: vec4<u32>, r3: vec4<u32>,
+    e0: vec4<f32>, e1: vec4<f32>, e2: vec4<f32>, e3: vec4<f32>,
+    o0: vec4<f32>, o1: vec4<f32>, o2: vec4<f32>, o3: vec4<f32>,
+}
+fn load_row(a: RowAt, t: u32) -> Vecs {
     let nv = P.hd / VE;
-    let xb = slot * (RC / 4u); // the slot's first vec4 of xs
-
-    // 1. all loads first (up to four vectors), then widen into workgroup memory
-    var r0 = vec4<u32>(0u); var r1 = vec4<u32>(0u); var r2 = vec4<u32>(0u); var r3 = vec4<u32>(0u);
-    if (valid) {
-        if (t < nv) { r0 = load_vec(is_kv, ib + t); }
-        if (VPT > 1u && t + 64u < nv) { r1 = load_vec(is_kv, ib + t + 64u); }
-        if (VPT > 2u && t + 128u < nv) { r2 = load_vec(is_kv, ib + t + 128u); }
-        if (VPT > 3u && t + 192u < nv) { r3 = load_vec(is_kv, ib + t + 192u); }
+    let z = vec4<u32>(0u);
+    var r0 = z; var r1 = z; var r2 = z; var r3 = z;
+    if (a.valid) {
+        if (t < nv) { r0 = load_vec(a.is_kv, a.ib + t); }
+        if (VPT > 1u && t + 64u < nv) { r1 = load_vec(a.is_kv, a.ib + t + 64u); }
+        if (VPT > 2u && t + 128u < nv) { r2 = load_vec(a.is_kv, a.ib + t + 128u); }
+        if (VPT > 3u && t + 192u < nv) { r3 = load_vec(a.is_kv, a.ib + t + 192u); }
     }
-    stage_in(xb, t, r0);
-    if (VPT > 1u) { stage_in(xb, t + 64u, r1); }
-    if (VPT > 2u) { stage_in(xb, t + 128u, r2); }
-    if (VPT > 3u) { stage_in(xb, t + 192u, r3); }
+    let f = vec4<f32>(0.0);
+    var v = Vecs(r0, r1, r2, r3, elem_even4(r0), f, f, f, elem_odd4(r0), f, f, f);
+    if (VPT > 1u) { v.e1 = elem_even4(r1); v.o1 = elem_odd4(r1); }
+    if (VPT > 2u) { v.e2 = elem_even4(r2); v.o2 = elem_odd4(r2); }
+    if (VPT > 3u) { v.e3 = elem_even4(r3); v.o3 = elem_odd4(r3); }
+    return v;
+}
+
+// stage 1 for row slot `slot`: staged bits, the partial sum and minimum of invocation t
+struct Part { f: Fs, mn: u32 }
+fn stage_row(slot: u32, t: u32, v: Vecs) -> Part {
+    let xb = slot * RV;
+    xr[xb + t] = v.r0;
+    var f = fs_vec(fs_zero(), v.e0, v.o0);
+    var mn = min_vec(0xffffffffu, v.r0);
+    if (VPT > 1u) { xr[xb + t + 64u] = v.r1; f = fs_vec(f, v.e1, v.o1); mn = min_vec(mn, v.r1); }
+    if (VPT > 2u) { xr[xb + t + 128u] = v.r2; f = fs_vec(f, v.e2, v.o2); mn = min_vec(mn, v.r2); }
+    if (VPT > 3u) { xr[xb + t + 192u] = v.r3; f = fs_vec(f, v.e3, v.o3); mn = min_vec(mn, v.r3); }
+    return Part(f, mn);
+}
+
+// stage 2 for row slot `slot` (row `row`): the factor
+fn row_factor(slot: u32, row: u32) -> f32 {
+    let o = slot * 64u;
+    let a = fs_row(o);
+    let m = min64(o);
+    // every square is a multiple of 2^g: the smallest nonzero value's exponent, less the
+    // element's significand bits (a zero row: no value)
+    let g = 2 * unit_exp(m + 1u);
+    let fast = fs_f32(a, g, m == 0xffffffffu);
+    var ssq: f32;
+    if (fast.y != 0u) { ssq = bitcast<f32>(fast.x); } else { ssq = slow_sum(slot * RV); }
+    // ss / hd: for hd = 2^k the product ss * 2^-k is exact while it is a normal float32 (a
+    // biased exponent of ss above k; zeros, infinities and NaN come out as the quotient's)
+    let sb = (bitcast<u32>(ssq) >> 23u) & 0xffu;
+    let hk = 127u - ((bitcast<u32>(P.inv_hd) >> 23u) & 0xffu); // k
+    var sh: f32;
+    if (P.inv_hd != 0.0 && (sb > hk || ssq == 0.0 || sb == 255u)) { sh = mul32(ssq, P.inv_hd); }
+    else { sh = div_rn(ssq, f32(P.hd)); }
+    var rq = qk_factor(add32(sh, P.eps)); // 1 / sqrt(v), both steps rounded to nearest
+    if (min(row, P.rows - 1u) % (P.heads + 1u) != P.heads) { rq = rt_q(rq); } // query: rounded to T
+    return rq;
+}
+
+// stage 3 (kv rows with fp8) and stage 4
+fn row_max(w: Row, t: u32, v: Vecs) {
+    let nv = P.hd / VE;
+    if (t < nv) { kv_max(w, t, v.e0, v.o0); }
+    if (VPT > 1u && t + 64u < nv) { kv_max(w, t + 64u, v.e1, v.o1); }
+    if (VPT > 2u && t + 128u < nv) { kv_max(w, t + 128u, v.e2, v.o2); }
+    if (VPT > 3u && t + 192u < nv) { kv_max(w, t + 192u, v.e3, v.o3); }
+}
+fn row_out(a: RowAt, w: Row, t: u32, v: Vecs) {
+    let nv = P.hd / VE;
+    if (t < nv) { store_vec(a.is_kv, a.ob + t, out_vec(w, t, v.e0, v.o0)); }
+    if (VPT > 1u && t + 64u < nv) { store_vec(a.is_kv, a.ob + t + 64u, out_vec(w, t + 64u, v.e1, v.o1)); }
+    if (VPT > 2u && t + 128u < nv) { store_vec(a.is_kv, a.ob + t + 128u, out_vec(w, t + 128u, v.e2, v.o2)); }
+    if (VPT > 3u && t + 192u < nv) { store_vec(a.is_kv, a.ob + t + 192u, out_vec(w, t + 192u, v.e3, v.o3)); }
+}
+
+// QR * RS row slots per workgroup: invocation t of group g (64 invocations) serves the slots
+// g * RS .. g * RS + RS - 1 (RS = 1 or 2: two rows per invocation keep twice the loads in flight)
+@compute @workgroup_size(64 * QR)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let t = lid % 64u;
+    let s0 = (lid / 64u) * RS; // the invocation's first slot
+    let wg0 = ((wid.z * nwg.y + wid.y) * nwg.x + wid.x) * (QR * RS); // the workgroup's first row
+    let a0 = row_at(wg0 + s0);
+    let v0 = load_row(a0, t);
+    var a1 = a0;
+    var v1 = v0;
+    if (RS > 1u) {
+        a1 = row_at(wg0 + s0 + 1u);
+        v1 = load_row(a1, t);
+    }
+    // 1. staging and partial sums
+    let p0 = stage_row(s0, t, v0);
+    part[s0 * 64u + t] = p0.f;
+    pmin[s0 * 64u + t] = p0.mn;
+    if (RS > 1u) {
+        let p1 = stage_row(s0 + 1u, t, v1);
+        part[(s0 + 1u) * 64u + t] = p1.f;
+        pmin[(s0 + 1u) * 64u + t] = p1.mn;
+    }
     workgroupBarrier();
 
-    // 2. the CPU's sixteen lanes, each in its order
-    if (t < 16u) {
-        var acc = acc_zero();
-        let x0 = xb * 4u;
-        for (var c = t; c < P.hd; c += 16u) { acc = acc_add_sq(acc, xs[(x0 + c) >> 2u][c & 3u]); }
-        lanes[slot * 16u + t] = acc;
-    }
+    // 2. the sum of squares and the factor, once per row
+    if (lid < QR * RS) { factor[lid] = row_factor(lid, wg0 + lid); }
     workgroupBarrier();
+    let w0 = Row(a0.is_kv, a0.is_kv && P.fp8 != 0u, factor[s0], s0, a0.cb, a0.sb);
+    var w1 = w0;
+    if (RS > 1u) { w1 = Row(a1.is_kv, a1.is_kv && P.fp8 != 0u, factor[s0 + 1u], s0 + 1u, a1.cb, a1.sb); }
 
-    // 3. the butterfly (widths 8, 4, 2, 1) and the factor, once per row
-    if (lid < QR) {
-        let o = lid * 16u;
-        let a0 = acc_add(lanes[o], lanes[o + 8u]);
-        let a1 = acc_add(lanes[o + 1u], lanes[o + 9u]);
-        let a2 = acc_add(lanes[o + 2u], lanes[o + 10u]);
-        let a3 = acc_add(lanes[o + 3u], lanes[o + 11u]);
-        let a4 = acc_add(lanes[o + 4u], lanes[o + 12u]);
-        let a5 = acc_add(lanes[o + 5u], lanes[o + 13u]);
-        let a6 = acc_add(lanes[o + 6u], lanes[o + 14u]);
-        let a7 = acc_add(lanes[o + 7u], lanes[o + 15u]);
-        let b0 = acc_add(a0, a4);
-        let b1 = acc_add(a1, a5);
-        let b2 = acc_add(a2, a6);
-        let b3 = acc_add(a3, a7);
-        let ssq = acc_f32(acc_add(acc_add(b0, b2), acc_add(b1, b3)));
-        var rq = div_rn(1.0, sqrt_rn(add32(div_rn(ssq, f32(P.hd)), P.eps)));
-        if ((min(wg0 + lid, P.rows - 1u)) % (P.heads + 1u) != P.heads) { rq = rt_q(rq); } // query: rounded to T
-        factor[lid] = rq;
-    }
-    workgroupBarrier();
-    let w = Row(is_kv, is_kv && P.fp8 != 0u, factor[slot], slot, xb,
-                P.c_base + b * P.cs.x + s * P.cs.y, P.s_base + b * P.ss.x + s * P.ss.y);
-
-    // 4. the kv row's fp8 block maxima
-    if (w.fp8) {
-        if (t < nv) { kv_max(w, t); }
-        if (VPT > 1u && t + 64u < nv) { kv_max(w, t + 64u); }
-        if (VPT > 2u && t + 128u < nv) { kv_max(w, t + 128u); }
-        if (VPT > 3u && t + 192u < nv) { kv_max(w, t + 192u); }
-    }
+    // 3. the kv rows' fp8 block maxima
+    if (w0.fp8) { row_max(w0, t, v0); }
+    if (RS > 1u && w1.fp8) { row_max(w1, t, v1); }
     if (P.fp8 != 0u) { workgroupBarrier(); }
 
-    // 5. scale, fp8 round trip (kv), rotation, one store per vector
-    if (valid) {
-        if (t < nv) { store_vec(is_kv, ob + t, out_vec(w, t)); }
-        if (VPT > 1u && t + 64u < nv) { store_vec(is_kv, ob + t + 64u, out_vec(w, t + 64u)); }
-        if (VPT > 2u && t + 128u < nv) { store_vec(is_kv, ob + t + 128u, out_vec(w, t + 128u)); }
-        if (VPT > 3u && t + 192u < nv) { store_vec(is_kv, ob + t + 192u, out_vec(w, t + 192u)); }
-    }
+    // 4. scale, fp8 round trip (kv), rotation, one store per vector
+    if (a0.valid) { row_out(a0, w0, t, v0); }
+    if (RS > 1u && a1.valid) { row_out(a1, w1, t, v1); }
 }
