@@ -2083,14 +2083,15 @@ static void run_f16_products(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
     ropekit_webgpu *ctx = open_context(&opt); /* its own: the shared one may be full (256 pipelines) in a full run */
     size_t sub = 0, inf = 0;
+    /* the offset input of the k = 2 case: lives as long as the case (the case points to it) */
+    int64_t off = 0, os[1] = {1};
+    ropekit_tensor ho = ropekit_tensor_contiguous(&off, ROPEKIT_INT64, 1, os);
     for (int k = 0; ctx && k < 3; ++k) {
         rk_case cs;
         if (k < 2) {
             cs = make_case(RK_OP_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &hc, &hs, &ids});
             cs.attrs.rotary = (ropekit_rotary_embedding_attrs){k, 0, N, 0};
         } else {
-            int64_t off = 0, os[1] = {1};
-            ropekit_tensor ho = ropekit_tensor_contiguous(&off, ROPEKIT_INT64, 1, os);
             /* offset form: token s uses row s, so only S <= P rows fit: a 16-token x */
             hx.shape[1] = hy.shape[1] = hg.shape[1] = P;
             cs = make_case(RK_OP_MS_ROTARY_EMBEDDING, (const ropekit_tensor *[]){&hx, &ho, &hc, &hs});
