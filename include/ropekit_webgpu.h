@@ -52,7 +52,9 @@
  *   layout     in place or out of place
  *   grid       1-D dispatch, spread over 2-D or 3-D when the workgroup count exceeds
  *              maxComputeWorkgroupsPerDimension.
- *   Pipelines are compiled on first use and cached in the context per variant.
+ *   Pipelines are compiled on first use and cached in the context per variant (up to 256;
+ *   a context that needs more releases the oldest ones in turn and rebuilds them on their
+ *   next use).
  *   Bind groups: each call creates its own, except that calls recorded into one batch
  *   (ropekit_webgpu_set_batch) share those of the same buffers and ranges; they are released at
  *   the submission (the queue keeps them while in use): once submitted, the context holds no

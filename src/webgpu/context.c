@@ -206,6 +206,11 @@ static ropekit_status finish_context(ropekit_webgpu *ctx, const ropekit_webgpu_o
                    !(opt && opt->disable_f16);
     ctx->has_f64 = wgpuDeviceHasFeature(ctx->device, (WGPUFeatureName)WGPUNativeFeature_ShaderF64) &&
                    !(opt && opt->disable_f64);
+    /* tests: ROPEKIT_WEBGPU_PIPELINE_CACHE=N (1..RK_WG_MAX_PIPELINES) keeps at most N pipelines,
+     * so a short test reaches the eviction of a full cache */
+    const char *pc = getenv("ROPEKIT_WEBGPU_PIPELINE_CACHE");
+    ctx->max_pipes = RK_WG_MAX_PIPELINES;
+    if (pc && atoi(pc) >= 1 && atoi(pc) < RK_WG_MAX_PIPELINES) ctx->max_pipes = atoi(pc);
     const char *ip = getenv("ROPEKIT_WEBGPU_INTEGER_PATHS"); /* tests: every element on the integer paths */
     ctx->integer_paths = ip && strcmp(ip, "1") == 0;
     ctx->max_groups_per_dim = lim.maxComputeWorkgroupsPerDimension;
@@ -661,8 +666,6 @@ int rk_wg_pipeline_find(const ropekit_webgpu *ctx, const char *key, WGPUComputeP
 ropekit_status rk_wg_pipeline(ropekit_webgpu *ctx, rk_wg_layout layout, const char *key,
                               const char *source, WGPUComputePipeline *out) {
     if (rk_wg_pipeline_find(ctx, key, out)) return ROPEKIT_OK;
-    if (ctx->n_pipes == RK_WG_MAX_PIPELINES)
-        return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "pipeline cache full (%d variants)", RK_WG_MAX_PIPELINES);
     push_scope(ctx);
     WGPUShaderSourceWGSL wgsl;
     memset(&wgsl, 0, sizeof wgsl);
@@ -684,8 +687,20 @@ ropekit_status rk_wg_pipeline(ropekit_webgpu *ctx, rk_wg_layout layout, const ch
         if (getenv("ROPEKIT_WEBGPU_DUMP")) fprintf(stderr, "%s\n", source);
         return st != ROPEKIT_OK ? st : rk_fail(ROPEKIT_ERROR_DEVICE, "%s: pipeline creation failed", key);
     }
-    snprintf(ctx->pipes[ctx->n_pipes].key, sizeof ctx->pipes[0].key, "%s", key);
-    ctx->pipes[ctx->n_pipes++].pipeline = p;
+    /* A full cache gives up its slots in turn (round robin). Releasing the evicted pipeline is
+     * safe: every operator call takes one pipeline and records it before it asks for another,
+     * and recorded commands keep their pipeline alive until they have run. */
+    int slot = ctx->n_pipes;
+    if (slot < ctx->max_pipes) {
+        ctx->n_pipes++;
+    } else {
+        slot = ctx->pipe_next;
+        ctx->pipe_next = (slot + 1) % ctx->max_pipes;
+        if (ctx->rot_pipe == ctx->pipes[slot].pipeline) ctx->rot_pipe = NULL;
+        wgpuComputePipelineRelease(ctx->pipes[slot].pipeline);
+    }
+    snprintf(ctx->pipes[slot].key, sizeof ctx->pipes[0].key, "%s", key);
+    ctx->pipes[slot].pipeline = p;
     *out = p;
     return ROPEKIT_OK;
 }

@@ -146,7 +146,7 @@ struct ropekit_webgpu {
     uint64_t args_used;
     WGPUBuffer dummy;    /* bound where a binding is unused (in place, no ids, no tables) */
     rk_wg_cached_pipeline pipes[RK_WG_MAX_PIPELINES];
-    int n_pipes;
+    int n_pipes, max_pipes, pipe_next; /* built, capacity, slot evicted next when full */
     rk_wg_cached_bg bgs[RK_WG_BG_CACHE];
     int bg_next; /* slot replaced next (round robin) */
     char last_variant[192];
