@@ -77,7 +77,8 @@ struct RotArgs {
     FastDiv d_h;
 };
 
-#include "mrope.cuh"
+/* MRoPE's column -> id stream map (src/cuda/mrope.cuh, included below with the MRoPE kernel) */
+__device__ __forceinline__ int mrope_stream(const RotArgs &a, int k);
 
 /* Table row of token (b, s) for id stream `st`; false when it selects no row. */
 __device__ __forceinline__ bool token_row(const RotArgs &a, long long b, long long s, int st,
@@ -670,6 +671,8 @@ __global__ void __maxnreg__(TILE_CAP) rotary_tile_kernel_capped(const RotArgs a)
     rotary_tile_body<DT, TDT, IL, G>(a);
 }
 
+#include "mrope.cuh"
+
 /* ---- launch ------------------------------------------------------------------------------- */
 
 template <int DT, int TDT, int V, bool SMEM>
@@ -830,9 +833,14 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
      * graph of 20, same-run A/B: bfloat16 4.07 µs (tile kernel) -> 3.61; bench/results-cuda.md). */
     const long long per4 = (long long)((p->N + 3) / 4) * a.items;
     const bool one_wave = vec && per4 > 0 && a.T <= (long long)sm_count() * 768 / per4;
+    /* MRoPE: its own flat kernel (src/cuda/mrope.cuh) on every vectorisable call, unless
+     * ROPEKIT_CUDA_ROTARY_KERNEL forces the generic flat or the tile kernel */
+    MropeChunks mc;
+    const bool mrope = vec && p->rows == RK_ROWS_MROPE && forced_kernel() == FORCE_NONE &&
+                       mrope_chunks(p, a.rot_items, p->interleaved ? V / 2 : V, &mc);
     const long long tile_per_tok = (long long)((p->N + TILE_G - 1) / TILE_G) * a.items;
     const long long hp = (h + 7) / 8 * 8;
-    const bool tile = vec && tile_per_tok >= 1 && tile_per_tok <= 1024 && hp * 9 <= 48 * 1024 &&
+    const bool tile = !mrope && vec && tile_per_tok >= 1 && tile_per_tok <= 1024 && hp * 9 <= 48 * 1024 &&
                       tile_preferred(p, one_wave);
     const int G = tile ? TILE_G : FLAT_G;
     a.ngroups = (int)((p->N + G - 1) / G);
@@ -872,7 +880,8 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
         tile_shm = (size_t)(tt * hp * 9);
     }
 #define RK_ROT(DT_, TDT_)                                                                        \
-    return tile  ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)         \
+    return mrope ? mrope_launch<DT_, TDT_>(a, mc, flat_total, st)                                \
+           : tile  ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)       \
            : vec ? launch_rotary_flat<DT_, TDT_>(a, flat_total, st)                              \
                  : launch_rotary_scalar<DT_, TDT_>(a, smem, (unsigned)blocks, shm, st)
     if (dt == ROPEKIT_FLOAT32) RK_ROT(ROPEKIT_FLOAT32, ROPEKIT_FLOAT32);
