@@ -60,6 +60,83 @@ inline bool mrope_chunks(const rk_rotary_plan *p, int rot_items, int nc, MropeCh
     return true;
 }
 
+/* L2 prefetch of the table columns that stream st of token tf reads (pf_off / pf_len bytes of
+ * its cos and sin rows: run_rotary), one bulk prefetch each (sm_90; nothing before). Issued
+ * pf_tok tokens ahead of the token being rotated, so that the id -> table chain of a later
+ * block finds its rows in L2. No effect on the results. */
+template <int TDT>
+__device__ __forceinline__ void mrope_prefetch(const RotArgs &a, long long tf, int st) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    typedef typename Elt<TDT>::raw traw;
+    if (tf >= a.T || !a.pf_len[st]) return;
+    long long bf, sf;
+    if (a.small) {
+        const unsigned b32 = fdiv((unsigned)tf, a.d_S);
+        bf = b32, sf = (unsigned)tf - b32 * a.d_S.d;
+    } else {
+        bf = tf / a.S, sf = tf - bf * a.S;
+    }
+    const long long row = a.pos[st * a.pos_as + bf * a.pos_bs + sf * a.pos_ss];
+    if (row < 0 || row >= a.table_rows) return;
+    const char *c = a.cos + row * a.cos_rs * (long long)sizeof(traw) + a.pf_off[st];
+    const char *sn = a.sin + row * a.sin_rs * (long long)sizeof(traw) + a.pf_off[st];
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(c), "r"(a.pf_len[st]) : "memory");
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(sn), "r"(a.pf_len[st]) : "memory");
+#else
+    (void)a, (void)tf, (void)st;
+#endif
+}
+/* L2 prefetch of token tf's x row (pf_x: heads contiguous, 16-byte multiples), in pieces of at
+ * most 4 KB, pieces j, j + nj, ... of it. */
+__device__ __forceinline__ void mrope_prefetch_x(const RotArgs &a, long long tf, int j, int nj) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (tf >= a.T) return;
+    long long bf, sf;
+    if (a.small) {
+        const unsigned b32 = fdiv((unsigned)tf, a.d_S);
+        bf = b32, sf = (unsigned)tf - b32 * a.d_S.d;
+    } else {
+        bf = tf / a.S, sf = tf - bf * a.S;
+    }
+    const char *x = a.x + (bf * a.xs[0] + sf * a.xs[1]) * a.pf_es;
+    for (int o = j * 4096; o < a.pf_x; o += nj * 4096) {
+        const int n = a.pf_x - o < 4096 ? a.pf_x - o : 4096;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(x + o), "r"(n) : "memory");
+    }
+#else
+    (void)a, (void)tf, (void)j, (void)nj;
+#endif
+}
+/* The tile kernel's share: the block's last 3 * ntok threads, one per (token, stream). */
+template <int TDT>
+__device__ __forceinline__ void mrope_prefetch_block(const RotArgs &a, long long tok0, int ntok,
+                                                     unsigned tid, unsigned nt) {
+    const unsigned first = nt - 3u * (unsigned)ntok;
+    if (3u * (unsigned)ntok > nt || tid < first) return;
+    const int j = (int)(tid - first), t = j / 3, st = j - 3 * t;
+    mrope_prefetch<TDT>(a, tok0 + t + a.pf_tok, st);
+}
+
+/* Host: the byte range of a table row that each stream's columns cover (16-byte aligned, for
+ * the bulk prefetch), or pf_len 0 (stream unused, or rows not 16-byte aligned). */
+inline void mrope_prefetch_ranges(const rk_rotary_plan *p, RotArgs *a) {
+    const long long tes = (long long)ropekit_dtype_size(p->table_dtype), h = p->R / 2;
+    const bool al = p->cos_cs == 1 && p->sin_cs == 1 && (uintptr_t)p->cos % 16 == 0 &&
+                    (uintptr_t)p->sin % 16 == 0 && (p->cos_rs * tes) % 16 == 0 && (p->sin_rs * tes) % 16 == 0;
+    for (int st = 0; st < 3; ++st) {
+        long long lo = -1, hi = -1;
+        for (long long k = 0; k < h; ++k)
+            if (rk_mrope_stream(p->mrope_section, p->mrope_layout, k) == st) {
+                if (lo < 0) lo = k;
+                hi = k + 1;
+            }
+        a->pf_off[st] = a->pf_len[st] = 0;
+        if (!al || lo < 0) continue;
+        const long long b0 = lo * tes / 16 * 16, b1 = (hi * tes + 15) / 16 * 16;
+        a->pf_off[st] = (int)b0, a->pf_len[st] = (int)(b1 - b0);
+    }
+}
+
 /* Thread shape, index decoding, copy threads for [R, H), x loads and stores as the generic flat
  * kernel (rotary_flat_body); only the chunk's columns and the id bookkeeping differ. */
 template <int DT, int TDT, bool IL, int G>
@@ -100,6 +177,7 @@ __device__ __forceinline__ void mrope_flat_body(const RotArgs &a, const MropeChu
     const int n0 = grp * G;
     const raw *xp = reinterpret_cast<const raw *>(a.x) + b * a.xs[0] + s * a.xs[1] + n0 * a.xs[2];
     raw *yp = reinterpret_cast<raw *>(a.y) + b * a.ys[0] + s * a.ys[1] + n0 * a.ys[2];
+    if (a.pf_x && grp == 0 && u == 0) mrope_prefetch_x(a, tok + a.pf_tok, 0, 1); /* no id needed */
     const unsigned cw = m.w[u]; /* the chunk's streams */
     const int k0 = u * NC;
     uint4 va[G], vb[G];
@@ -112,8 +190,15 @@ __device__ __forceinline__ void mrope_flat_body(const RotArgs &a, const MropeChu
         }
     float cf[NC], sf[NC];
     unsigned good = 0;
-    if ((cw >> MROPE_ONE) & 1u) { /* one stream (sectioned layouts: nearly every chunk) */
-        const long long row = a.pos[(long long)(cw & 3u) * a.pos_as + b * a.pos_bs + s * a.pos_ss];
+    const bool one = (cw >> MROPE_ONE) & 1u;
+    long long row = 0;
+    if (one) row = a.pos[(long long)(cw & 3u) * a.pos_as + b * a.pos_bs + s * a.pos_ss];
+    if (a.pf_tok && grp == 0) { /* after the id load: both ids are in flight together */
+#pragma unroll 1
+        for (int st = 0; st < 3; ++st)
+            if ((cw >> (MROPE_REC + st)) & 1u) mrope_prefetch<TDT>(a, tok + a.pf_tok, st);
+    }
+    if (one) { /* one stream (sectioned layouts: nearly every chunk) */
         if (row >= 0 && row < a.table_rows) {
             good = (1u << NC) - 1u;
             load_cols<TDT, NC>(a.cos, row * a.cos_rs + k0 * a.cos_cs, a.cos_cs, a.tab_vec, cf);
@@ -137,12 +222,12 @@ __device__ __forceinline__ void mrope_flat_body(const RotArgs &a, const MropeChu
 #pragma unroll
         for (int j = 0; j < NC; ++j) {
             const unsigned st = (cw >> (2 * j)) & 3u;
-            const long long row = st == 0 ? rw[0] : st == 1 ? rw[1] : rw[2];
+            const long long rr = st == 0 ? rw[0] : st == 1 ? rw[1] : rw[2];
             cf[j] = 1.0f, sf[j] = 0.0f;
             if (!(st == 0 ? ok[0] : st == 1 ? ok[1] : ok[2])) continue;
             good |= 1u << j;
-            cf[j] = Elt<TDT>::ld(__ldg(reinterpret_cast<const traw *>(a.cos) + row * a.cos_rs + (k0 + j) * a.cos_cs));
-            sf[j] = Elt<TDT>::ld(__ldg(reinterpret_cast<const traw *>(a.sin) + row * a.sin_rs + (k0 + j) * a.sin_cs));
+            cf[j] = Elt<TDT>::ld(__ldg(reinterpret_cast<const traw *>(a.cos) + rr * a.cos_rs + (k0 + j) * a.cos_cs));
+            sf[j] = Elt<TDT>::ld(__ldg(reinterpret_cast<const traw *>(a.sin) + rr * a.sin_rs + (k0 + j) * a.sin_cs));
         }
     }
 #pragma unroll

@@ -63,6 +63,8 @@ struct RotArgs {
     const long long *pos;
     long long pos_as, pos_bs, pos_ss;
     int sec0, sec1, sec2, layout, stream_mask;
+    int pf_tok, pf_off[3], pf_len[3]; /* MRoPE: L2 prefetch of table rows pf_tok tokens ahead (mrope.cuh) */
+    int pf_x, pf_es;                  /* MRoPE: bytes of a token's x row to prefetch too (0: none) */
     int tpb;               /* tokens per block */
     int items, rot_items;  /* per head */
     DevErr *err;
@@ -500,6 +502,8 @@ __global__ void __launch_bounds__(256, 4) rotary_flat_kernel(const RotArgs a) {
     rotary_flat_body<DT, TDT, IL, G>(a);
 }
 
+#include "mrope.cuh"
+
 /* Tile kernel (16-byte chunks, contiguous channels, as the flat kernel): a block takes `tpb`
  * tokens and one thread per (token, group of G = TILE_G heads, chunk). Each
  * thread issues its x loads first; meanwhile the block's first threads look up the tokens'
@@ -533,6 +537,8 @@ __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
     const int tl = (int)fdiv(tid, a.d_per_tok);
     int r = (int)tid - tl * per_tok;
     const bool live = tl < ntok;
+    if (a.pf_x && (int)tid >= (int)blockDim.x - ntok) /* MRoPE: x rows of later tokens into L2 */
+        mrope_prefetch_x(a, tok0 + ((int)tid - ((int)blockDim.x - ntok)) + a.pf_tok, 0, 1);
     const long long tok = tok0 + tl;
     long long b = 0, s = 0;
     if (live) {
@@ -578,6 +584,8 @@ __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
                 if (!IL) vb[g] = ld_x(q + k0 + a.h, hints);
             }
     }
+    if (a.pf_tok && (a.pf_len[0] | a.pf_len[1] | a.pf_len[2]))
+        mrope_prefetch_block<TDT>(a, tok0, ntok, tid, blockDim.x);
     /* the block's tokens' columns, once per token */
     const unsigned nt = blockDim.x;
     for (unsigned i = tid; i < (unsigned)(ntok * a.h); i += nt) {
@@ -670,8 +678,6 @@ template <int DT, int TDT, bool IL, int G>
 __global__ void __maxnreg__(TILE_CAP) rotary_tile_kernel_capped(const RotArgs a) {
     rotary_tile_body<DT, TDT, IL, G>(a);
 }
-
-#include "mrope.cuh"
 
 /* ---- launch ------------------------------------------------------------------------------- */
 
@@ -836,7 +842,21 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
     /* MRoPE: its own flat kernel (src/cuda/mrope.cuh) on every vectorisable call, unless
      * ROPEKIT_CUDA_ROTARY_KERNEL forces the generic flat or the tile kernel */
     MropeChunks mc;
-    const bool mrope = vec && p->rows == RK_ROWS_MROPE && forced_kernel() == FORCE_NONE &&
+    /* R2 (2026-12-02) experiment knobs: ROPEKIT_CUDA_MROPE_KERNEL=1 (MRoPE flat kernel; default
+     * 0: the tile kernel as before), ROPEKIT_CUDA_MROPE_PF=tokens ahead for the L2 prefetch */
+    static const int mk = env_int("ROPEKIT_CUDA_MROPE_KERNEL", 0, 1, 0);
+    static const int mpf = env_int("ROPEKIT_CUDA_MROPE_PF", 0, 1 << 20, 0);
+    static const int mpfx = env_int("ROPEKIT_CUDA_MROPE_PFX", 0, 2, 0); /* 1: x too, 2: x only */
+    if (p->rows == RK_ROWS_MROPE && mpf > 0) {
+        a.pf_tok = mpf;
+        if (mpfx != 2) mrope_prefetch_ranges(p, &a);
+        /* x: heads contiguous (the token's N * H elements are one range), 16-byte multiples */
+        if (mpfx && vec && p->xs[2] == p->H && (p->N * p->H * es) % 16 == 0 && p->N * p->H * es < (1ll << 30)) {
+            a.pf_x = (int)(p->N * p->H * es);
+            a.pf_es = (int)es;
+        }
+    }
+    const bool mrope = mk && vec && p->rows == RK_ROWS_MROPE && forced_kernel() == FORCE_NONE &&
                        mrope_chunks(p, a.rot_items, p->interleaved ? V / 2 : V, &mc);
     const long long tile_per_tok = (long long)((p->N + TILE_G - 1) / TILE_G) * a.items;
     const long long hp = (h + 7) / 8 * 8;

@@ -4,7 +4,7 @@
 # bench_cuda of this branch), lib/ (this branch's libropekit_cuda + libropekit), lib-base/ (main's
 # libropekit_cuda: /work/main/build-final, the coordinator's build of main 290e773, whose src/cuda
 # equals e94836b's). check_cuda (default, ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile) and memcheck of the
-# default concurrently; three alternating rounds of the MRoPE rows: main, this branch (MRoPE flat
+# default (MRoPE kernels only: --kernel-regex kns=mrope) concurrently; three alternating rounds of the MRoPE rows: main, this branch (MRoPE flat
 # kernel), this branch with 256-thread MRoPE blocks; (first round only) this branch with the generic
 # flat kernel forced (the old MRoPE flat path); Nsight Compute on main's tile kernel and the new kernel.
 set -u
@@ -23,7 +23,7 @@ for k in default flat tile; do
   ( e=; [ $k != default ] && e=ROPEKIT_CUDA_ROTARY_KERNEL=$k
     env $e timeout 20 $B/check_cuda >$L/check-$k.log 2>&1; echo "check $k rc=$?" >$L/rc-check-$k.txt ) &
 done
-( timeout 22 compute-sanitizer --tool memcheck --print-limit 20 $B/check_cuda >$L/memcheck-default.log 2>&1
+( timeout 22 compute-sanitizer --tool memcheck --kernel-regex kns=mrope --print-limit 20 $B/check_cuda >$L/memcheck-default.log 2>&1
   echo "memcheck default rc=$?" >$L/rc-mem-default.txt ) &
 wait
 for k in default flat tile; do
