@@ -75,6 +75,8 @@ struct RotArgs {
     FastDiv d_per_tok, d_rot_items, d_copy_items, d_S;
     int hp;                /* tile kernel: row stride of the staged columns (h rounded up to 8) */
     FastDiv d_h;
+    int bulk_nh, bulk_groups; /* bulk kernel: heads per item, items per token */
+    int bulk_stage;           /* bulk kernel: bytes of one stage (bulk_nh head rows) */
 };
 
 #include "mrope.cuh"
@@ -670,6 +672,184 @@ __global__ void __maxnreg__(TILE_CAP) rotary_tile_kernel_capped(const RotArgs a)
     rotary_tile_body<DT, TDT, IL, G>(a);
 }
 
+/* ---- the bulk kernel (sm_90) -----------------------------------------------------------------
+ * Work item: bulk_nh consecutive heads of one token (up to ~10 KB of x). A warp brings its
+ * item's head rows into shared memory by bulk copies (cp.async.bulk, the TMA's bulk copy; one
+ * copy per item when the heads are contiguous, else one per head row; completion counted in
+ * bytes on the stage's mbarrier), rotates the pairs [0, R) in shared memory (lane -> a unit of
+ * 2 table columns, its cos/sin fetched once for all of the item's heads), and stores the whole
+ * rows back by bulk copies from shared memory: the bytes in flight cost no registers, and the
+ * pass-through channels [R, H) of partial rotary are never touched by a thread. Same
+ * arithmetic as rotate_chunk (rotate<WIDE>, pack2, bad ids keep x's bits). NS stages per warp
+ * (NS = 2: the next item's copy in flight while this one is rotated). */
+#define RK_RB_WARPS 4
+__device__ __forceinline__ unsigned rb_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+template <int DT, int TDT, bool IL>
+__device__ __forceinline__ void rb_rotate(const RotArgs &a, unsigned char *stage, int nh, long long b,
+                                          long long s, int lane) {
+    constexpr bool WIDE = DT == ROPEKIT_FLOAT32 || TDT == ROPEKIT_FLOAT32;
+    typedef typename std::conditional<WIDE, double, float>::type W;
+    typedef typename Elt<DT>::raw raw;
+    const int hu = a.h >> 1; /* units of 2 table columns per head */
+    if (hu == 0) return;
+    const int CL = hu < 32 ? hu : 32, P = 32 / CL;
+    if (lane >= P * CL) return;
+    const int str = lane / CL;
+    const unsigned rowb = (unsigned)a.H * (unsigned)sizeof(raw);
+    for (int c = lane - str * CL; c < hu; c += CL) {
+        float cf0, sf0, cf1, sf1;
+        const bool g0 = fetch_cs<TDT>(a, b, s, 2 * c, &cf0, &sf0);
+        const bool g1 = fetch_cs<TDT>(a, b, s, 2 * c + 1, &cf1, &sf1);
+        if (!g0 && !g1) continue; /* no table row: the pairs keep x's bits */
+        const W c0 = g0 ? (W)cf0 : (W)1, s0 = g0 ? (W)sf0 : (W)0;
+        const W c1 = g1 ? (W)cf1 : (W)1, s1 = g1 ? (W)sf1 : (W)0;
+#pragma unroll 4
+        for (int n = str; n < nh; n += P) {
+            unsigned char *row = stage + (size_t)n * rowb;
+            if constexpr (sizeof(raw) == 2 && !IL) { /* word c of each half: columns 2c, 2c+1 */
+                unsigned *pa = reinterpret_cast<unsigned *>(row) + c;
+                unsigned *pb = reinterpret_cast<unsigned *>(row + (size_t)a.h * 2) + c;
+                const unsigned wa = *pa, wb = *pb;
+                float ya0, yb0, ya1, yb1;
+                rotate<WIDE>(lo_of<DT>(wa), lo_of<DT>(wb), c0, s0, &ya0, &yb0);
+                rotate<WIDE>(hi_of<DT>(wa), hi_of<DT>(wb), c1, s1, &ya1, &yb1);
+                const unsigned keep = (g0 ? 0u : 0xffffu) | (g1 ? 0u : 0xffff0000u);
+                const unsigned na = pack2<DT>(ya0, ya1), nb = pack2<DT>(yb0, yb1);
+                *pa = (na & ~keep) | (wa & keep), *pb = (nb & ~keep) | (wb & keep);
+            } else if constexpr (sizeof(raw) == 2) { /* 2 adjacent pairs: word j = pair of column 2c+j */
+                uint2 *pp = reinterpret_cast<uint2 *>(row) + c;
+                uint2 w = *pp;
+                float y0, y1, z0, z1;
+                rotate<WIDE>(lo_of<DT>(w.x), hi_of<DT>(w.x), c0, s0, &y0, &y1);
+                rotate<WIDE>(lo_of<DT>(w.y), hi_of<DT>(w.y), c1, s1, &z0, &z1);
+                const unsigned n0 = pack2<DT>(y0, y1), n1 = pack2<DT>(z0, z1);
+                w.x = g0 ? n0 : w.x, w.y = g1 ? n1 : w.y;
+                *pp = w;
+            } else if constexpr (!IL) { /* float32: 2 columns of each half */
+                float2 *pa = reinterpret_cast<float2 *>(row) + c;
+                float2 *pb = reinterpret_cast<float2 *>(row + (size_t)a.h * 4) + c;
+                float2 va = *pa, vb = *pb;
+                float ya0, yb0, ya1, yb1;
+                rotate<WIDE>(va.x, vb.x, c0, s0, &ya0, &yb0);
+                rotate<WIDE>(va.y, vb.y, c1, s1, &ya1, &yb1);
+                if (g0) va.x = ya0, vb.x = yb0;
+                if (g1) va.y = ya1, vb.y = yb1;
+                *pa = va, *pb = vb;
+            } else { /* float32 adjacent pairs: (x, y) column 2c, (z, w) column 2c+1 */
+                float4 *pp = reinterpret_cast<float4 *>(row) + c;
+                float4 v = *pp;
+                float y0, y1, z0, z1;
+                rotate<WIDE>(v.x, v.y, c0, s0, &y0, &y1);
+                rotate<WIDE>(v.z, v.w, c1, s1, &z0, &z1);
+                if (g0) v.x = y0, v.y = y1;
+                if (g1) v.z = z0, v.w = z1;
+                *pp = v;
+            }
+        }
+    }
+}
+
+template <int DT, int TDT, bool IL, int NS>
+__global__ void __launch_bounds__(32 * RK_RB_WARPS) rotary_bulk_kernel(const RotArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    typedef typename Elt<DT>::raw raw;
+    extern __shared__ __align__(128) unsigned char rb_smem[];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    unsigned long long *bars = reinterpret_cast<unsigned long long *>(rb_smem) + wid * NS;
+    unsigned char *wb = rb_smem + 128 + (size_t)wid * NS * a.bulk_stage;
+    const unsigned rowb = (unsigned)a.H * (unsigned)sizeof(raw);
+    const bool xrun = a.xs[2] == a.H, yrun = a.ys[2] == a.H; /* an item's rows are one run */
+    if (lane == 0) {
+#pragma unroll
+        for (int i = 0; i < NS; ++i)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(rb_smem_addr(bars + i)), "r"(1) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncwarp();
+    const long long nw = (long long)gridDim.x * RK_RB_WARPS, w = (long long)blockIdx.x * RK_RB_WARPS + wid;
+    const long long items = a.T * a.bulk_groups;
+    /* item j -> token (b, s), first head n0, head count nh */
+    auto decode = [&](long long j, long long &b, long long &s, int &n0, int &nh) {
+        const long long t = j / a.bulk_groups;
+        const int hg = (int)(j - t * a.bulk_groups);
+        b = t / a.S, s = t - b * a.S;
+        n0 = hg * a.bulk_nh;
+        nh = min(a.bulk_nh, a.N - n0);
+    };
+    auto issue = [&](long long j, int st) {
+        long long b, s;
+        int n0, nh;
+        decode(j, b, s, n0, nh);
+        const unsigned bar = rb_smem_addr(bars + st);
+        unsigned char *dst = wb + (size_t)st * a.bulk_stage;
+        const raw *x = reinterpret_cast<const raw *>(a.x) + b * a.xs[0] + s * a.xs[1] + n0 * a.xs[2];
+        if (lane == 0)
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"((unsigned)nh * rowb) : "memory");
+        __syncwarp();
+        if (xrun) {
+            if (lane == 0)
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                             :: "r"(rb_smem_addr(dst)), "l"(x), "r"((unsigned)nh * rowb), "r"(bar) : "memory");
+        } else {
+            for (int r = lane; r < nh; r += 32)
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                             :: "r"(rb_smem_addr(dst + (size_t)r * rowb)), "l"(x + r * a.xs[2]), "r"(rowb), "r"(bar) : "memory");
+        }
+    };
+#pragma unroll
+    for (int i = 0; i < NS; ++i)
+        if (w + i * nw < items) issue(w + i * nw, i);
+    unsigned phase = 0;
+    for (long long k = 0;; ++k) {
+        const long long j = w + k * nw;
+        if (j >= items) break;
+        const int st = (int)(k % NS);
+        {
+            const unsigned bar = rb_smem_addr(bars + st), par = (phase >> st) & 1u;
+            unsigned done = 0;
+            while (!done)
+                asm volatile("{ .reg .pred P; mbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2; selp.u32 %0, 1, 0, P; }"
+                             : "=r"(done) : "r"(bar), "r"(par) : "memory");
+            phase ^= 1u << st;
+        }
+        long long b, s;
+        int n0, nh;
+        decode(j, b, s, n0, nh);
+        unsigned char *stage = wb + (size_t)st * a.bulk_stage;
+        /* out-of-range ids: counted once per token (by the item of its first heads) */
+        if (a.err && lane == 0 && n0 == 0 && a.rows != RK_ROWS_TABLE_3D) record_if_bad(a, b, s, 0);
+        rb_rotate<DT, TDT, IL>(a, stage, nh, b, s, lane);
+        /* the rotated rows (generic-proxy writes) before the bulk stores (async proxy) read them */
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncwarp();
+        raw *y = reinterpret_cast<raw *>(a.y) + b * a.ys[0] + s * a.ys[1] + n0 * a.ys[2];
+        if (yrun) {
+            if (lane == 0) {
+                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                             :: "l"(y), "r"(rb_smem_addr(stage)), "r"((unsigned)nh * rowb) : "memory");
+                asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+            }
+        } else if (lane < nh) {
+            for (int r = lane; r < nh; r += 32)
+                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                             :: "l"(y + r * a.ys[2]), "r"(rb_smem_addr(stage + (size_t)r * rowb)), "r"(rowb) : "memory");
+            asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        }
+        /* refill the stage once its bulk stores have read it */
+        const long long jn = j + NS * nw;
+        if (jn < items) {
+            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+            __syncwarp();
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            issue(jn, st);
+        }
+    }
+    /* the shared memory stays until the bulk stores have read it */
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#endif
+}
+
 /* ---- launch ------------------------------------------------------------------------------- */
 
 template <int DT, int TDT, int V, bool SMEM>
@@ -681,13 +861,14 @@ ropekit_status launch_rotary_t(const RotArgs &a, unsigned blocks, size_t shm, cu
 /* ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile (ropekit_cuda.h, for tests and benchmarks): the flat
  * or the tile kernel on every call it can take; unset (or any other value): run_rotary's
  * choice. Read once. */
-enum { FORCE_NONE = 0, FORCE_FLAT = 1, FORCE_TILE = 2 };
+enum { FORCE_NONE = 0, FORCE_FLAT = 1, FORCE_TILE = 2, FORCE_BULK = 3 };
 int forced_kernel() {
     static const int k = [] {
         const char *e = getenv("ROPEKIT_CUDA_ROTARY_KERNEL");
         if (!e) return (int)FORCE_NONE;
         if (!strcmp(e, "flat")) return (int)FORCE_FLAT;
         if (!strcmp(e, "tile")) return (int)FORCE_TILE;
+        if (!strcmp(e, "bulk")) return (int)FORCE_BULK;
         return (int)FORCE_NONE;
     }();
     return k;
@@ -748,6 +929,56 @@ ropekit_status launch_rotary_tile(const RotArgs &a, long long blocks, int thread
         else rotary_tile_kernel<DT, TDT, false, TILE_G><<<grid, block, shm, st>>>(a);
     }
     return launched("rotary kernel launch");
+}
+
+/* Bulk kernel timing knobs (R1 of 2026-12-02, to be pruned): stages per warp, bytes per item,
+ * items per warp (0: a resident grid striding over the items). */
+int bulk_ns() {
+    static const int v = env_int("ROPEKIT_CUDA_BULK_NS", 1, 2, 1);
+    return v;
+}
+int bulk_bytes() {
+    static const int v = env_int("ROPEKIT_CUDA_BULK_BYTES", 512, 65536, 10240);
+    return v;
+}
+int bulk_items() {
+    static const int v = env_int("ROPEKIT_CUDA_BULK_ITEMS", 0, 64, 1);
+    return v;
+}
+bool device_sm90() {
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    return major >= 9;
+}
+size_t bulk_shm(const RotArgs &a, int ns) { return 128 + (size_t)RK_RB_WARPS * ns * a.bulk_stage; }
+
+template <int DT, int TDT, int NS>
+ropekit_status launch_rotary_bulk_t(const RotArgs &a, cudaStream_t st) {
+    void (*k)(RotArgs) = a.interleaved ? rotary_bulk_kernel<DT, TDT, true, NS> : rotary_bulk_kernel<DT, TDT, false, NS>;
+    const size_t shm = bulk_shm(a, NS);
+    cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(k),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm);
+    if (e != cudaSuccess) return cuda_fail(e, "rotary shared memory");
+    const long long items = a.T * a.bulk_groups;
+    long long blocks = (items + RK_RB_WARPS - 1) / RK_RB_WARPS;
+    const int ipw = bulk_items();
+    if (ipw > 0) {
+        blocks = (items + (long long)RK_RB_WARPS * ipw - 1) / ((long long)RK_RB_WARPS * ipw);
+    } else {
+        int per_sm = 0;
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 32 * RK_RB_WARPS, shm);
+        if (e != cudaSuccess) return cuda_fail(e, "rotary kernel setup");
+        const long long resident = (long long)(per_sm > 0 ? per_sm : 1) * sm_count();
+        if (blocks > resident) blocks = resident;
+    }
+    if (blocks > (1ll << 30)) blocks = 1ll << 30; /* the warps loop over the rest */
+    k<<<(unsigned)blocks, 32 * RK_RB_WARPS, shm, st>>>(a);
+    return launched("rotary kernel launch");
+}
+template <int DT, int TDT>
+ropekit_status launch_rotary_bulk(const RotArgs &a, cudaStream_t st) {
+    return bulk_ns() == 2 ? launch_rotary_bulk_t<DT, TDT, 2>(a, st) : launch_rotary_bulk_t<DT, TDT, 1>(a, st);
 }
 
 template <int DT, int TDT>
@@ -871,8 +1102,22 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
         tile_blocks = (a.T + tt - 1) / tt;
         tile_shm = (size_t)(tt * hp * 9);
     }
+    /* the bulk kernel (sm_90): contiguous 16-byte-aligned rows, no MRoPE; an item of bulk_nh head
+     * rows of one token within bulk_bytes() */
+    bool bulk = false;
+    if (vec && forced_kernel() == FORCE_BULK && p->rows != RK_ROWS_MROPE && device_sm90()) {
+        const long long rowb = p->H * es;
+        long long nh = bulk_bytes() / rowb;
+        if (nh < 1) nh = 1;
+        if (nh > p->N) nh = p->N;
+        a.bulk_nh = (int)nh;
+        a.bulk_groups = (int)((p->N + nh - 1) / nh);
+        a.bulk_stage = (int)((nh * rowb + 127) / 128 * 128);
+        bulk = nh * rowb <= 64 * 1024 && bulk_shm(a, bulk_ns()) <= 200 * 1024;
+    }
 #define RK_ROT(DT_, TDT_)                                                                        \
-    return tile  ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)         \
+    return bulk  ? launch_rotary_bulk<DT_, TDT_>(a, st)                                          \
+           : tile ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)         \
            : vec ? launch_rotary_flat<DT_, TDT_>(a, flat_total, st)                              \
                  : launch_rotary_scalar<DT_, TDT_>(a, smem, (unsigned)blocks, shm, st)
     if (dt == ROPEKIT_FLOAT32) RK_ROT(ROPEKIT_FLOAT32, ROPEKIT_FLOAT32);
