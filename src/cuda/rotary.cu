@@ -751,7 +751,7 @@ __device__ __forceinline__ void rb_rotate(const RotArgs &a, unsigned char *stage
 }
 
 template <int DT, int TDT, bool IL, int NS>
-__global__ void __launch_bounds__(32 * RK_RB_WARPS) rotary_bulk_kernel(const RotArgs a) {
+__global__ void __launch_bounds__(32 * RK_RB_WARPS, 8) rotary_bulk_kernel(const RotArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     typedef typename Elt<DT>::raw raw;
     extern __shared__ __align__(128) unsigned char rb_smem[];

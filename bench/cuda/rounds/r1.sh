@@ -35,7 +35,7 @@ for i in 1 2 3 4 5; do
   [ -f $L/rc-mem-$i.txt ] && { cat $L/rc-mem-$i.txt >>$L/summary.txt; grep -E "ERROR SUMMARY|checks,|Invalid|Error" $L/memcheck-$i.log | head -4 >>$L/summary.txt; }
 done
 stamp "checks done"
-ROWS='prefill|Phi|MRoPE'
+ROWS='prefill|Phi'
 run_v() {
   local v=$1; shift
   local lp=$NEW; [ "${v#0base}" != "$v" ] && lp=$BASE
@@ -49,7 +49,7 @@ for i in 1 2 3; do
   run_v 3bulk5k $K=bulk ROPEKIT_CUDA_BULK_BYTES=5120
   run_v 4bulk2res $K=bulk ROPEKIT_CUDA_BULK_NS=2 ROPEKIT_CUDA_BULK_ITEMS=0 ROPEKIT_CUDA_BULK_BYTES=5120
   run_v 5bulk2i4 $K=bulk ROPEKIT_CUDA_BULK_NS=2 ROPEKIT_CUDA_BULK_ITEMS=4 ROPEKIT_CUDA_BULK_BYTES=5120
-  run_v 6bulk20k $K=bulk ROPEKIT_CUDA_BULK_BYTES=20480
+  run_v 6bulk2k5 $K=bulk ROPEKIT_CUDA_BULK_BYTES=2560
   stamp "ab round $i"
   [ $(left 30) -lt 25 ] && break
 done
