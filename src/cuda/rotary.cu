@@ -980,6 +980,19 @@ template <int DT, int TDT>
 ropekit_status launch_rotary_bulk(const RotArgs &a, cudaStream_t st) {
     return bulk_ns() == 2 ? launch_rotary_bulk_t<DT, TDT, 2>(a, st) : launch_rotary_bulk_t<DT, TDT, 1>(a, st);
 }
+/* Whether the bulk kernel that launch_rotary_bulk would run has its body: code compiled for
+ * sm_90 or later (a library built for sm_80 only and run on an sm_90 GPU through its PTX has an
+ * empty kernel there). */
+template <int DT, int TDT> bool bulk_built(const RotArgs &a) {
+    void (*k)(RotArgs) = bulk_ns() == 2 ? (a.interleaved ? rotary_bulk_kernel<DT, TDT, true, 2> : rotary_bulk_kernel<DT, TDT, false, 2>)
+                                        : (a.interleaved ? rotary_bulk_kernel<DT, TDT, true, 1> : rotary_bulk_kernel<DT, TDT, false, 1>);
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, reinterpret_cast<const void *>(k)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return fa.ptxVersion >= 90 && fa.binaryVersion >= 90;
+}
 
 template <int DT, int TDT>
 ropekit_status launch_rotary_scalar(const RotArgs &a, bool smem, unsigned blocks, size_t shm,
@@ -1116,7 +1129,7 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
         bulk = nh * rowb <= 64 * 1024 && bulk_shm(a, bulk_ns()) <= 200 * 1024;
     }
 #define RK_ROT(DT_, TDT_)                                                                        \
-    return bulk  ? launch_rotary_bulk<DT_, TDT_>(a, st)                                          \
+    return bulk && bulk_built<DT_, TDT_>(a) ? launch_rotary_bulk<DT_, TDT_>(a, st)              \
            : tile ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)         \
            : vec ? launch_rotary_flat<DT_, TDT_>(a, flat_total, st)                              \
                  : launch_rotary_scalar<DT_, TDT_>(a, smem, (unsigned)blocks, shm, st)
