@@ -4,12 +4,12 @@
 # lib-base/ (main e94836b's libropekit_cuda). The new bulk kernel (ROPEKIT_CUDA_ROTARY_KERNEL=bulk)
 # checked (check_cuda + memcheck, 3 knob settings that reach the stage refill and multi-item
 # paths), then three alternating rounds of base / this revision's default / bulk variants on the
-# prefill rows, Nsight Compute on the bulk kernel and the base's kernels. No torch (R3).
+# prefill rows (7chkbulk: lib-chk/, the build with the sm_90 code check), Nsight Compute on the bulk kernel and the base's kernels. No torch (R3).
 set -u
 T0=$(date +%s); END=$((T0 + 82))
 left() { local l=$((END - $(date +%s))); [ $l -lt 1 ] && l=1; [ $l -gt $1 ] && l=$1; echo $l; }
 S=$(cd "$(dirname "$0")" && pwd)
-D=/tmp/c-rot-d; rm -rf $D; mkdir -p $D; cp -r $S/bin $S/lib $S/lib-base $S/*.py $D/; chmod +x $D/bin/*
+D=/tmp/c-rot-d; rm -rf $D; mkdir -p $D; cp -r $S/bin $S/lib $S/lib-base $S/lib-chk $S/*.py $D/; chmod +x $D/bin/*
 B=$D/bin; L=/tmp/c-rot-l; rm -rf $L; mkdir -p $L/ab
 NEW=$D/lib:${LD_LIBRARY_PATH:-}; BASE=$D/lib-base:$D/lib:${LD_LIBRARY_PATH:-}
 export LD_LIBRARY_PATH=$NEW
@@ -23,6 +23,7 @@ C2="ROPEKIT_CUDA_ROTARY_KERNEL=bulk ROPEKIT_CUDA_BULK_NS=2 ROPEKIT_CUDA_BULK_ITE
 C3="ROPEKIT_CUDA_ROTARY_KERNEL=bulk ROPEKIT_CUDA_BULK_NS=1 ROPEKIT_CUDA_BULK_ITEMS=64 ROPEKIT_CUDA_BULK_BYTES=1024"
 C4="ROPEKIT_CUDA_ROTARY_KERNEL=bulk ROPEKIT_CUDA_BULK_NS=2 ROPEKIT_CUDA_BULK_ITEMS=0"
 i=0
+( env LD_LIBRARY_PATH=$D/lib-chk:$NEW $C1 timeout 25 $B/check_cuda >$L/check-chk.log 2>&1; echo "check lib-chk [$C1] rc=$?" >$L/rc-check-chk.txt ) &
 for c in "$C1" "$C2" "$C3" "$C4" ""; do
   i=$((i+1))
   ( env $c timeout 25 $B/check_cuda >$L/check-$i.log 2>&1; echo "check $i [$c] rc=$?" >$L/rc-check-$i.txt ) &
@@ -30,6 +31,7 @@ for c in "$C1" "$C2" "$C3" "$C4" ""; do
     echo "memcheck $i [$c] rc=$?" >$L/rc-mem-$i.txt ) &
 done
 wait
+cat $L/rc-check-chk.txt >>$L/summary.txt; grep -E "checks,|FAIL" $L/check-chk.log | tail -2 >>$L/summary.txt
 for i in 1 2 3 4 5; do
   cat $L/rc-check-$i.txt >>$L/summary.txt; grep -E "checks,|FAIL" $L/check-$i.log | tail -4 >>$L/summary.txt
   [ -f $L/rc-mem-$i.txt ] && { cat $L/rc-mem-$i.txt >>$L/summary.txt; grep -E "ERROR SUMMARY|checks,|Invalid|Error" $L/memcheck-$i.log | head -4 >>$L/summary.txt; }
@@ -39,7 +41,7 @@ HANG=0; grep -q "rc=124" $L/rc-check-1.txt $L/rc-check-4.txt && HANG=1 && stamp 
 ROWS='prefill|Phi'
 run_v() {
   local v=$1; shift
-  local lp=$NEW; [ "${v#0base}" != "$v" ] && lp=$BASE
+  local lp=$NEW; [ "${v#0base}" != "$v" ] && lp=$BASE; [ "${v#7chk}" != "$v" ] && lp=$D/lib-chk:$NEW
   [ $HANG = 1 ] && [ "${v#*bulk}" != "$v" ] && return 0
   env LD_LIBRARY_PATH=$lp "$@" timeout $(left 10) $B/bench_cuda "$ROWS" >$L/ab/ab-$v-$i.log 2>&1
 }
@@ -52,6 +54,7 @@ for i in 1 2 3; do
   run_v 4bulk2res $K=bulk ROPEKIT_CUDA_BULK_NS=2 ROPEKIT_CUDA_BULK_ITEMS=0 ROPEKIT_CUDA_BULK_BYTES=5120
   run_v 5bulk2i4 $K=bulk ROPEKIT_CUDA_BULK_NS=2 ROPEKIT_CUDA_BULK_ITEMS=4 ROPEKIT_CUDA_BULK_BYTES=5120
   run_v 6bulk2k5 $K=bulk ROPEKIT_CUDA_BULK_BYTES=2560
+  run_v 7chkbulk $K=bulk
   stamp "ab round $i"
   [ $(left 30) -lt 25 ] && break
 done
