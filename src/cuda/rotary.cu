@@ -685,9 +685,28 @@ __global__ void __maxnreg__(TILE_CAP) rotary_tile_kernel_capped(const RotArgs a)
 #define RK_RB_WARPS 4
 __device__ __forceinline__ unsigned rb_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
+/* A lane's unit of 2 table columns (cos, sin, whether the column has a table row). */
+struct RbCols {
+    float c0, s0, c1, s1;
+    bool g0, g1;
+};
+template <int TDT>
+__device__ __forceinline__ RbCols rb_cols(const RotArgs &a, long long b, long long s, int c) {
+    RbCols r;
+    r.g0 = fetch_cs<TDT>(a, b, s, 2 * c, &r.c0, &r.s0);
+    r.g1 = fetch_cs<TDT>(a, b, s, 2 * c + 1, &r.c1, &r.s1);
+    return r;
+}
+/* The lane's first unit (its columns are fetched before the item's rows have landed). */
+__device__ __forceinline__ int rb_first(const RotArgs &a, int lane) {
+    const int hu = a.h >> 1, CL = hu < 32 ? hu : 32;
+    if (hu == 0 || lane >= (32 / CL) * CL) return -1;
+    return lane % CL;
+}
+
 template <int DT, int TDT, bool IL>
 __device__ __forceinline__ void rb_rotate(const RotArgs &a, unsigned char *stage, int nh, long long b,
-                                          long long s, int lane) {
+                                          long long s, int lane, const RbCols &first) {
     constexpr bool WIDE = DT == ROPEKIT_FLOAT32 || TDT == ROPEKIT_FLOAT32;
     typedef typename std::conditional<WIDE, double, float>::type W;
     typedef typename Elt<DT>::raw raw;
@@ -698,9 +717,9 @@ __device__ __forceinline__ void rb_rotate(const RotArgs &a, unsigned char *stage
     const int str = lane / CL;
     const unsigned rowb = (unsigned)a.H * (unsigned)sizeof(raw);
     for (int c = lane - str * CL; c < hu; c += CL) {
-        float cf0, sf0, cf1, sf1;
-        const bool g0 = fetch_cs<TDT>(a, b, s, 2 * c, &cf0, &sf0);
-        const bool g1 = fetch_cs<TDT>(a, b, s, 2 * c + 1, &cf1, &sf1);
+        const RbCols t = c == lane - str * CL ? first : rb_cols<TDT>(a, b, s, c);
+        const float cf0 = t.c0, sf0 = t.s0, cf1 = t.c1, sf1 = t.s1;
+        const bool g0 = t.g0, g1 = t.g1;
         if (!g0 && !g1) continue; /* no table row: the pairs keep x's bits */
         const W c0 = g0 ? (W)cf0 : (W)1, s0 = g0 ? (W)sf0 : (W)0;
         const W c1 = g1 ? (W)cf1 : (W)1, s1 = g1 ? (W)sf1 : (W)0;
@@ -805,6 +824,13 @@ __global__ void __launch_bounds__(32 * RK_RB_WARPS, 8) rotary_bulk_kernel(const 
         const long long j = w + k * nw;
         if (j >= items) break;
         const int st = (int)(k % NS);
+        long long b, s;
+        int n0, nh;
+        decode(j, b, s, n0, nh);
+        /* the lane's first table columns, loaded while the rows are in flight */
+        RbCols first = {1.0f, 0.0f, 1.0f, 0.0f, false, false};
+        const int c1st = rb_first(a, lane);
+        if (c1st >= 0) first = rb_cols<TDT>(a, b, s, c1st);
         {
             const unsigned bar = rb_smem_addr(bars + st), par = (phase >> st) & 1u;
             unsigned done = 0;
@@ -813,13 +839,10 @@ __global__ void __launch_bounds__(32 * RK_RB_WARPS, 8) rotary_bulk_kernel(const 
                              : "=r"(done) : "r"(bar), "r"(par) : "memory");
             phase ^= 1u << st;
         }
-        long long b, s;
-        int n0, nh;
-        decode(j, b, s, n0, nh);
         unsigned char *stage = wb + (size_t)st * a.bulk_stage;
         /* out-of-range ids: counted once per token (by the item of its first heads) */
         if (a.err && lane == 0 && n0 == 0 && a.rows != RK_ROWS_TABLE_3D) record_if_bad(a, b, s, 0);
-        rb_rotate<DT, TDT, IL>(a, stage, nh, b, s, lane);
+        rb_rotate<DT, TDT, IL>(a, stage, nh, b, s, lane, first);
         /* the rotated rows (generic-proxy writes) before the bulk stores (async proxy) read them */
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncwarp();

@@ -4,7 +4,8 @@
 # lib-base/ (main e94836b's libropekit_cuda). The new bulk kernel (ROPEKIT_CUDA_ROTARY_KERNEL=bulk)
 # checked (check_cuda + memcheck, 3 knob settings that reach the stage refill and multi-item
 # paths), then three alternating rounds of base / this revision's default / bulk variants on the
-# prefill rows (7chkbulk: lib-chk/, the build with the sm_90 code check), Nsight Compute on the bulk kernel and the base's kernels. No torch (R3).
+# prefill rows (7chkbulk: lib-chk/, the build with the sm_90 code check and the first table
+# columns fetched before the wait), Nsight Compute on the bulk kernel and the base's kernels. No torch (R3).
 set -u
 T0=$(date +%s); END=$((T0 + 82))
 left() { local l=$((END - $(date +%s))); [ $l -lt 1 ] && l=1; [ $l -gt $1 ] && l=$1; echo $l; }
