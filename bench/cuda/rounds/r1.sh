@@ -65,7 +65,7 @@ nc() { local n=$1 lp=$2 f=$3; shift 3
   [ $(left 10) -lt 6 ] && return 0
   echo "==== $n row: $f" >>$L/ncu.log
   env LD_LIBRARY_PATH=$lp "$@" timeout $(left 8) $NCU $B/bench_cuda "$f" >>$L/ncu.log 2>&1; stamp "ncu $n $f rc=$?"; }
-nc bulk $NEW "Llama-3-8B prefill B=1 S=8192 32+8 x128 bfloat16/bfloat16" $K=bulk
+nc bulkchk $D/lib-chk:$NEW "Llama-3-8B prefill B=1 S=8192 32+8 x128 bfloat16/bfloat16" $K=bulk
 nc bulk $NEW "Phi-2 partial B=1 S=8192 32+32 x80 R32 bfloat16/float32" $K=bulk
 nc base $BASE "Llama-3-8B prefill B=1 S=8192 32+8 x128 bfloat16/bfloat16"
 nc bulk $NEW "Llama-3-8B prefill B=1 S=4096 32+8 x128 bfloat16/bfloat16" $K=bulk
