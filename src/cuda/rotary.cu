@@ -704,7 +704,7 @@ __device__ __forceinline__ int rb_first(const RotArgs &a, int lane) {
     return lane % CL;
 }
 
-template <int DT, int TDT, bool IL>
+template <int DT, int TDT, bool IL, int UNR>
 __device__ __forceinline__ void rb_rotate(const RotArgs &a, unsigned char *stage, int nh, long long b,
                                           long long s, int lane, const RbCols &first) {
     constexpr bool WIDE = DT == ROPEKIT_FLOAT32 || TDT == ROPEKIT_FLOAT32;
@@ -723,7 +723,7 @@ __device__ __forceinline__ void rb_rotate(const RotArgs &a, unsigned char *stage
         if (!g0 && !g1) continue; /* no table row: the pairs keep x's bits */
         const W c0 = g0 ? (W)cf0 : (W)1, s0 = g0 ? (W)sf0 : (W)0;
         const W c1 = g1 ? (W)cf1 : (W)1, s1 = g1 ? (W)sf1 : (W)0;
-#pragma unroll 4
+#pragma unroll UNR
         for (int n = str; n < nh; n += P) {
             unsigned char *row = stage + (size_t)n * rowb;
             if constexpr (sizeof(raw) == 2 && !IL) { /* word c of each half: columns 2c, 2c+1 */
@@ -769,8 +769,8 @@ __device__ __forceinline__ void rb_rotate(const RotArgs &a, unsigned char *stage
     }
 }
 
-template <int DT, int TDT, bool IL, int NS>
-__global__ void __launch_bounds__(32 * RK_RB_WARPS, 8) rotary_bulk_kernel(const RotArgs a) {
+template <int DT, int TDT, bool IL, int NS, int MINB>
+__global__ void __launch_bounds__(32 * RK_RB_WARPS, MINB) rotary_bulk_kernel(const RotArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     typedef typename Elt<DT>::raw raw;
     extern __shared__ __align__(128) unsigned char rb_smem[];
@@ -842,7 +842,7 @@ __global__ void __launch_bounds__(32 * RK_RB_WARPS, 8) rotary_bulk_kernel(const 
         unsigned char *stage = wb + (size_t)st * a.bulk_stage;
         /* out-of-range ids: counted once per token (by the item of its first heads) */
         if (a.err && lane == 0 && n0 == 0 && a.rows != RK_ROWS_TABLE_3D) record_if_bad(a, b, s, 0);
-        rb_rotate<DT, TDT, IL>(a, stage, nh, b, s, lane, first);
+        rb_rotate<DT, TDT, IL, MINB >= 10 ? 2 : 4>(a, stage, nh, b, s, lane, first);
         /* the rotated rows (generic-proxy writes) before the bulk stores (async proxy) read them */
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncwarp();
@@ -954,18 +954,18 @@ ropekit_status launch_rotary_tile(const RotArgs &a, long long blocks, int thread
     return launched("rotary kernel launch");
 }
 
-/* Bulk kernel timing knobs (R1 of 2026-12-02, to be pruned): stages per warp, bytes per item,
- * items per warp (0: a resident grid striding over the items). */
-int bulk_ns() {
-    static const int v = env_int("ROPEKIT_CUDA_BULK_NS", 1, 2, 1);
-    return v;
-}
+/* Bulk kernel timing knobs (R1/R2 of 2026-12-02, to be pruned): bytes per item, items per warp
+ * (0: a resident grid striding over the items), blocks per SM the registers are fitted to. */
 int bulk_bytes() {
-    static const int v = env_int("ROPEKIT_CUDA_BULK_BYTES", 512, 65536, 10240);
+    static const int v = env_int("ROPEKIT_CUDA_BULK_BYTES", 512, 65536, 5120);
     return v;
 }
 int bulk_items() {
     static const int v = env_int("ROPEKIT_CUDA_BULK_ITEMS", 0, 64, 1);
+    return v;
+}
+int bulk_minb() {
+    static const int v = env_int("ROPEKIT_CUDA_BULK_MINB", 8, 10, 8);
     return v;
 }
 bool device_sm90() {
@@ -974,12 +974,19 @@ bool device_sm90() {
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
     return major >= 9;
 }
-size_t bulk_shm(const RotArgs &a, int ns) { return 128 + (size_t)RK_RB_WARPS * ns * a.bulk_stage; }
+constexpr int BULK_NS = 1; /* stages per warp (2, the next item in flight while one is rotated,
+                            * was slower on every row: R1 of 2026-12-02) */
+size_t bulk_shm(const RotArgs &a) { return 128 + (size_t)RK_RB_WARPS * BULK_NS * a.bulk_stage; }
+template <int DT, int TDT> void (*bulk_kernel_of(const RotArgs &a))(RotArgs) {
+    if (bulk_minb() == 10)
+        return a.interleaved ? rotary_bulk_kernel<DT, TDT, true, BULK_NS, 10> : rotary_bulk_kernel<DT, TDT, false, BULK_NS, 10>;
+    return a.interleaved ? rotary_bulk_kernel<DT, TDT, true, BULK_NS, 8> : rotary_bulk_kernel<DT, TDT, false, BULK_NS, 8>;
+}
 
-template <int DT, int TDT, int NS>
-ropekit_status launch_rotary_bulk_t(const RotArgs &a, cudaStream_t st) {
-    void (*k)(RotArgs) = a.interleaved ? rotary_bulk_kernel<DT, TDT, true, NS> : rotary_bulk_kernel<DT, TDT, false, NS>;
-    const size_t shm = bulk_shm(a, NS);
+template <int DT, int TDT>
+ropekit_status launch_rotary_bulk(const RotArgs &a, cudaStream_t st) {
+    void (*k)(RotArgs) = bulk_kernel_of<DT, TDT>(a);
+    const size_t shm = bulk_shm(a);
     cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(k),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm);
     if (e != cudaSuccess) return cuda_fail(e, "rotary shared memory");
@@ -999,18 +1006,12 @@ ropekit_status launch_rotary_bulk_t(const RotArgs &a, cudaStream_t st) {
     k<<<(unsigned)blocks, 32 * RK_RB_WARPS, shm, st>>>(a);
     return launched("rotary kernel launch");
 }
-template <int DT, int TDT>
-ropekit_status launch_rotary_bulk(const RotArgs &a, cudaStream_t st) {
-    return bulk_ns() == 2 ? launch_rotary_bulk_t<DT, TDT, 2>(a, st) : launch_rotary_bulk_t<DT, TDT, 1>(a, st);
-}
 /* Whether the bulk kernel that launch_rotary_bulk would run has its body: code compiled for
  * sm_90 or later (a library built for sm_80 only and run on an sm_90 GPU through its PTX has an
  * empty kernel there). */
 template <int DT, int TDT> bool bulk_built(const RotArgs &a) {
-    void (*k)(RotArgs) = bulk_ns() == 2 ? (a.interleaved ? rotary_bulk_kernel<DT, TDT, true, 2> : rotary_bulk_kernel<DT, TDT, false, 2>)
-                                        : (a.interleaved ? rotary_bulk_kernel<DT, TDT, true, 1> : rotary_bulk_kernel<DT, TDT, false, 1>);
     cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, reinterpret_cast<const void *>(k)) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, reinterpret_cast<const void *>(bulk_kernel_of<DT, TDT>(a))) != cudaSuccess) {
         (void)cudaGetLastError();
         return false;
     }
@@ -1138,18 +1139,22 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
         tile_blocks = (a.T + tt - 1) / tt;
         tile_shm = (size_t)(tt * hp * 9);
     }
-    /* the bulk kernel (sm_90): contiguous 16-byte-aligned rows, no MRoPE; an item of bulk_nh head
-     * rows of one token within bulk_bytes() */
+    /* the bulk kernel (sm_90): contiguous 16-byte-aligned rows, no MRoPE; partial rotary on
+     * calls of more than one wave (bulk_preferred), or forced; an item of bulk_nh head rows of
+     * one token within bulk_bytes(), the token's heads split evenly */
     bool bulk = false;
-    if (vec && forced_kernel() == FORCE_BULK && p->rows != RK_ROWS_MROPE && device_sm90()) {
+    if (vec && p->rows != RK_ROWS_MROPE &&
+        (forced_kernel() == FORCE_BULK || (forced_kernel() == FORCE_NONE && !one_wave && p->R < p->H)) &&
+        device_sm90()) {
         const long long rowb = p->H * es;
-        long long nh = bulk_bytes() / rowb;
-        if (nh < 1) nh = 1;
-        if (nh > p->N) nh = p->N;
+        long long groups = (p->N * rowb + bulk_bytes() - 1) / bulk_bytes();
+        if (groups < 1) groups = 1;
+        if (groups > p->N) groups = p->N;
+        const long long nh = (p->N + groups - 1) / groups;
         a.bulk_nh = (int)nh;
         a.bulk_groups = (int)((p->N + nh - 1) / nh);
         a.bulk_stage = (int)((nh * rowb + 127) / 128 * 128);
-        bulk = nh * rowb <= 64 * 1024 && bulk_shm(a, bulk_ns()) <= 200 * 1024;
+        bulk = nh * rowb <= 64 * 1024 && bulk_shm(a) <= 200 * 1024;
     }
 #define RK_ROT(DT_, TDT_)                                                                        \
     return bulk && bulk_built<DT_, TDT_>(a) ? launch_rotary_bulk<DT_, TDT_>(a, st)              \
