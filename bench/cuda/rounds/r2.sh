@@ -55,10 +55,13 @@ nc() { local n=$1 lp=$2 f=$3; shift 3
   echo "==== $n row: $f" >>$L/ncu.log
   env LD_LIBRARY_PATH=$lp "$@" timeout $(left 8) $NCU $B/bench_cuda "$f" >>$L/ncu.log 2>&1; stamp "ncu $n $f rc=$?"; }
 nc new $NEW "Phi-2 partial B=1 S=8192 32+32 x80 R32 bfloat16/bfloat16"
-nc base $BASE "Phi-2 partial B=1 S=8192 32+32 x80 R32 bfloat16/bfloat16"
-nc minb10 $NEW "Phi-2 partial B=1 S=8192 32+32 x80 R32 bfloat16/bfloat16" ROPEKIT_CUDA_BULK_MINB=10
+nc new $NEW "Phi-2 partial B=1 S=8192 32+32 x80 R32 float16/float32"
+nc base $BASE "Llama-3-8B prefill B=1 S=8192 32+8 x128 float16/float16"
+nc base $BASE "Llama-3-8B prefill B=1 S=4096 32+8 x128 float16/float32"
 nc base $BASE "Llama-3-8B prefill B=1 S=4096 32+8 x128 bfloat16/bfloat16"
+nc minb10 $NEW "Phi-2 partial B=1 S=8192 32+32 x80 R32 bfloat16/bfloat16" ROPEKIT_CUDA_BULK_MINB=10
+nc base $BASE "Phi-2 partial B=1 S=8192 32+32 x80 R32 bfloat16/bfloat16"
 tar czf $OUT/logs.tgz -C $L .
 cat $L/gpu.txt $L/summary.txt; grep -E "bulk" $L/regs.txt
 sed -e 's/bfloat16/bf16/g; s/float16/f16/g; s/float32/f32/g' $L/ab.md
-grep -E "^==== |Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Theoretical Occ|Eligible Warps|Issued Warp|Local Memory Spilling Req|Executed Instructions   " $L/ncu.log 2>/dev/null | head -50
+grep -E "^==== |Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Theoretical Occ|Eligible Warps|Issued Warp|Local Memory Spilling Req|Executed Instructions   |  rotary_" $L/ncu.log 2>/dev/null | head -90
