@@ -64,4 +64,4 @@ nc base $BASE "Phi-2 partial B=1 S=8192 32+32 x80 R32 bfloat16/bfloat16"
 tar czf $OUT/logs.tgz -C $L .
 cat $L/gpu.txt $L/summary.txt; grep -E "bulk" $L/regs.txt
 sed -e 's/bfloat16/bf16/g; s/float16/f16/g; s/float32/f32/g' $L/ab.md
-grep -E "^==== |Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Theoretical Occ|Eligible Warps|Issued Warp|Local Memory Spilling Req|Executed Instructions   |  rotary_" $L/ncu.log 2>/dev/null | head -90
+grep -E "^==== |Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Theoretical Occ|Eligible Warps|Issued Warp|Local Memory Spilling Req|Executed Instructions   |rotary_[a-z_]*kernel" $L/ncu.log 2>/dev/null | head -90
