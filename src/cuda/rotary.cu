@@ -683,7 +683,6 @@ __global__ void __maxnreg__(TILE_CAP) rotary_tile_kernel_capped(const RotArgs a)
  * arithmetic as rotate_chunk (rotate<WIDE>, pack2, bad ids keep x's bits). NS stages per warp
  * (NS = 2: the next item's copy in flight while this one is rotated). */
 #define RK_RB_WARPS 4
-__device__ __forceinline__ unsigned rb_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
 /* A lane's unit of 2 table columns (cos, sin, whether the column has a table row). */
 struct RbCols {
@@ -697,12 +696,15 @@ __device__ __forceinline__ RbCols rb_cols(const RotArgs &a, long long b, long lo
     r.g1 = fetch_cs<TDT>(a, b, s, 2 * c + 1, &r.c1, &r.s1);
     return r;
 }
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900 /* (used by the sm_90 kernel body only) */
+__device__ __forceinline__ unsigned rb_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 /* The lane's first unit (its columns are fetched before the item's rows have landed). */
 __device__ __forceinline__ int rb_first(const RotArgs &a, int lane) {
     const int hu = a.h >> 1, CL = hu < 32 ? hu : 32;
     if (hu == 0 || lane >= (32 / CL) * CL) return -1;
     return lane % CL;
 }
+#endif
 
 template <int DT, int TDT, bool IL, int UNR>
 __device__ __forceinline__ void rb_rotate(const RotArgs &a, unsigned char *stage, int nh, long long b,
