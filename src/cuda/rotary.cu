@@ -63,6 +63,8 @@ struct RotArgs {
     const long long *pos;
     long long pos_as, pos_bs, pos_ss;
     int sec0, sec1, sec2, layout, stream_mask;
+    int pf_tok, pf_off[3], pf_len[3]; /* MRoPE: L2 prefetch of table rows pf_tok tokens ahead (mrope.cuh) */
+    int pf_x, pf_es;                  /* MRoPE: bytes of a token's x row to prefetch too (0: none) */
     int tpb;               /* tokens per block */
     int items, rot_items;  /* per head */
     DevErr *err;
@@ -79,7 +81,8 @@ struct RotArgs {
     int bulk_stage;           /* bulk kernel: bytes of one stage (bulk_nh head rows) */
 };
 
-#include "mrope.cuh"
+/* MRoPE's column -> id stream map (src/cuda/mrope.cuh, included below with the MRoPE kernel) */
+__device__ __forceinline__ int mrope_stream(const RotArgs &a, int k);
 
 /* Table row of token (b, s) for id stream `st`; false when it selects no row. */
 __device__ __forceinline__ bool token_row(const RotArgs &a, long long b, long long s, int st,
@@ -501,6 +504,8 @@ __global__ void __launch_bounds__(256, 4) rotary_flat_kernel(const RotArgs a) {
     rotary_flat_body<DT, TDT, IL, G>(a);
 }
 
+#include "mrope.cuh"
+
 /* Tile kernel (16-byte chunks, contiguous channels, as the flat kernel): a block takes `tpb`
  * tokens and one thread per (token, group of G = TILE_G heads, chunk). Each
  * thread issues its x loads first; meanwhile the block's first threads look up the tokens'
@@ -534,6 +539,8 @@ __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
     const int tl = (int)fdiv(tid, a.d_per_tok);
     int r = (int)tid - tl * per_tok;
     const bool live = tl < ntok;
+    if (a.pf_x && (int)tid >= (int)blockDim.x - ntok) /* MRoPE: x rows of later tokens into L2 */
+        mrope_prefetch_x(a, tok0 + ((int)tid - ((int)blockDim.x - ntok)) + a.pf_tok, 0, 1);
     const long long tok = tok0 + tl;
     long long b = 0, s = 0;
     if (live) {
@@ -579,6 +586,8 @@ __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
                 if (!IL) vb[g] = ld_x(q + k0 + a.h, hints);
             }
     }
+    if (a.pf_tok && (a.pf_len[0] | a.pf_len[1] | a.pf_len[2]))
+        mrope_prefetch_block<TDT>(a, tok0, ntok, tid, blockDim.x);
     /* the block's tokens' columns, once per token */
     const unsigned nt = blockDim.x;
     for (unsigned i = tid; i < (unsigned)(ntok * a.h); i += nt) {
@@ -1100,9 +1109,28 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
      * graph of 20, same-run A/B: bfloat16 4.07 µs (tile kernel) -> 3.61; bench/results-cuda.md). */
     const long long per4 = (long long)((p->N + 3) / 4) * a.items;
     const bool one_wave = vec && per4 > 0 && a.T <= (long long)sm_count() * 768 / per4;
+    /* MRoPE: its own flat kernel (src/cuda/mrope.cuh) on every vectorisable call, unless
+     * ROPEKIT_CUDA_ROTARY_KERNEL forces the generic flat or the tile kernel */
+    MropeChunks mc;
+    /* R2 (2026-12-02) experiment knobs: ROPEKIT_CUDA_MROPE_KERNEL=1 (MRoPE flat kernel; default
+     * 0: the tile kernel as before), ROPEKIT_CUDA_MROPE_PF=tokens ahead for the L2 prefetch */
+    static const int mk = env_int("ROPEKIT_CUDA_MROPE_KERNEL", 0, 1, 0);
+    static const int mpf = env_int("ROPEKIT_CUDA_MROPE_PF", 0, 1 << 20, 0);
+    static const int mpfx = env_int("ROPEKIT_CUDA_MROPE_PFX", 0, 2, 0); /* 1: x too, 2: x only */
+    if (p->rows == RK_ROWS_MROPE && mpf > 0) {
+        a.pf_tok = mpf;
+        if (mpfx != 2) mrope_prefetch_ranges(p, &a);
+        /* x: heads contiguous (the token's N * H elements are one range), 16-byte multiples */
+        if (mpfx && vec && p->xs[2] == p->H && (p->N * p->H * es) % 16 == 0 && p->N * p->H * es < (1ll << 30)) {
+            a.pf_x = (int)(p->N * p->H * es);
+            a.pf_es = (int)es;
+        }
+    }
+    const bool mrope = mk && vec && p->rows == RK_ROWS_MROPE && forced_kernel() == FORCE_NONE &&
+                       mrope_chunks(p, a.rot_items, p->interleaved ? V / 2 : V, &mc);
     const long long tile_per_tok = (long long)((p->N + TILE_G - 1) / TILE_G) * a.items;
     const long long hp = (h + 7) / 8 * 8;
-    const bool tile = vec && tile_per_tok >= 1 && tile_per_tok <= 1024 && hp * 9 <= 48 * 1024 &&
+    const bool tile = !mrope && vec && tile_per_tok >= 1 && tile_per_tok <= 1024 && hp * 9 <= 48 * 1024 &&
                       tile_preferred(p, one_wave);
     const int G = tile ? TILE_G : FLAT_G;
     a.ngroups = (int)((p->N + G - 1) / G);
@@ -1159,7 +1187,8 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
         bulk = nh * rowb <= 64 * 1024 && bulk_shm(a) <= 200 * 1024;
     }
 #define RK_ROT(DT_, TDT_)                                                                        \
-    return bulk && bulk_built<DT_, TDT_>(a) ? launch_rotary_bulk<DT_, TDT_>(a, st)              \
+    return mrope ? mrope_launch<DT_, TDT_>(a, mc, flat_total, st)                                \
+           : bulk && bulk_built<DT_, TDT_>(a) ? launch_rotary_bulk<DT_, TDT_>(a, st)              \
            : tile ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)         \
            : vec ? launch_rotary_flat<DT_, TDT_>(a, flat_total, st)                              \
                  : launch_rotary_scalar<DT_, TDT_>(a, smem, (unsigned)blocks, shm, st)
