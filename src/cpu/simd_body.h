@@ -457,6 +457,37 @@ RK_INLINE void prefetch_row(uintptr_t a, int64_t n, int w) {
             __builtin_prefetch((const void *)(a + (uintptr_t)o), 0);
 }
 
+/* Tables of a block of tokens laid out for their rows (lay_tables), as floats or doubles. */
+typedef union rk_tab {
+    float f[2][RK_TABE];
+    double d[2][RK_TABE];
+} __attribute__((aligned(64))) rk_tab;
+#ifndef RK_HAVE_NT
+typedef struct rk_sw rk_sw; /* no staging window without streaming stores (sw is NULL) */
+#endif
+
+/* One head row of rotary_fast (x, y: its first elements), the same for both row orders: columns
+ * [k0, k0 + n) rotated with the token's tables (entries from o on), then, when tail (the last
+ * column chunk of a partial rotation out of place), channels [R, H) copied bit for bit. sw: the
+ * row is computed in the staging window and streamed from it (NULL: straight into y). */
+RK_INLINE void rotary_row(const rk_rotary_plan *p, const char *x, char *y, rk_sw *sw,
+                          ropekit_dtype dt, int wide, int nt, int hw, int il, int eo, int64_t h,
+                          int64_t k0, int64_t n, int tail, const rk_tab *t, int64_t o) {
+    const int64_t es = (int64_t)esz(dt);
+#ifdef RK_HAVE_NT
+    const int64_t rowb = p->H * es;
+    if (sw) y = sw_row(sw, y, rowb);
+#endif
+    rotate_row(x, y, dt, wide, nt, hw, il, eo, h, k0, n, t->f[0] + o, t->f[1] + o, t->d[0] + o,
+               t->d[1] + o);
+    if (tail) copy_bytes(y + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
+#ifdef RK_HAVE_NT
+    if (sw) sw_done(sw, rowb);
+#else
+    (void)sw;
+#endif
+}
+
 /* All tokens of a plan whose x and y have innermost stride 1, in blocks of TB tokens of one
  * batch row: the block's cos/sin rows are gathered and laid out for the pairing once (lay_tables),
  * then every head of every token in the block reuses them. The rows are visited in memory order:
@@ -473,19 +504,14 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
 #ifdef RK_HAVE_NT
     rk_sw sw; /* stg: rows computed in the window, streamed from it */
     sw_init(&sw);
-#define RK_ROWOUT(y) (stg ? sw_row(&sw, (y), rowb) : (y))
-#define RK_ROWPUT() (stg ? sw_done(&sw, rowb) : (void)0)
+#define RK_SWP (stg ? &sw : NULL)
 #else
     (void)stg;
-#define RK_ROWOUT(y) (y)
-#define RK_ROWPUT() ((void)0)
+#define RK_SWP NULL
 #endif
     const int il = p->interleaved, eo = RK_EO(dt);
     float c[RK_CHUNK], sn[RK_CHUNK];
-    union {
-        float f[2][RK_TABE];
-        double d[2][RK_TABE];
-    } tab __attribute__((aligned(64)));
+    rk_tab tab;
     const int in_place = p->x == p->y;
     const int copy_tail = p->R < p->H && !in_place; /* channels [R, H) copied bit for bit */
     const int head_major = p->N > 1 && p->xs[2] > p->xs[1];
@@ -538,13 +564,8 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
                                     if (pfy) prefetch_row(RK_YADDR(bn, sn_, hn), rowb, 1);
                                 }
                             }
-                            const char *x = RK_XROW(b, s, hd);
-                            char *y = RK_ROWOUT(RK_YROW(b, s, hd));
-                            rotate_row(x, y, dt, wide, nt, hw, il, eo, h, k0, n, tab.f[0] + j * m0,
-                                       tab.f[1] + j * m0, tab.d[0] + j * m0, tab.d[1] + j * m0);
-                            if (copy_tail && last)
-                                copy_bytes(y + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
-                            RK_ROWPUT();
+                            rotary_row(p, RK_XROW(b, s, hd), RK_YROW(b, s, hd), RK_SWP, dt, wide,
+                                       nt, hw, il, eo, h, k0, n, copy_tail && last, &tab, j * m0);
                         }
                 } else {
                     for (int64_t j = 0; j < nb; ++j) {
@@ -556,13 +577,8 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
                                 prefetch_row(RK_XADDR(bn, sn_, hd), rowb, 0);
                                 if (pfy) prefetch_row(RK_YADDR(bn, sn_, hd), rowb, 1);
                             }
-                            const char *x = RK_XROW(b, s, hd);
-                            char *y = RK_ROWOUT(RK_YROW(b, s, hd));
-                            rotate_row(x, y, dt, wide, nt, hw, il, eo, h, k0, n, tab.f[0] + j * m0,
-                                       tab.f[1] + j * m0, tab.d[0] + j * m0, tab.d[1] + j * m0);
-                            if (copy_tail && last)
-                                copy_bytes(y + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
-                            RK_ROWPUT();
+                            rotary_row(p, RK_XROW(b, s, hd), RK_YROW(b, s, hd), RK_SWP, dt, wide,
+                                       nt, hw, il, eo, h, k0, n, copy_tail && last, &tab, j * m0);
                         }
                     }
                 }
@@ -572,8 +588,7 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
 #undef RK_YROW
 #undef RK_XADDR
 #undef RK_YADDR
-#undef RK_ROWOUT
-#undef RK_ROWPUT
+#undef RK_SWP
 #ifdef RK_HAVE_NT
     if (stg) sw_end(&sw);
 #endif
