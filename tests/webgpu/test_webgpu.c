@@ -1796,6 +1796,82 @@ static void run_destroyed_buffers(ropekit_webgpu_backend backend) {
         }
 }
 
+/* The pipeline kept for repeated rotary calls (ctx->rot_pipe: a call with the last call's variant
+ * signature takes it without a cache lookup) evicted by other operators' pipelines: with a cache
+ * of one pipeline (ROPEKIT_WEBGPU_PIPELINE_CACHE=1), a rotary decode call, two regroup calls
+ * (each evicts the pipeline before it: the rotary one is released), then the rotary call again
+ * with the same signature. It must build its pipeline again and give the CPU's bits; keeping the
+ * released pipeline (the reset in rk_wg_pipeline removed) used freed memory: checked 2026-12-02
+ * on lavapipe, the call failed or the process aborted. A rotary call evicted by a rotary call of
+ * another signature and the regroup calls are compared too. */
+static void run_pipeline_eviction(ropekit_webgpu_backend backend) {
+    const char *old = getenv("ROPEKIT_WEBGPU_PIPELINE_CACHE");
+    char saved[32] = "";
+    if (old) snprintf(saved, sizeof saved, "%s", old);
+    setenv("ROPEKIT_WEBGPU_PIPELINE_CACHE", "1", 1);
+    ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
+    ropekit_webgpu *ctx = open_context(&opt);
+    if (old) setenv("ROPEKIT_WEBGPU_PIPELINE_CACHE", saved, 1);
+    else unsetenv("ROPEKIT_WEBGPU_PIPELINE_CACHE");
+    if (!ctx) return;
+    enum { B = 4, N = 4, H = 16, P = 32, F = N * H };
+    float x[B * N * H], y[B * N * H], ref[B * N * H], c[P * H / 2], sn[P * H / 2];
+    for (int i = 0; i < P * H / 2; ++i) c[i] = cosf((float)i * 0.23f), sn[i] = sinf((float)i * 0.23f);
+    for (int i = 0; i < B * N * H; ++i) x[i] = (float)((i * 7) % 31) / 8.0f - 2.0f;
+    uint16_t xh[B * F], yh[B * F], refh[B * F];
+    for (int i = 0; i < B * F; ++i) xh[i] = (uint16_t)(0x3800u + (unsigned)(i * 37 % 1024)); /* float16 in [0.5, 1) */
+    int64_t pos[B] = {5, 17, 30, 2}, xs[3] = {B, 1, N * H}, tsh[2] = {P, H / 2}, ps[2] = {B, 1};
+    int64_t rs[2] = {B, F}, os[3] = {1, B, F};
+    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hr = ropekit_tensor_contiguous(ref, ROPEKIT_FLOAT32, 3, xs);
+    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
+    ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
+    ropekit_tensor gin32 = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 2, rs);
+    ropekit_tensor gout32 = ropekit_tensor_contiguous(ref, ROPEKIT_FLOAT32, 3, os);
+    ropekit_tensor gin16 = ropekit_tensor_contiguous(xh, ROPEKIT_FLOAT16, 2, rs);
+    ropekit_tensor gout16 = ropekit_tensor_contiguous(refh, ROPEKIT_FLOAT16, 3, os);
+    ropekit_rotary_embedding_attrs at = {0, 0, N, 0}, il = {1, 0, N, 0};
+    ropekit_inverse_rotary_regroup_attrs ra = {N, H, 0, 1};
+    WGPUBuffer bx = upload(ctx, &hx), by = upload(ctx, &hx), bc = upload(ctx, &hc), bs = upload(ctx, &hs);
+    WGPUBuffer bxh = upload_bytes(ctx, xh, sizeof xh), byh = upload_bytes(ctx, xh, sizeof xh);
+    ropekit_webgpu_tensor gx = gview(bx, &hx), gy = gview(by, &hx), gc = gview(bc, &hc), gs = gview(bs, &hs);
+    ropekit_webgpu_tensor gi32 = gview(bx, &gin32), go32 = gview(by, &gout32);
+    ropekit_webgpu_tensor gi16 = gview(bxh, &gin16), go16 = gview(byh, &gout16);
+    int bad = 0, steps = 0;
+    /* 0 rotary, 1 regroup f32, 2 regroup f16, 3 rotary again (its pipeline was evicted), 4 rotary
+     * interleaved (evicts it), 5 rotary half-split again */
+    static const int seq[] = {0, 0, 1, 2, 0, 0, 3, 0, 1, 0};
+    for (size_t k = 0; k < sizeof seq / sizeof seq[0]; ++k, ++steps) {
+        ropekit_status st, cst;
+        const int op = seq[k];
+        if (op == 1) {
+            st = ropekit_webgpu_inverse_rotary_regroup(ctx, &gi32, NULL, NULL, &ra, &go32);
+            cst = ropekit_inverse_rotary_regroup(&gin32, NULL, NULL, &ra, &gout32);
+        } else if (op == 2) {
+            st = ropekit_webgpu_inverse_rotary_regroup(ctx, &gi16, NULL, NULL, &ra, &go16);
+            cst = ropekit_inverse_rotary_regroup(&gin16, NULL, NULL, &ra, &gout16);
+        } else {
+            const ropekit_rotary_embedding_attrs *a = op == 3 ? &il : &at;
+            st = ropekit_webgpu_rotary_embedding(ctx, &gx, &gc, &gs, &ids, a, &gy);
+            cst = ropekit_rotary_embedding(&hx, &hc, &hs, &ids, a, &hr);
+        }
+        ropekit_status rs_ = st == ROPEKIT_OK ? ropekit_webgpu_wait(ctx) : st;
+        if (rs_ == ROPEKIT_OK && op == 2) rs_ = ropekit_webgpu_read(ctx, byh, 0, yh, sizeof yh);
+        else if (rs_ == ROPEKIT_OK) rs_ = ropekit_webgpu_read(ctx, by, 0, y, sizeof y);
+        const int same = op == 2 ? memcmp(yh, refh, sizeof yh) == 0 : memcmp(y, ref, sizeof y) == 0;
+        if (st != ROPEKIT_OK || cst != ROPEKIT_OK || rs_ != ROPEKIT_OK || !same) {
+            ++bad;
+            printf("pipeline eviction: step %zu (op %d): %s\n", k, op,
+                   st != ROPEKIT_OK || rs_ != ROPEKIT_OK ? ropekit_webgpu_last_error() : "differs from the CPU");
+        }
+    }
+    CHECK(bad == 0, "pipeline eviction: %d of %d calls failed or differ from the CPU", bad, steps);
+    wgpuBufferRelease(bx), wgpuBufferRelease(by), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
+    wgpuBufferRelease(bxh), wgpuBufferRelease(byh);
+    ropekit_webgpu_destroy(ctx);
+}
+
 /* Edge values (issue 16, item 4: bit for bit with the CPU on every adapter, whatever it does
  * with subnormals, which WGSL lets an implementation flush (NVIDIA's Vulkan driver flushes
  * float32 ones), and with fused multiply-adds, which it may contract a*b + c*d into): x and tables
@@ -2445,6 +2521,7 @@ int main(void) {
     RUN(call_chain, backend);
     RUN(argument_reuse, backend);
     RUN(destroyed_buffers, backend);
+    RUN(pipeline_eviction, backend);
     RUN(double_rounding, backend);
     RUN(workgroup_sizes, backend);
     RUN(edge_values, backend, 0);
