@@ -14,7 +14,7 @@ the row says which inputs came from host memory.
 --new-ids: each shape also timed with new position ids every run (the ids OrtValue in device
 memory rewritten with update_inplace before each run, alternating two id sets: the upload a model
 with new positions pays; bench_decode's "op, new ids" row), in the same session.
-Usage: python bench_ort_webgpu.py [--reps N] [--small] [--only PREFIX] [--new-ids]
+Usage: python bench_ort_webgpu.py [--reps N] [--small] [--only PREFIX] [--shapes 4,5] [--new-ids]
 Environment: ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER=1 on a software adapter.
 """
 import argparse
@@ -72,6 +72,7 @@ def main():
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--only", default="", help="run only the shapes whose name starts with this")
     ap.add_argument("--profile", action="store_true", help="also report ORT profiler events of the node")
+    ap.add_argument("--shapes", default="", help="comma-separated indices into SHAPES (0-5): only those")
     ap.add_argument("--new-ids", action="store_true", help="also time runs that upload new position ids")
     a = ap.parse_args()
     ort.register_execution_provider_library("webgpu", wep.get_library_path())
@@ -108,8 +109,9 @@ def main():
     d = 16 if a.small else 1
     print("\n| shape | x and tables | operator | ORT WebGPU EP ms per run | inputs | max abs diff vs CPU EP |")
     print("|---|---|---|---:|---|---:|")
-    for name, B, S, N, H, R, P, dt in SHAPES:
-        if not name.startswith(a.only):
+    pick = {int(i) for i in a.shapes.split(",") if i.strip()}
+    for idx, (name, B, S, N, H, R, P, dt) in enumerate(SHAPES):
+        if not name.startswith(a.only) or (pick and idx not in pick):
             continue
         S2, P2 = max(1, S // d), max(1, P // d) if P > 8192 else P
         rng = np.random.default_rng(1)
