@@ -1568,6 +1568,66 @@ static void run_batched_calls(ropekit_webgpu_backend backend) {
     close_context(ctx);
 }
 
+/* The setup run_call_chain and run_argument_reuse share: calls of 1 to CHAIN_SMAX tokens of one
+ * 8-channel head ping-pong between two device buffers bb[0], bb[1] (both holding x at first),
+ * mirrored on the host by ref[0], ref[1] (the same chain on the CPU); tables of CHAIN_P rows at
+ * angles i * freq; x[i] = ((i * mul) % mod) / 8 - 2.5; y and pos: room for a read-back and the ids
+ * of the largest call. chain_open: 0 (a failed check, everything released) when out of memory. */
+enum { CHAIN_N = 1, CHAIN_H = 8, CHAIN_P = 64, CHAIN_SMAX = 20000 };
+typedef struct chain_setup {
+    size_t ne; /* elements of the largest call */
+    float *x, *ref[2], *y;
+    int64_t *pos;
+    float c[CHAIN_P * CHAIN_H / 2], sn[CHAIN_P * CHAIN_H / 2];
+    ropekit_tensor hx, hc, hs;
+    WGPUBuffer bc, bs, bb[2];
+    ropekit_webgpu_tensor gc, gs;
+    ropekit_rotary_embedding_attrs at;
+} chain_setup;
+
+static void chain_close(chain_setup *t) {
+    WGPUBuffer b[4] = {t->bb[0], t->bb[1], t->bc, t->bs};
+    for (int i = 0; i < 4; ++i)
+        if (b[i]) wgpuBufferRelease(b[i]);
+    free(t->x), free(t->ref[0]), free(t->ref[1]), free(t->y), free(t->pos);
+}
+
+static int chain_open(ropekit_webgpu *ctx, chain_setup *t, float freq, size_t mul, size_t mod) {
+    memset(t, 0, sizeof *t);
+    t->ne = (size_t)CHAIN_SMAX * CHAIN_N * CHAIN_H;
+    t->x = malloc(t->ne * 4), t->ref[0] = malloc(t->ne * 4), t->ref[1] = malloc(t->ne * 4);
+    t->y = malloc(t->ne * 4), t->pos = malloc((size_t)CHAIN_SMAX * sizeof *t->pos);
+    if (!t->x || !t->ref[0] || !t->ref[1] || !t->y || !t->pos) {
+        CHECK(0, "out of memory");
+        chain_close(t);
+        return 0;
+    }
+    for (int i = 0; i < CHAIN_P * CHAIN_H / 2; ++i)
+        t->c[i] = cosf((float)i * freq), t->sn[i] = sinf((float)i * freq);
+    for (size_t i = 0; i < t->ne; ++i) t->x[i] = (float)((i * mul) % mod) / 8.0f - 2.5f;
+    int64_t xs[3] = {1, CHAIN_SMAX, CHAIN_N * CHAIN_H}, tsh[2] = {CHAIN_P, CHAIN_H / 2};
+    t->hx = ropekit_tensor_contiguous(t->x, ROPEKIT_FLOAT32, 3, xs);
+    t->hc = ropekit_tensor_contiguous(t->c, ROPEKIT_FLOAT32, 2, tsh);
+    t->hs = ropekit_tensor_contiguous(t->sn, ROPEKIT_FLOAT32, 2, tsh);
+    t->bc = upload(ctx, &t->hc), t->bs = upload(ctx, &t->hs);
+    t->bb[0] = upload(ctx, &t->hx), t->bb[1] = upload(ctx, &t->hx);
+    memcpy(t->ref[0], t->x, t->ne * 4);
+    memcpy(t->ref[1], t->x, t->ne * 4);
+    t->gc = gview(t->bc, &t->hc), t->gs = gview(t->bs, &t->hs);
+    t->at = (ropekit_rotary_embedding_attrs){0, 0, CHAIN_N, 0};
+    return 1;
+}
+
+/* Both ping-pong buffers against their CPU mirrors, bit for bit. */
+static void chain_compare(ropekit_webgpu *ctx, chain_setup *t, const char *what, int calls) {
+    for (int b = 0; b < 2; ++b) {
+        ropekit_status st = ropekit_webgpu_read(ctx, t->bb[b], 0, t->y, t->ne * 4);
+        CHECK(st == ROPEKIT_OK && memcmp(t->y, t->ref[b], t->ne * 4) == 0,
+              "%s of %d calls: buffer %d differs from the CPU (%s)", what, calls, b,
+              ropekit_webgpu_last_error());
+    }
+}
+
 /* Unbatched calls back to back without waiting: a chain of calls of different sizes (1 to
  * 20,000 tokens: the parameter buffer grows; ids of 4 B to 80 KB) ping-pong between two
  * buffers, with a refused call (id out of range: an error before anything is uploaded, no
@@ -1580,30 +1640,20 @@ static void run_call_chain(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
     ropekit_webgpu *ctx = open_context(&opt); /* its own: destroyed with work in flight */
     if (!ctx) return;
-    enum { N = 1, H = 8, P = 64, SMAX = 20000, CALLS = 14 };
+    enum { N = CHAIN_N, H = CHAIN_H, P = CHAIN_P, SMAX = CHAIN_SMAX, CALLS = 14 };
     static const int seq[CALLS] = {3, 1100, 5, 20000, 2, 3000, 7, 1, 3000, 4, 20000, 6, 1100, 9};
-    const size_t ne = (size_t)SMAX * N * H;
-    float *x = malloc(ne * 4), *ref[2] = {malloc(ne * 4), malloc(ne * 4)}, *y = malloc(ne * 4);
-    int64_t *pos = malloc((size_t)SMAX * sizeof *pos);
-    float c[P * H / 2], sn[P * H / 2];
-    if (!x || !ref[0] || !ref[1] || !y || !pos) {
-        CHECK(0, "out of memory");
-        free(x), free(ref[0]), free(ref[1]), free(y), free(pos);
+    chain_setup t;
+    if (!chain_open(ctx, &t, 0.37f, 13, 41)) {
         ropekit_webgpu_destroy(ctx);
         return;
     }
-    for (int i = 0; i < P * H / 2; ++i) c[i] = cosf((float)i * 0.37f), sn[i] = sinf((float)i * 0.37f);
-    for (size_t i = 0; i < ne; ++i) x[i] = (float)((i * 13) % 41) / 8.0f - 2.5f;
-    int64_t xs[3] = {1, SMAX, N * H}, tsh[2] = {P, H / 2};
-    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
-    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
-    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
-    WGPUBuffer bc = upload(ctx, &hc), bs = upload(ctx, &hs), bb[2] = {upload(ctx, &hx), upload(ctx, &hx)};
-    WGPUBuffer dead = upload(ctx, &hx);
-    memcpy(ref[0], x, ne * 4);
-    memcpy(ref[1], x, ne * 4);
-    ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
-    ropekit_webgpu_tensor gc = gview(bc, &hc), gs = gview(bs, &hs);
+    WGPUBuffer dead = upload(ctx, &t.hx);
+    float **ref = t.ref;
+    int64_t *pos = t.pos;
+    WGPUBuffer *bb = t.bb;
+    const ropekit_rotary_embedding_attrs at = t.at;
+    const ropekit_tensor hc = t.hc, hs = t.hs;
+    const ropekit_webgpu_tensor gc = t.gc, gs = t.gs;
     int cur = 0, bad = 0, refused = 0, failed = 0;
     for (int k = 0; k < CALLS; ++k) {
         const int S = seq[k], nxt = 1 - cur;
@@ -1636,12 +1686,7 @@ static void run_call_chain(ropekit_webgpu_backend backend) {
     CHECK(refused, "call chain: a call with an id out of range must be refused before dispatch");
     CHECK(failed, "call chain: a call on a destroyed buffer must fail with ROPEKIT_ERROR_DEVICE (%s)",
           ropekit_webgpu_last_error());
-    for (int b = 0; b < 2; ++b) {
-        ropekit_status st = ropekit_webgpu_read(ctx, bb[b], 0, y, ne * 4);
-        CHECK(st == ROPEKIT_OK && memcmp(y, ref[b], ne * 4) == 0,
-              "call chain of %d calls: buffer %d differs from the CPU (%s)", CALLS, b,
-              ropekit_webgpu_last_error());
-    }
+    chain_compare(ctx, &t, "call chain", CALLS);
     printf("call chain: %d calls of 1-%d tokens compared bit for bit\n", CALLS, SMAX);
     wgpuBufferRelease(dead);
     /* destroyed with work in flight: unbatched calls, then recorded ones (batch of 8) */
@@ -1660,9 +1705,8 @@ static void run_call_chain(ropekit_webgpu_backend backend) {
         CHECK(nbad == 0, "calls before destroy: %d failed (%s)", nbad, ropekit_webgpu_last_error());
         if (k == 1) break; /* the context is destroyed below with its work in flight */
     }
-    wgpuBufferRelease(bb[0]), wgpuBufferRelease(bb[1]), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
+    chain_close(&t);
     ropekit_webgpu_destroy(ctx);
-    free(x), free(ref[0]), free(ref[1]), free(y), free(pos);
 }
 
 /* Unbatched calls that repeat earlier calls' arguments (parameters and position ids) bind the
@@ -1676,30 +1720,20 @@ static void run_argument_reuse(ropekit_webgpu_backend backend) {
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
     ropekit_webgpu *ctx = open_context(&opt);
     if (!ctx) return;
-    enum { N = 1, H = 8, P = 64, SMAX = 20000, CALLS = 60 };
-    const size_t ne = (size_t)SMAX * N * H;
-    float *x = malloc(ne * 4), *ref[2] = {malloc(ne * 4), malloc(ne * 4)}, *y = malloc(ne * 4);
-    int64_t *pos = malloc((size_t)SMAX * sizeof *pos);
-    float c[P * H / 2], sn[P * H / 2];
-    if (!x || !ref[0] || !ref[1] || !y || !pos) {
-        CHECK(0, "out of memory");
-        free(x), free(ref[0]), free(ref[1]), free(y), free(pos);
+    enum { N = CHAIN_N, H = CHAIN_H, P = CHAIN_P, SMAX = CHAIN_SMAX, CALLS = 60 };
+    chain_setup t;
+    if (!chain_open(ctx, &t, 0.41f, 17, 43)) {
         ropekit_webgpu_destroy(ctx);
         return;
     }
-    for (int i = 0; i < P * H / 2; ++i) c[i] = cosf((float)i * 0.41f), sn[i] = sinf((float)i * 0.41f);
-    for (size_t i = 0; i < ne; ++i) x[i] = (float)((i * 17) % 43) / 8.0f - 2.5f;
-    int64_t xs[3] = {1, SMAX, N * H}, tsh[2] = {P, H / 2}, os[1] = {1};
-    ropekit_tensor hx = ropekit_tensor_contiguous(x, ROPEKIT_FLOAT32, 3, xs);
-    ropekit_tensor hc = ropekit_tensor_contiguous(c, ROPEKIT_FLOAT32, 2, tsh);
-    ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, tsh);
-    WGPUBuffer bc = upload(ctx, &hc), bs = upload(ctx, &hs), bb[2] = {upload(ctx, &hx), upload(ctx, &hx)};
-    memcpy(ref[0], x, ne * 4);
-    memcpy(ref[1], x, ne * 4);
-    ropekit_rotary_embedding_attrs at = {0, 0, N, 0};
+    float **ref = t.ref;
+    int64_t *pos = t.pos, os[1] = {1};
+    WGPUBuffer *bb = t.bb;
+    const ropekit_rotary_embedding_attrs at = t.at;
+    const ropekit_tensor hc = t.hc, hs = t.hs;
+    const ropekit_webgpu_tensor gc = t.gc, gs = t.gs;
     ropekit_ms_rotary_embedding_attrs ms = ROPEKIT_MS_ROTARY_EMBEDDING_ATTRS_INIT;
     ms.num_heads = N;
-    ropekit_webgpu_tensor gc = gview(bc, &hc), gs = gview(bs, &hs);
     int cur = 0, bad = 0, set = 0;
     for (int k = 0; k < CALLS; ++k) {
         const int S = k % 13 == 6 ? SMAX : k % 7 == 3 ? 1 : k % 5 == 2 ? 37 : 4, nxt = 1 - cur;
@@ -1723,16 +1757,10 @@ static void run_argument_reuse(ropekit_webgpu_backend backend) {
         cur = nxt;
     }
     CHECK(bad == 0, "argument reuse: %d of %d calls failed (%s)", bad, CALLS, ropekit_webgpu_last_error());
-    for (int b = 0; b < 2; ++b) {
-        ropekit_status st = ropekit_webgpu_read(ctx, bb[b], 0, y, ne * 4);
-        CHECK(st == ROPEKIT_OK && memcmp(y, ref[b], ne * 4) == 0,
-              "argument reuse chain of %d calls: buffer %d differs from the CPU (%s)", CALLS, b,
-              ropekit_webgpu_last_error());
-    }
+    chain_compare(ctx, &t, "argument reuse chain", CALLS);
     printf("argument reuse: %d calls of 1-%d tokens compared bit for bit\n", CALLS, SMAX);
-    wgpuBufferRelease(bb[0]), wgpuBufferRelease(bb[1]), wgpuBufferRelease(bc), wgpuBufferRelease(bs);
+    chain_close(&t);
     ropekit_webgpu_destroy(ctx);
-    free(x), free(ref[0]), free(ref[1]), free(y), free(pos);
 }
 
 /* A buffer destroyed (wgpuBufferDestroy) after calls have used it, then passed again: the call
