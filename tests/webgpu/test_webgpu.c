@@ -690,6 +690,14 @@ static void run_double_rounding(ropekit_webgpu_backend backend) {
     close_context(ctx);
 }
 
+/* The rotary kernel a call should take where the vector one applies: the vector kernel, except
+ * with the exact32 arithmetic (no shader-f64), which takes the element kernel (ops.c: SwiftShader
+ * could not compile the vector kernel's exact32 path); tv: the 16-byte table loads expected too. */
+static int vector_variant_ok(const char *var, int tv) {
+    if (strstr(var, " exact32 ")) return strstr(var, " vec16 ") == NULL;
+    return strstr(var, " vec16 ") != NULL && (!tv || strstr(var, " tv ") != NULL);
+}
+
 /* The vector kernel (rotary_vec.wgsl) on layouts the shared cases reach rarely: five heads
  * (a group of four and a group of one), partial rotary (copied channels), interleaved and
  * half-split, in place and out of place, each dtype with float32 tables: bit for bit against
@@ -731,7 +739,7 @@ static void run_vector_layouts(ropekit_webgpu_backend backend) {
                 ropekit_status st = run_rotary_both(ctx, &rc, in_place, yr, yg);
                 CHECK(st == ROPEKIT_OK, "vector layout %s il=%d in_place=%d: %s", ropekit_dtype_name(dts[d]),
                       il, in_place, ropekit_webgpu_last_error());
-                CHECK(strstr(ropekit_webgpu_last_variant(ctx), " vec16 ") != NULL, "variant '%s'",
+                CHECK(vector_variant_ok(ropekit_webgpu_last_variant(ctx), 0), "variant '%s'",
                       ropekit_webgpu_last_variant(ctx));
                 if (st == ROPEKIT_OK) {
                     size_t bad = 0; /* bit for bit: wide64 with shader-f64, exact32 without */
@@ -814,7 +822,7 @@ static void run_vector_narrowing(ropekit_webgpu_backend backend) {
                                             {il, R, N, 0}};
                     ropekit_status st = run_rotary_both(ctx, &rc, 0, yr, yg);
                     const char *var = ropekit_webgpu_last_variant(ctx);
-                    CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && (il || strstr(var, " tv ")),
+                    CHECK(st == ROPEKIT_OK && vector_variant_ok(var, !il),
                           "narrowing %s tables %s il=%d opt %d: %s (variant '%s')", ropekit_dtype_name(dt),
                           ropekit_dtype_name(tdt), il, o, ropekit_webgpu_last_error(), var);
                     if (st == ROPEKIT_OK) {
@@ -918,7 +926,7 @@ static void run_narrowing_ties(ropekit_webgpu_backend backend) {
                                     {0, R, N, 0}};
             ropekit_status st = run_rotary_both(ctx, &rc, 0, yr, yg);
             const char *var = ropekit_webgpu_last_variant(ctx);
-            CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && strstr(var, " tv "),
+            CHECK(st == ROPEKIT_OK && vector_variant_ok(var, 1),
                   "narrowing ties %s opt %d: %s (variant '%s')", ropekit_dtype_name(dt), o,
                   ropekit_webgpu_last_error(), var);
             if (st == ROPEKIT_OK) {
@@ -991,7 +999,8 @@ static void run_mrope_vector_tables(ropekit_webgpu_backend backend) {
                 ropekit_status st = run_gpu(ctx, &c, 0, 0, &hg);
                 const char *var = ropekit_webgpu_last_variant(ctx);
                 const int aligned = k == 0 || k == 1 || (k == 2 && dt == ROPEKIT_FLOAT32); /* 4 | 4, 12 */
-                CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && (strstr(var, " tv ") != NULL) == aligned,
+                CHECK(st == ROPEKIT_OK && vector_variant_ok(var, 0) &&
+                          (strstr(var, " exact32 ") || (strstr(var, " tv ") != NULL) == aligned),
                       "mrope %s tables %s sections %d: %s (variant '%s')", ropekit_dtype_name(dt),
                       ropekit_dtype_name(tdt), k, ropekit_webgpu_last_error(), var);
                 if (st == ROPEKIT_OK)
@@ -1045,7 +1054,7 @@ static void run_vector_blocks(ropekit_webgpu_backend backend) {
             const rotary_call rc = {sh->dt, ROPEKIT_FLOAT32, {1, sh->S, sh->N * sh->H}, {P, h}, {1, sh->S}, x, cs,
                                     sn, pos, {0, sh->R, sh->N, 0}};
             ropekit_status st = run_rotary_both(ctx, &rc, 0, yr, yg); /* y starts 0xa5: every element written */
-            CHECK(st == ROPEKIT_OK && strstr(ropekit_webgpu_last_variant(ctx), " vec16 "),
+            CHECK(st == ROPEKIT_OK && vector_variant_ok(ropekit_webgpu_last_variant(ctx), 0),
                   "blocks shape %zu opt %d: %s (variant '%s')", k, o, ropekit_webgpu_last_error(),
                   ropekit_webgpu_last_variant(ctx));
             if (st == ROPEKIT_OK) {
@@ -2065,8 +2074,9 @@ static void run_edge_values(ropekit_webgpu_backend backend, int integer_paths) {
                         edge_check(st, ctx, what, &hg, &hy, 1, &es);
                         if (st == ROPEKIT_OK) {
                             const char *var = ropekit_webgpu_last_variant(ctx);
-                            const int v = strstr(var, " vec16 ") != NULL;
-                            CHECK(v == !lay && (strstr(var, " intpaths ") != NULL) == integer_paths,
+                            const int v = strstr(var, " vec16 ") != NULL; /* exact32: the element kernel */
+                            CHECK(v == (!lay && !strstr(var, " exact32 ")) &&
+                                      (strstr(var, " intpaths ") != NULL) == integer_paths,
                                   "edge values %s: variant '%s'", what, var);
                             ++*(v ? &vec : &elem), ++runs;
                         }
@@ -2285,8 +2295,8 @@ static void run_vector_heads2(ropekit_webgpu_backend backend) {
             CHECK(rk_case_run_cpu(&cs, &hy) == ROPEKIT_OK, "heads2: cpu: %s", ropekit_last_error());
             ropekit_status st = run_gpu(ctx, &cs, 0, 0, &hg);
             const char *var = ropekit_webgpu_last_variant(ctx);
-            /* exact32 (no shader-f64: OpenGL ES) keeps one head per invocation (RK_WG_ROTARY_HG_VEC) */
-            CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && strstr(var, strstr(var, " exact32 ") ? " hg1 " : " hg2 "),
+            /* exact32 (no shader-f64: OpenGL ES) takes the element kernel (vector_variant_ok) */
+            CHECK(st == ROPEKIT_OK && vector_variant_ok(var, 0) && (strstr(var, " exact32 ") || strstr(var, " hg2 ")),
                   "heads2 %s il %d: %s (variant '%s')",
                   ropekit_dtype_name(dt), il, ropekit_webgpu_last_error(), var);
             if (st == ROPEKIT_OK) {
@@ -2330,7 +2340,9 @@ static void run_workgroup_sizes(ropekit_webgpu_backend backend) {
         /* the device's limit caps an explicit size (lavapipe and the H200 allow 1024) */
         char want[32];
         snprintf(want, sizeof want, " wg%d ", sizes[k] ? sizes[k] : 128);
-        CHECK(st == ROPEKIT_OK && strstr(var, " vec16 ") && strstr(var, want),
+        /* exact32 (no shader-f64): the element kernel, the context's size when none is asked */
+        const int e32 = strstr(var, " exact32 ") != NULL;
+        CHECK(st == ROPEKIT_OK && vector_variant_ok(var, 0) && (strstr(var, want) || (e32 && !sizes[k])),
               "workgroup_size %d: %s, variant '%s' (want%s)", sizes[k], ropekit_webgpu_last_error(), var, want);
         if (st == ROPEKIT_OK)
             CHECK(memcmp(yr, yg, sizeof yr) == 0, "workgroup_size %d: differs from the CPU", sizes[k]);
