@@ -11,9 +11,10 @@ cancelling, median of 7 such pairs. Everything a run does is included: ORT's
 per-run host work, its WebGPU submission and the kernel. If device-resident inputs are refused,
 the row says which inputs came from host memory.
 
---new-ids: each shape also timed with new position ids every run (the ids OrtValue in device
-memory rewritten with update_inplace before each run, alternating two id sets: the upload a model
-with new positions pays; bench_decode's "op, new ids" row), in the same session.
+--new-ids: each shape also timed with new position ids every run, alternating two id sets (the
+upload a model with new positions pays; bench_decode's "op, new ids" row), in the same session,
+two ways: the ids OrtValue in device memory rewritten with update_inplace before each run, and
+the ids bound from host memory (bind_cpu_input) for each run, which ORT copies to the device.
 Usage: python bench_ort_webgpu.py [--reps N] [--small] [--only PREFIX] [--shapes 4,5] [--new-ids]
 Environment: ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER=1 on a software adapter.
 """
@@ -168,7 +169,11 @@ def main():
 
             def batch(n, new_ids=False):  # n runs, then a tiny run whose read-back waits for the queue
                 t0 = time.perf_counter()
-                if new_ids:
+                if new_ids == "host":  # ids bound from host memory each run: ORT copies them
+                    for i in range(n):
+                        io.bind_cpu_input("ids", alt[i & 1])
+                        sess.run_with_iobinding(io)
+                elif new_ids:
                     ids_ov = ovs["ids"]
                     for i in range(n):
                         ids_ov.update_inplace(alt[i & 1])
@@ -188,10 +193,15 @@ def main():
                 return statistics.median(ts)
 
             t_same = per_run()
-            t_new = None
+            t_new = t_host = None
             if a.new_ids and "ids" not in where:
                 t_new = per_run(True)
                 ovs["ids"].update_inplace(host["ids"])  # back to the ids the check below uses
+                try:
+                    t_host = per_run("host")
+                except Exception as e:  # noqa: BLE001
+                    print(f"| {name}, ids bound from host memory | error: {str(e).splitlines()[0][:200]} | | |")
+                io.bind_ortvalue_input("ids", ovs["ids"])
                 sess.run_with_iobinding(io)
                 sync()
             prof = ""
@@ -226,6 +236,9 @@ def main():
             if t_new is not None:
                 print(f"| {name}, new ids every run | {np.dtype(dt).name} | {domain} | {t_new * 1e3:.4f} | "
                       f"{inputs}, ids rewritten (update_inplace) | |", flush=True)
+            if t_host is not None:
+                print(f"| {name}, new ids every run | {np.dtype(dt).name} | {domain} | {t_host * 1e3:.4f} | "
+                      f"{inputs}, ids bound from host memory (bind_cpu_input) | |", flush=True)
 
 
 if __name__ == "__main__":
