@@ -13,7 +13,8 @@
  * src/webgpu/ops/<op>/bench.json (the CPU and CUDA benchmarks' shapes), scaled down with --small
  * for software adapters.
  * Usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] [--no-cpu]
- *                     [--only rotary|qknorm|regroup] [--dtypes float32,bfloat16,float16]
+ *                     [--only rotary|qknorm|regroup] [--wg N] [--rows N,N,...]
+ *                     [--dtypes float32,bfloat16,float16] [--no-f64 (shader-f64 off: exact32)]
  * (--dtypes: the QKNorm and regroup rows of these dtypes only) */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -433,6 +434,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--small")) small = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-cpu")) g_no_cpu = 1; /* skip the CPU backend (its column reads 0) */
+        else if (!strcmp(argv[i], "--no-f64")) opt.disable_f64 = 1; /* shader-f64 off: exact32 */
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i]; /* rotary, qknorm or regroup */
         else if (!strcmp(argv[i], "--wg") && i + 1 < argc) opt.workgroup_size = atoi(argv[++i]); /* power of 2 */
         else if (!strcmp(argv[i], "--rows") && i + 1 < argc) g_rows = argv[++i]; /* e.g. 1,2,5 (table order) */
@@ -440,8 +442,7 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr, "usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] [--no-cpu] "
                             "[--only rotary|qknorm|regroup] [--wg N] [--rows N,N,...] "
-                            "[--dtypes float32,bfloat16,float16]
-");
+                            "[--dtypes float32,bfloat16,float16] [--no-f64]\n");
             return 2;
         }
     }
