@@ -4,6 +4,8 @@
  *   ropekit_bench_decode [SECONDS [YGAP]]   (YGAP: y placed 16 KiB + YGAP bytes after x)
  *   ropekit_bench_decode count ITEM N       (N calls of one part, untimed: for valgrind counts)
  *   clock   a dependent chain of 8000 imuls (3 cycles each): the core clock
+ *   fma     the bare loop's 2048 multiplies/FMAs alone (x in double, y stored as double; 16 KiB
+ *           of each, used twice, so that they stay in L1)
  *   cvt     only the contract's 2048 conversions of one f32 token (1024 VCVTPS2PD ymm<-m128 +
  *           1024 VCVTPD2PS xmm<-ymm, with their loads and stores)
  *   bare    the f32 loop alone, flat (256 steps of 8 pairs: 4 cvtps2pd, 4 mul, 4 fma, 4 cvtpd2ps)
@@ -76,6 +78,25 @@ static __attribute__((noinline)) void cvt_only(void) {
         _mm_store_ps(yh + 64 + k + 4,                                                              \
                      _mm256_cvtpd_ps(_mm256_fmadd_pd(sh, ah, _mm256_mul_pd(ch, bh))));             \
     } while (0)
+static double xd[NT / 2] __attribute__((aligned(64))), yd[NT / 2] __attribute__((aligned(64)));
+/* the bare loop's 2048 multiplies/FMAs with the same loads and stores but no conversions (x
+ * already in double, y stored as double) */
+static __attribute__((noinline)) void fma_only(void) {
+    for (int hd = 0; hd < 32; ++hd) {
+        const double *xh = xd + (hd & 15) * 128; /* 16 KiB of doubles each, twice: L1 */
+        double *yh = yd + (hd & 15) * 128;
+        for (int k = 0; k < 64; k += 8) {
+            __m256d al = _mm256_load_pd(xh + k), ah = _mm256_load_pd(xh + k + 4);
+            __m256d bl = _mm256_load_pd(xh + 64 + k), bh = _mm256_load_pd(xh + 64 + k + 4);
+            __m256d cl = _mm256_load_pd(cd + k), ch = _mm256_load_pd(cd + k + 4);
+            __m256d sl = _mm256_load_pd(sd + k), sh = _mm256_load_pd(sd + k + 4);
+            _mm256_store_pd(yh + k, _mm256_fmsub_pd(cl, al, _mm256_mul_pd(sl, bl)));
+            _mm256_store_pd(yh + k + 4, _mm256_fmsub_pd(ch, ah, _mm256_mul_pd(sh, bh)));
+            _mm256_store_pd(yh + 64 + k, _mm256_fmadd_pd(sl, al, _mm256_mul_pd(cl, bl)));
+            _mm256_store_pd(yh + 64 + k + 4, _mm256_fmadd_pd(sh, ah, _mm256_mul_pd(ch, bh)));
+        }
+    }
+}
 static __attribute__((noinline)) void bare_flat(void) {
     for (int t = 0; t < 256; ++t) {
         const int hd = t >> 3, k = (t & 7) * 8;
@@ -195,6 +216,7 @@ static void do_plan(dj *j) {
 }
 enum {
     I_CLOCK,
+    I_FMA,
     I_CVT,
     I_BARE,
     I_BARE32,
@@ -214,13 +236,14 @@ enum {
     NI
 };
 static const char *iname[NI] = {
-    "clock(8k imul)",  "cvt only",      "bare flat", "bare 32x8",     "bare stack8K",
-    "bare stack64",    "plan+ids",      "kern avx2", "rk_cpu_rotary", "full f32",
-    "full f16",        "kern f16",      "full bf16", "kern bf16",     "kern f32 8x512",
-    "kern f32 16x256", "kern f32 1x128"};
+    "clock(8k imul)", "fma only",        "cvt only",      "bare flat", "bare 32x8",
+    "bare stack8K",   "bare stack64",    "plan+ids",      "kern avx2", "rk_cpu_rotary",
+    "full f32",       "full f16",        "kern f16",      "full bf16", "kern bf16",
+    "kern f32 8x512", "kern f32 16x256", "kern f32 1x128"};
 static void run_item(int it) {
     switch (it) {
     case I_CLOCK: clock_chain(1000); break; /* 24000 cycles */
+    case I_FMA: fma_only(); break;
     case I_CVT: cvt_only(); break;
     case I_BARE: bare_flat(); break;
     case I_BARE32: bare_heads(); break;
@@ -263,7 +286,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (int i = 0; i < NT; ++i)
-        xs[i] = (float)(i % 97) * 0.01f - 0.5f;
+        xs[i] = (float)(i % 97) * 0.01f - 0.5f, xd[i % (NT / 2)] = xs[i];
     for (int i = 0; i < H2; ++i)
         cd[i] = 0.5 + i * 1e-3, sd[i] = 0.25 - i * 1e-3;
     setup(&J[0], ROPEKIT_FLOAT32, 4096), setup(&J[1], ROPEKIT_FLOAT16, 4096),

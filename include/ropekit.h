@@ -432,8 +432,8 @@ ROPEKIT_API ropekit_status ropekit_rotary_embedding_on_the_fly(
  * contiguous ranges, so results never depend on the thread count. ropekit keeps a small pool
  * of persistent threads, created at the first call that needs them. Cost model: a split costs a
  * thread wake-up, the claims and a final join (a few microseconds), so calls that move less than
- * 512 KiB (a few tens of microseconds of one-thread work) run on the calling thread alone (a
- * decode step pays no wake-up). Larger calls are cut into a few chunks per thread that the
+ * 1 MiB (tens of microseconds of one-thread work) run on the calling thread alone (a decode step
+ * pays no wake-up). Larger calls are cut into a few chunks per thread that the
  * caller and the woken threads claim one at a time: when another process holds a core, its
  * thread wakes late, finds the chunks taken, and the caller has done the work alone, so a split
  * call is not slower than a one-thread call by more than the wake-up. A worker that has just run

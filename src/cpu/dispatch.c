@@ -169,14 +169,14 @@ typedef void (*rk_range_fn)(void *ctx, int64_t begin, int64_t end);
  * costs. One thread moves 8-35 GB/s here (16-bit rows and QKNorm are compute bound, about as
  * slow per byte as float32 rows), so the bytes a call moves stand for its time. A split costs
  * the caller a wake-up of a sleeping worker (none when the worker still polls after a previous
- * call), the claims, and the wait for chunks already claimed. On the Xeon EMR guest (2026-12-02,
- * 2 threads pinned to 2 cores, avx2, this pool, sizes 133 KB - 2.7 MB, back-to-back calls and
- * calls after a 200 us pause): 266 KB calls (~15 us) gained 1.27-1.38x back to back but
- * 0.99-1.08x after a pause, 16-bit ones 0.77x (fastest call) after a pause; from 532 KB (~33 us)
- * every row gained 1.10-1.67x either way (min and median). Below 512 KiB the calling thread runs
- * the call alone (a decode step pays no wake-up). */
+ * call), the claims, and the wait for chunks already claimed. On the Xeon EMR guest (2026-12-02
+ * R1/R2, 2 threads pinned to 2 cores, avx2 and avx512, 133 KB - 2.7 MB, one process alternating
+ * 1 and 2 threads): back to back, calls from 532 KB gained 1.18-1.43x; but each after a 200 us
+ * pause (the worker asleep), 532-800 KB calls ran 0.85-1.27x (fastest call / median: slower in
+ * several rows), from 1.06 MB 1.07-1.51x. Below 1 MiB the calling thread runs the call alone
+ * (a decode step pays no wake-up). */
 #ifndef RK_PARALLEL_MIN_BYTES
-#define RK_PARALLEL_MIN_BYTES (512 * 1024)
+#define RK_PARALLEL_MIN_BYTES (1024 * 1024)
 #endif
 
 static atomic_int g_num_threads = 1;
