@@ -13,7 +13,9 @@
  * src/webgpu/ops/<op>/bench.json (the CPU and CUDA benchmarks' shapes), scaled down with --small
  * for software adapters.
  * Usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] [--no-cpu]
- *                     [--only rotary|qknorm|regroup] */
+ *                     [--only rotary|qknorm|regroup] [--wg N] [--rows N,N,...]
+ *                     [--dtypes float32,bfloat16,float16] [--no-f64 (shader-f64 off: exact32)]
+ * (--dtypes: the QKNorm and regroup rows of these dtypes only) */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -372,7 +374,18 @@ static void ds_cpu(void *p) {
                                         &a->c[5], &a->c[6]);
     }
 }
+/* --dtypes LIST: the QKNorm / regroup rows of these dtypes only (comma-separated names) */
+static const char *g_dtypes;
+static int dtype_wanted(ropekit_dtype x) {
+    if (!g_dtypes) return 1;
+    const char *n = ropekit_dtype_name(x), *s = g_dtypes;
+    const size_t len = strlen(n);
+    for (const char *f; (f = strstr(s, n)); s = f + len)
+        if ((f == g_dtypes || f[-1] == ',') && (f[len] == ',' || f[len] == 0)) return 1;
+    return 0;
+}
 static void bench_ds(const char *name, int64_t T, ropekit_dtype x, int regroup) {
+    if (!dtype_wanted(x)) return;
     ds a;
     memset(&a, 0, sizeof a);
     a.regroup = regroup;
@@ -421,12 +434,15 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--small")) small = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-cpu")) g_no_cpu = 1; /* skip the CPU backend (its column reads 0) */
+        else if (!strcmp(argv[i], "--no-f64")) opt.disable_f64 = 1; /* shader-f64 off: exact32 */
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i]; /* rotary, qknorm or regroup */
         else if (!strcmp(argv[i], "--wg") && i + 1 < argc) opt.workgroup_size = atoi(argv[++i]); /* power of 2 */
         else if (!strcmp(argv[i], "--rows") && i + 1 < argc) g_rows = argv[++i]; /* e.g. 1,2,5 (table order) */
+        else if (!strcmp(argv[i], "--dtypes") && i + 1 < argc) g_dtypes = argv[++i]; /* QKNorm/regroup rows */
         else {
             fprintf(stderr, "usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] [--no-cpu] "
-                            "[--only rotary|qknorm|regroup] [--wg N] [--rows N,N,...]\n");
+                            "[--only rotary|qknorm|regroup] [--wg N] [--rows N,N,...] "
+                            "[--dtypes float32,bfloat16,float16] [--no-f64]\n");
             return 2;
         }
     }

@@ -211,14 +211,15 @@ static const char *elem_conversions(ropekit_dtype dt) {
 }
 
 void rk_wg_qknorm_wgsl(rk_buf *s, const rk_wg_qknorm_cfg *c) {
-    if (c->vpt) { /* the row kernel: 16-byte vectors, 64 invocations per row */
-        prelude(s, 0, 64 * c->qr, 1, arith_file(c->ar), c->integer_paths,
+    if (c->vpt) { /* the row kernel: 16-byte vectors, rl (32 or 64) invocations per row */
+        const unsigned rl = c->rl ? c->rl : 64u;
+        prelude(s, 0, rl * c->qr, 1, arith_file(c->ar), c->integer_paths,
             c->ar == RK_ARITH_WIDE64);
         rounding(s, c->ar);
         const unsigned ve = 16u / (unsigned)ropekit_dtype_size(c->dtype);
         rk_buf_printf(s, "const VE: u32 = %uu;\nconst VPT: u32 = %uu;\nconst QR: u32 = %uu;\n"
-                      "const RS: u32 = %uu;\n%s",
-                      ve, c->vpt, c->qr, c->rs ? c->rs : 1u, elem_conversions(c->dtype));
+                      "const RS: u32 = %uu;\nconst RL: u32 = %uu;\n%s",
+                      ve, c->vpt, c->qr, c->rs ? c->rs : 1u, rl, elem_conversions(c->dtype));
         rk_buf_puts(s, c->dtype == ROPEKIT_FLOAT32
                            ? "fn rt_q(v: f32) -> f32 { return v; }\n"
                            : "fn rt_q(v: f32) -> f32 { return elem_to_f32(f32_to_elem(v)); }\n");

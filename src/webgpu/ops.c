@@ -102,8 +102,13 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
                          : (ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_EXACT32);
     /* Contiguous heads whose halves (or pair runs) and copied span start on 16-byte boundaries:
      * the vector kernel (rotary_vec.wgsl), VE elements per access. */
+    /* exact32 (no shader-f64): the element kernel only, as in the kernel packages. The vector
+     * kernel with exact32 (40 inlined integer dot2 for the decode variant, 8 of them live) took
+     * SwiftShader (through naga) over a minute of CPU time and 1.9-3 GB without finishing; the
+     * element kernel compiles in 0.7 s (2026-12-02, results-webgpu.md). */
     const int64_t ve = 16 / (int64_t)ropekit_dtype_size(p->dtype);
-    const int vec = in_runs_of(ve, p->xs, 3, p->xs[3], x0) && in_runs_of(ve, p->ys, 3, p->ys[3], y0) &&
+    const int vec = ar != RK_ARITH_EXACT32 && in_runs_of(ve, p->xs, 3, p->xs[3], x0) &&
+                    in_runs_of(ve, p->ys, 3, p->ys[3], y0) &&
                     (p->interleaved ? p->R % ve == 0 : h % ve == 0) && (p->H - p->R) % ve == 0;
     const int64_t per_unit = vec ? ve : sw; /* elements of the rotated span per unit */
     const int64_t units_rot = vec ? (p->interleaved ? p->R : h) / per_unit
@@ -299,6 +304,9 @@ ropekit_status ropekit_webgpu_mrotary_embedding(ropekit_webgpu *ctx,
                           * float32 0.598 vs 0.644 ms with 2, bfloat16 0.820 vs 0.835 */
 #define RK_WG_QKNORM_QR 1
 #endif
+#ifndef RK_WG_QKNORM_RL /* row kernel: invocations per row where the row fits (32 or 64) */
+#define RK_WG_QKNORM_RL 32
+#endif
 
 ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
     ropekit_webgpu *ctx, const ropekit_webgpu_tensor *query, const ropekit_webgpu_tensor *kv,
@@ -388,7 +396,10 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
         RK_WG_QKNORM_VPT > 0 && p.head_dim % ve == 0 && p.head_dim <= 64 * RK_WG_QKNORM_VPT * ve &&
         in_runs_of(ve, p.qs, 3, p.qs[3], q0) && in_runs_of(ve, p.qos, 3, p.qos[3], qo0) &&
         in_runs_of(ve, p.kvs, 2, p.kvs[2], kv0) && in_runs_of(ve, p.kvos, 2, p.kvos[2], kvo0);
-    const uint32_t vpt = row_kernel ? (uint32_t)((p.head_dim / ve + 63) / 64) : 0;
+    /* invocations per row: RK_WG_QKNORM_RL where the row fits in RK_WG_QKNORM_VPT vectors each,
+     * else 64 */
+    const uint32_t rl = RK_WG_QKNORM_RL == 32 && p.head_dim <= 32 * RK_WG_QKNORM_VPT * ve ? 32 : 64;
+    const uint32_t vpt = row_kernel ? (uint32_t)((p.head_dim / ve + rl - 1) / rl) : 0;
     /* rows per workgroup: RK_WG_QKNORM_QR, fewer where the workgroup would exceed the adapter's
      * invocations or WebGPU's guaranteed 16 KiB of workgroup memory (per row: the staged row's
      * 16-byte vectors, a float per vector, 64 partial sums of at most 24 bytes and 64 minima,
@@ -398,13 +409,13 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
      * RK_WG_QKNORM_RS is 1 by default: on the H200 (R2) 2 was faster only for bfloat16, 0.591 vs
      * 0.612 ms, slower for float32 (0.571 vs 0.537, one group per workgroup) and float16 */
     const uint32_t rs = RK_WG_QKNORM_RS > 1 && vpt <= 2 ? 2 : 1;
-    while (qr > 1 && (ctx->wg < 64 * qr || qr * rs * (64 * vpt * 20 + 64 * 28 + 4) > 16384))
+    while (qr > 1 && (ctx->wg < rl * qr || qr * rs * (rl * vpt * 20 + rl * 28 + 4) > 16384))
         qr /= 2;
     char key[160];
     const rk_wg_arith ar = ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_EXACT32;
     if (row_kernel)
-        snprintf(key, sizeof key, "qknorm row %s vpt%u qr%u rs%u fs %s q_%s kv_%s",
-                 ropekit_dtype_name(p.dtype), vpt, qr, rs, rk_wg_arith_name(ar),
+        snprintf(key, sizeof key, "qknorm row %s rl%u vpt%u qr%u rs%u fs %s q_%s kv_%s",
+                 ropekit_dtype_name(p.dtype), rl, vpt, qr, rs, rk_wg_arith_name(ar),
                  q_inplace ? "inplace" : "outofplace", kv_inplace ? "inplace" : "outofplace");
     else
         snprintf(key, sizeof key, "qknorm x=%s y=%s %s q_%s kv_%s", rk_wg_kind_name(k),
@@ -412,7 +423,7 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
                  kv_inplace ? "inplace" : "outofplace");
     WGPUComputePipeline pipe;
     if (!rk_wg_pipeline_find(ctx, key, &pipe)) { /* the key names the WGSL: built on a miss only */
-        const rk_wg_qknorm_cfg cfg = {k, ok_, ar, q_inplace, kv_inplace, vpt, qr, p.dtype, ctx->integer_paths, rs};
+        const rk_wg_qknorm_cfg cfg = {k, ok_, ar, q_inplace, kv_inplace, vpt, qr, p.dtype, ctx->integer_paths, rs, rl};
         rk_buf s = {0};
         rk_wg_qknorm_wgsl(&s, &cfg);
         ropekit_status st = s.oom ? rk_fail(ROPEKIT_ERROR_OUT_OF_MEMORY, "WGSL assembly failed")
@@ -421,10 +432,10 @@ ropekit_status ropekit_webgpu_qknorm_rotary_embedding(
         RK_TRY(st);
     }
     int dims;
-    /* general: 4 rows per 64-invocation workgroup; row kernel: qr rows of 64 invocations */
+    /* general: 4 rows per 64-invocation workgroup; row kernel: qr rows of rl invocations */
     if (row_kernel)
         RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_QKNORM, pipe, prm, sizeof prm, bind, 8,
-                              (((uint64_t)rows + rs - 1) / rs) * 64, 64 * qr, &dims));
+                              (((uint64_t)rows + rs - 1) / rs) * rl, rl * qr, &dims));
     else
         RK_TRY(rk_wg_dispatch(ctx, RK_LAYOUT_QKNORM, pipe, prm, sizeof prm, bind, 8,
                               (uint64_t)rows * 16, 64, &dims));

@@ -127,7 +127,7 @@ static int qknorm_variants(const char *dir, FILE *vj) {
     for (int d = 0; d < 3; ++d)
         for (uint32_t vpt = 1; vpt <= 4; ++vpt) {
             const uint32_t qr = 2, smem = qr * (64 * vpt * 20 + 64 * 28 + 4);
-            rk_wg_qknorm_cfg cfg = {RK_WG_V4, RK_WG_V4, RK_ARITH_EXACT32, 0, 0, vpt, qr, dts[d], 0, 1};
+            rk_wg_qknorm_cfg cfg = {RK_WG_V4, RK_WG_V4, RK_ARITH_EXACT32, 0, 0, vpt, qr, dts[d], 0, 1, 64};
             rk_buf s = {0};
             rk_wg_qknorm_wgsl(&s, &cfg);
             char name[128], when[384], disp[192];
@@ -148,7 +148,7 @@ static int qknorm_variants(const char *dir, FILE *vj) {
             for (int paired = 1; paired >= (packed(k) ? 0 : 1); --paired) {
                 const rk_wg_kind ok = paired ? k : atomic_of(k);
                 /* vpt 0: the general kernel (qknorm.wgsl), any layout */
-                rk_wg_qknorm_cfg cfg = {k, ok, RK_ARITH_EXACT32, 0, 0, 0, 1, dts[d], 0, 1};
+                rk_wg_qknorm_cfg cfg = {k, ok, RK_ARITH_EXACT32, 0, 0, 0, 1, dts[d], 0, 1, 64};
                 rk_buf s = {0};
                 rk_wg_qknorm_wgsl(&s, &cfg);
                 char name[128], when[384], disp[192];

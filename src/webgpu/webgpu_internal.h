@@ -250,10 +250,11 @@ typedef struct rk_wg_qknorm_cfg {
     rk_wg_arith ar;
     int q_inplace, kv_inplace;
     uint32_t vpt, qr;    /* row kernel (qknorm_row.wgsl): vectors per invocation (0: the
-                            general kernel), groups of 64 invocations per workgroup */
+                            general kernel), row groups (rl invocations each) per workgroup */
     ropekit_dtype dtype; /* row kernel: the element type */
     int integer_paths;
     uint32_t rs;         /* row kernel: rows per invocation (1 or 2) */
+    uint32_t rl;         /* row kernel: invocations per row, 32 or 64 (0: 64) */
 } rk_wg_qknorm_cfg;
 typedef struct rk_wg_regroup_cfg {
     rk_wg_kind k, ok;

@@ -4,21 +4,7 @@
 // them (exact: no float rounding, no fused or subnormal arithmetic); a candidate that does not
 // settle within a few steps, and every other v, take div_rn / sqrt_rn.
 
-// a * b for a, b < 2^26 (any 32-bit values whose product stays below 2^64), as (hi, lo)
-fn qf_mul(a: u32, b: u32) -> vec2<u32> {
-    let al = a & 0xffffu;
-    let ah = a >> 16u;
-    let bl = b & 0xffffu;
-    let bh = b >> 16u;
-    let ll = al * bl;
-    let m1 = ah * bl;
-    let m2 = al * bh;
-    let lo1 = ll + (m1 << 16u);
-    let c1 = select(0u, 1u, lo1 < ll);
-    let lo = lo1 + (m2 << 16u);
-    let c2 = select(0u, 1u, lo < lo1);
-    return vec2<u32>(ah * bh + (m1 >> 16u) + (m2 >> 16u) + c1 + c2, lo);
-}
+// products: mul24 (exact_f32.wgsl), exact for factors below 2^31 (here below 2^26), as (hi, lo)
 fn qf_lt(a: vec2<u32>, b: vec2<u32>) -> bool { return a.x < b.x || (a.x == b.x && a.y < b.y); }
 // m << n as 64 bits (m < 2^32, 0 <= n < 32)
 fn qf_shl(m: u32, n: u32) -> vec2<u32> {
@@ -47,14 +33,14 @@ fn qf_sqrt(v: f32) -> f32 {
         let d = ev - 2 * es + 2; // about 24 .. 27 for a candidate near the root
         if (d < 2 || d > 29) { break; }
         let B = qf_shl(mv, u32(d));
-        let hi = qf_mul(2u * ms + 1u, 2u * ms + 1u);
+        let hi = mul24(2u * ms + 1u, 2u * ms + 1u);
         if (!qf_lt(B, hi)) { s = bitcast<f32>(us + 1u); continue; }
         var below: bool;
         if (ms == 0x800000u) {
             let B4 = vec2<u32>((B.x << 2u) | (B.y >> 30u), B.y << 2u);
-            below = qf_lt(B4, qf_mul(4u * ms - 1u, 4u * ms - 1u));
+            below = qf_lt(B4, mul24(4u * ms - 1u, 4u * ms - 1u));
         } else {
-            below = qf_lt(B, qf_mul(2u * ms - 1u, 2u * ms - 1u));
+            below = qf_lt(B, mul24(2u * ms - 1u, 2u * ms - 1u));
         }
         if (below) { s = bitcast<f32>(us - 1u); continue; }
         return s;
@@ -79,13 +65,13 @@ fn qf_recip(s: f32) -> f32 {
         let E = 1 - er - es; // about 47 .. 49
         if (E < 40 || E > 62) { break; }
         let P = vec2<u32>(1u << u32(E - 32), 0u); // 2^E as (hi, lo): 40 <= E <= 62
-        let hi = qf_mul(2u * mr + 1u, ms);
+        let hi = mul24(2u * mr + 1u, ms);
         if (!qf_lt(P, hi)) { r = bitcast<f32>(ur + 1u); continue; }
         var below: bool;
         if (mr == 0x800000u) {
-            below = qf_lt(vec2<u32>(P.x << 1u, 0u), qf_mul(4u * mr - 1u, ms));
+            below = qf_lt(vec2<u32>(P.x << 1u, 0u), mul24(4u * mr - 1u, ms));
         } else {
-            below = qf_lt(P, qf_mul(2u * mr - 1u, ms));
+            below = qf_lt(P, mul24(2u * mr - 1u, ms));
         }
         if (below) { r = bitcast<f32>(ur - 1u); continue; }
         return r;

@@ -1,20 +1,21 @@
 // qknorm_row.wgsl — QKNormRotaryEmbedding, the row kernel: the results of qknorm.wgsl (and
 // src/cpu/ref.c) bit for bit, for rows the host can read as 16-byte vectors (unit channel stride,
-// head_dim and every row start a multiple of VE elements, head_dim <= 64 * VPT * VE; so
+// head_dim and every row start a multiple of VE elements, head_dim <= RL * VPT * VE; so
 // nope = head_dim - rope_head_dim is even and a rotation pair never leaves its vector).
 //
 // Prelude (kernels.c): the arithmetic (Acc, div_rn, sqrt_rn, dot2), the fast sum of squares
 // (Fs: qknorm_sum64.wgsl with shader-f64, qknorm_sum32.wgsl without), VE (elements per vector:
-// 4 or 8), VPT (vectors per invocation, 1..4), QR (rows per workgroup), unit_exp (the
+// 4 or 8), VPT (vectors per invocation, 1..4), RL (invocations per row: 32 or 64), QR (rows per
+// workgroup), unit_exp (the
 // exponent of the unit a value is a multiple of), elem_to_f32 / f32_to_elem, rt_q, ld4_q / ld4_kv
 // (array<vec4<u32>>), st4_qo / st4_kvo, ld_w, ld_c, ld_s (float32).
 //
-// One row (a query head or the kv row of a token) = 64 invocations of the workgroup; invocation
-// t owns vectors t, t + 64, ... of the row and keeps them in registers. Stages:
+// One row (a query head or the kv row of a token) = RL invocations of the workgroup; invocation
+// t owns vectors t, t + RL, ... of the row and keeps them in registers. Stages:
 //   1. every vector of the row loaded at once (one 16-byte load each) and staged (raw bits) in
 //      workgroup memory `xr` for the rare exact path; each invocation sums the squares of its
 //      values in any order (Fs) and finds its smallest nonzero magnitude;
-//   2. one invocation per row combines the 64 partial sums and decides the float32 sum of
+//   2. one invocation per row combines the RL partial sums and decides the float32 sum of
 //      squares: the contract's sum (src/cpu/ref.c: doubles in sixteen lanes, a fixed butterfly)
 //      and the fast sum differ from the exact sum S by at most 131 and 37 units of 2^-53 * S (all
 //      terms are >= 0; at most 127 + 4 roundings on a lane's path for head_dim <= 2048, at most
@@ -49,11 +50,13 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> P: Params;
 
-const RV: u32 = 64u * VPT;      // vectors per row slot
+const RV: u32 = RL * VPT;       // vectors per row slot
 const NS: u32 = QR * RS;        // row slots per workgroup
 var<workgroup> xr: array<vec4<u32>, NS * RV>; // the rows' input bits (the exact path)
-var<workgroup> part: array<Fs, NS * 64u>;      // partial sums of squares, one per invocation
-var<workgroup> pmin: array<u32, NS * 64u>;     // smallest nonzero |bits| - 1 of each invocation
+var<workgroup> part: array<Fs, NS * RL>;       // partial sums of squares, one per invocation
+var<workgroup> pmin: array<atomic<u32>, NS>;   // ~(smallest nonzero |bits| - 1) of each row
+                                               // (atomicMax over the invocations: the zero
+                                               // initial value of workgroup memory is ~max)
 var<workgroup> factor: array<f32, NS>;
 var<workgroup> vmax: array<f32, NS * RV>;      // fp8: max |v| of each nope vector
 
@@ -96,16 +99,7 @@ fn min_vec(m: u32, r: vec4<u32>) -> u32 {
     return min(m, min(min(a.x, a.y), min(a.z, a.w)));
 }
 
-// ---- stage 2: the 64 partial sums (fs_row: qknorm_sum64/32.wgsl) and minima of a row, the
-// minima as a balanced tree (straight-line: the loads issue together) ----
-fn min8(o: u32) -> u32 {
-    return min(min(min(pmin[o], pmin[o + 1u]), min(pmin[o + 2u], pmin[o + 3u])),
-               min(min(pmin[o + 4u], pmin[o + 5u]), min(pmin[o + 6u], pmin[o + 7u])));
-}
-fn min64(o: u32) -> u32 {
-    return min(min(min(min8(o), min8(o + 8u)), min(min8(o + 16u), min8(o + 24u))),
-               min(min(min8(o + 32u), min8(o + 40u)), min(min8(o + 48u), min8(o + 56u))));
-}
+// ---- stage 2: the RL partial sums of a row (fs_row: qknorm_sum64/32.wgsl) ----
 
 // ---- stage 2: the contract's order (the exact path), from the staged bits ----
 fn row_elem(base: u32, c: u32) -> f32 {
@@ -163,16 +157,38 @@ fn mul4(v: vec4<f32>, s: vec4<f32>) -> vec4<f32> {
     for (var i = 0u; i < 4u; i++) { r[i] = mul32(v[i], s[i]); }
     return r;
 }
-fn mulv(v: vec4<f32>, s: f32) -> vec4<f32> { return mul4(v, vec4<f32>(s)); }
+// mul32_ok(v, s) for a fixed s as a window of v's magnitude bits: v passes where it is zero
+// (z: and s is zero or normal) or its exponent field lies in [lo, lo + n) (the bits: v's
+// magnitude minus lo << 23 below n << 23); s normal: the fields 1 .. 254 with 128 <= e + es <=
+// 379, s zero: 1 .. 254, else none
+struct Win { lo: u32, n: u32, z: bool }
+fn win_of(s: f32) -> Win {
+    let u = bitcast<u32>(s);
+    let es = (u >> 23u) & 0xffu;
+    if ((u & 0x7fffffffu) == 0u) { return Win(1u << 23u, 254u << 23u, true); }
+    if (es - 1u >= 254u) { return Win(0u, 0u, false); }
+    let lo = max(1u, 128u - min(es, 127u));
+    let hi = min(254u, 379u - es);
+    return Win(lo << 23u, (hi + 1u - lo) << 23u, true); // hi >= lo for every normal s
+}
+// v * s with mul32's results lane by lane (s's window w: one test per lane)
+fn mulw(v: vec4<f32>, s: f32, w: Win) -> vec4<f32> {
+    let a = bitcast<vec4<u32>>(v) & vec4<u32>(0x7fffffffu);
+    let ok = ((a - vec4<u32>(w.lo)) < vec4<u32>(w.n)) | ((a == vec4<u32>(0u)) & vec4<bool>(w.z));
+    if (FAST && all(ok)) { return v * s; }
+    var r = v;
+    for (var i = 0u; i < 4u; i++) { r[i] = mul32(v[i], s); }
+    return r;
+}
 
 // channels c0 .. c0+3 (inputs x) scaled: Rt(x * r) for a query head, Rt((x * r) * w[c]) for kv
-fn normed4(is_kv: bool, c0: u32, x: vec4<f32>, rq: f32) -> vec4<f32> {
+fn normed4(is_kv: bool, c0: u32, x: vec4<f32>, rq: f32, wq: Win) -> vec4<f32> {
     if (is_kv) {
         let w = vec4<f32>(ld_w(P.w_base + c0 * P.w_s), ld_w(P.w_base + (c0 + 1u) * P.w_s),
                           ld_w(P.w_base + (c0 + 2u) * P.w_s), ld_w(P.w_base + (c0 + 3u) * P.w_s));
-        return rt4(mul4(mul4(x, vec4<f32>(rq)), w));
+        return rt4(mul4(mulw(x, rq, wq), w));
     }
-    return rt4(mul4(x, vec4<f32>(rq)));
+    return rt4(mulw(x, rq, wq));
 }
 
 // max |y| over the channels of y below nope, NaN skipped
@@ -199,11 +215,11 @@ fn rot2(x0: f32, x1: f32, c: u32, cb: u32, sb: u32, fast: bool) -> vec2<f32> {
 }
 
 // One row's state for stage 4.
-struct Row { is_kv: bool, fp8: bool, rq: f32, slot: u32, cb: u32, sb: u32 }
+struct Row { is_kv: bool, fp8: bool, rq: f32, slot: u32, cb: u32, sb: u32, wq: Win }
 
 // channels c0 .. c0+3 of the row, final values (c0 a multiple of 4 below hd)
 fn final4(w: Row, c0: u32, x: vec4<f32>) -> vec4<f32> {
-    var y = normed4(w.is_kv, c0, x, w.rq);
+    var y = normed4(w.is_kv, c0, x, w.rq, w.wq);
     if (w.fp8 && c0 < P.nope) { // the block of channels [64 k, 64 k + 64): 64 / VE vectors
         let first = w.slot * RV + (c0 / 64u) * (64u / VE);
         var bm: f32 = 0.0;
@@ -245,11 +261,11 @@ fn pack8(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> {
 fn kv_max(w: Row, vi: u32, e: vec4<f32>, o: vec4<f32>) {
     let c0 = vi * VE;
     if (VE == 4u) {
-        vmax[w.slot * RV + vi] = nope_max4(c0, normed4(true, c0, e, w.rq));
+        vmax[w.slot * RV + vi] = nope_max4(c0, normed4(true, c0, e, w.rq, w.wq));
     } else {
         let x = widen8(e, o);
-        vmax[w.slot * RV + vi] = max_pos(nope_max4(c0, normed4(true, c0, x.lo, w.rq)),
-                                     nope_max4(c0 + 4u, normed4(true, c0 + 4u, x.hi, w.rq)));
+        vmax[w.slot * RV + vi] = max_pos(nope_max4(c0, normed4(true, c0, x.lo, w.rq, w.wq)),
+                                     nope_max4(c0 + 4u, normed4(true, c0 + 4u, x.hi, w.rq, w.wq)));
     }
 }
 
@@ -257,8 +273,8 @@ fn kv_max(w: Row, vi: u32, e: vec4<f32>, o: vec4<f32>) {
 fn out_vec(w: Row, vi: u32, e: vec4<f32>, o: vec4<f32>) -> vec4<u32> {
     let c0 = vi * VE;
     if (!w.is_kv && c0 + VE <= P.nope) { // a query vector without rope channels: x * r rounded once
-        if (VE == 4u) { return bitcast<vec4<u32>>(mulv(e, w.rq)); }
-        return elem_words4(mulv(e, w.rq), mulv(o, w.rq));
+        if (VE == 4u) { return bitcast<vec4<u32>>(mulw(e, w.rq, w.wq)); }
+        return elem_words4(mulw(e, w.rq, w.wq), mulw(o, w.rq, w.wq));
     }
     if (VE == 4u) { return bitcast<vec4<u32>>(final4(w, c0, e)); }
     let x = widen8(e, o);
@@ -295,7 +311,7 @@ fn row_at(row: u32) -> RowAt {
                  P.s_base + b * P.ss.x + s * P.ss.y);
 }
 
-// A row's vectors t, t + 64, ... (zero past the row or for a row past the last): the bits r and,
+// A row's vectors t, t + RL, ... (zero past the row or for a row past the last): the bits r and,
 // converted once, the elements as float32 (e: even elements, or all four for float32; o: odd)
 struct Vecs {
     r0: vec4<u32>, r1: vec4<u32>, r2: vec4<u32>, r3: vec4<u32>,
@@ -308,9 +324,9 @@ fn load_row(a: RowAt, t: u32) -> Vecs {
     var r0 = z; var r1 = z; var r2 = z; var r3 = z;
     if (a.valid) {
         if (t < nv) { r0 = load_vec(a.is_kv, a.ib + t); }
-        if (VPT > 1u && t + 64u < nv) { r1 = load_vec(a.is_kv, a.ib + t + 64u); }
-        if (VPT > 2u && t + 128u < nv) { r2 = load_vec(a.is_kv, a.ib + t + 128u); }
-        if (VPT > 3u && t + 192u < nv) { r3 = load_vec(a.is_kv, a.ib + t + 192u); }
+        if (VPT > 1u && t + RL < nv) { r1 = load_vec(a.is_kv, a.ib + t + RL); }
+        if (VPT > 2u && t + 2u * RL < nv) { r2 = load_vec(a.is_kv, a.ib + t + 2u * RL); }
+        if (VPT > 3u && t + 3u * RL < nv) { r3 = load_vec(a.is_kv, a.ib + t + 3u * RL); }
     }
     let f = vec4<f32>(0.0);
     var v = Vecs(r0, r1, r2, r3, elem_even4(r0), f, f, f, elem_odd4(r0), f, f, f);
@@ -327,17 +343,17 @@ fn stage_row(slot: u32, t: u32, v: Vecs) -> Part {
     xr[xb + t] = v.r0;
     var f = fs_vec(fs_zero(), v.e0, v.o0);
     var mn = min_vec(0xffffffffu, v.r0);
-    if (VPT > 1u) { xr[xb + t + 64u] = v.r1; f = fs_vec(f, v.e1, v.o1); mn = min_vec(mn, v.r1); }
-    if (VPT > 2u) { xr[xb + t + 128u] = v.r2; f = fs_vec(f, v.e2, v.o2); mn = min_vec(mn, v.r2); }
-    if (VPT > 3u) { xr[xb + t + 192u] = v.r3; f = fs_vec(f, v.e3, v.o3); mn = min_vec(mn, v.r3); }
+    if (VPT > 1u) { xr[xb + t + RL] = v.r1; f = fs_vec(f, v.e1, v.o1); mn = min_vec(mn, v.r1); }
+    if (VPT > 2u) { xr[xb + t + 2u * RL] = v.r2; f = fs_vec(f, v.e2, v.o2); mn = min_vec(mn, v.r2); }
+    if (VPT > 3u) { xr[xb + t + 3u * RL] = v.r3; f = fs_vec(f, v.e3, v.o3); mn = min_vec(mn, v.r3); }
     return Part(f, mn);
 }
 
 // stage 2 for row slot `slot` (row `row`): the factor
 fn row_factor(slot: u32, row: u32) -> f32 {
-    let o = slot * 64u;
+    let o = slot * RL;
     let a = fs_row(o);
-    let m = min64(o);
+    let m = ~atomicLoad(&pmin[slot]);
     // every square is a multiple of 2^g: the smallest nonzero value's exponent, less the
     // element's significand bits (a zero row: no value)
     let g = 2 * unit_exp(m + 1u);
@@ -360,25 +376,25 @@ fn row_factor(slot: u32, row: u32) -> f32 {
 fn row_max(w: Row, t: u32, v: Vecs) {
     let nv = P.hd / VE;
     if (t < nv) { kv_max(w, t, v.e0, v.o0); }
-    if (VPT > 1u && t + 64u < nv) { kv_max(w, t + 64u, v.e1, v.o1); }
-    if (VPT > 2u && t + 128u < nv) { kv_max(w, t + 128u, v.e2, v.o2); }
-    if (VPT > 3u && t + 192u < nv) { kv_max(w, t + 192u, v.e3, v.o3); }
+    if (VPT > 1u && t + RL < nv) { kv_max(w, t + RL, v.e1, v.o1); }
+    if (VPT > 2u && t + 2u * RL < nv) { kv_max(w, t + 2u * RL, v.e2, v.o2); }
+    if (VPT > 3u && t + 3u * RL < nv) { kv_max(w, t + 3u * RL, v.e3, v.o3); }
 }
 fn row_out(a: RowAt, w: Row, t: u32, v: Vecs) {
     let nv = P.hd / VE;
     if (t < nv) { store_vec(a.is_kv, a.ob + t, out_vec(w, t, v.e0, v.o0)); }
-    if (VPT > 1u && t + 64u < nv) { store_vec(a.is_kv, a.ob + t + 64u, out_vec(w, t + 64u, v.e1, v.o1)); }
-    if (VPT > 2u && t + 128u < nv) { store_vec(a.is_kv, a.ob + t + 128u, out_vec(w, t + 128u, v.e2, v.o2)); }
-    if (VPT > 3u && t + 192u < nv) { store_vec(a.is_kv, a.ob + t + 192u, out_vec(w, t + 192u, v.e3, v.o3)); }
+    if (VPT > 1u && t + RL < nv) { store_vec(a.is_kv, a.ob + t + RL, out_vec(w, t + RL, v.e1, v.o1)); }
+    if (VPT > 2u && t + 2u * RL < nv) { store_vec(a.is_kv, a.ob + t + 2u * RL, out_vec(w, t + 2u * RL, v.e2, v.o2)); }
+    if (VPT > 3u && t + 3u * RL < nv) { store_vec(a.is_kv, a.ob + t + 3u * RL, out_vec(w, t + 3u * RL, v.e3, v.o3)); }
 }
 
-// QR * RS row slots per workgroup: invocation t of group g (64 invocations) serves the slots
+// QR * RS row slots per workgroup: invocation t of group g (RL invocations) serves the slots
 // g * RS .. g * RS + RS - 1 (RS = 1 or 2: two rows per invocation keep twice the loads in flight)
-@compute @workgroup_size(64 * QR)
+@compute @workgroup_size(RL * QR)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-    let t = lid % 64u;
-    let s0 = (lid / 64u) * RS; // the invocation's first slot
+    let t = lid % RL;
+    let s0 = (lid / RL) * RS; // the invocation's first slot
     let wg0 = ((wid.z * nwg.y + wid.y) * nwg.x + wid.x) * (QR * RS); // the workgroup's first row
     let a0 = row_at(wg0 + s0);
     let v0 = load_row(a0, t);
@@ -390,21 +406,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     // 1. staging and partial sums
     let p0 = stage_row(s0, t, v0);
-    part[s0 * 64u + t] = p0.f;
-    pmin[s0 * 64u + t] = p0.mn;
+    part[s0 * RL + t] = p0.f;
+    atomicMax(&pmin[s0], ~p0.mn);
     if (RS > 1u) {
         let p1 = stage_row(s0 + 1u, t, v1);
-        part[(s0 + 1u) * 64u + t] = p1.f;
-        pmin[(s0 + 1u) * 64u + t] = p1.mn;
+        part[(s0 + 1u) * RL + t] = p1.f;
+        atomicMax(&pmin[s0 + 1u], ~p1.mn);
     }
     workgroupBarrier();
 
     // 2. the sum of squares and the factor, once per row
     if (lid < QR * RS) { factor[lid] = row_factor(lid, wg0 + lid); }
     workgroupBarrier();
-    let w0 = Row(a0.is_kv, a0.is_kv && P.fp8 != 0u, factor[s0], s0, a0.cb, a0.sb);
+    let f0 = factor[s0];
+    let w0 = Row(a0.is_kv, a0.is_kv && P.fp8 != 0u, f0, s0, a0.cb, a0.sb, win_of(f0));
     var w1 = w0;
-    if (RS > 1u) { w1 = Row(a1.is_kv, a1.is_kv && P.fp8 != 0u, factor[s0 + 1u], s0 + 1u, a1.cb, a1.sb); }
+    if (RS > 1u) {
+        let f1 = factor[s0 + 1u];
+        w1 = Row(a1.is_kv, a1.is_kv && P.fp8 != 0u, f1, s0 + 1u, a1.cb, a1.sb, win_of(f1));
+    }
 
     // 3. the kv rows' fp8 block maxima
     if (w0.fp8) { row_max(w0, t, v0); }

@@ -35,11 +35,11 @@ fn fs_add_sq(a: Fs, v: f32) -> Fs {
     return fs_add(a, Fs(u64_shl(p, 4u), 2 * g.e, 0u, 0u));
 }
 
-// the 64 partial sums part[o .. o + 63] of a row (a loop: the integer addition is long, and
+// the RL partial sums part[o .. o + RL - 1] of a row (a loop: the integer addition is long, and
 // software adapters compile every inlined copy)
 fn fs_row(o: u32) -> Fs {
     var a = part[o];
-    for (var i = 1u; i < 64u; i++) { a = fs_add(a, part[o + i]); }
+    for (var i = 1u; i < RL; i++) { a = fs_add(a, part[o + i]); }
     return a;
 }
 

@@ -5,15 +5,16 @@ fn fs_zero() -> Fs { return f64(0.0); }
 fn fs_add_sq(a: Fs, v: f32) -> Fs { return a + f64(v) * f64(v); }
 fn fs_add(a: Fs, b: Fs) -> Fs { return a + b; }
 
-// the 64 partial sums part[o .. o + 63] of a row as a balanced tree (straight-line: the loads
-// issue together, six additions deep)
+// the RL partial sums part[o .. o + RL - 1] of a row as a balanced tree (straight-line: the loads
+// issue together, five or six additions deep)
 fn fs_part8(o: u32) -> Fs {
     return ((part[o] + part[o + 1u]) + (part[o + 2u] + part[o + 3u])) +
            ((part[o + 4u] + part[o + 5u]) + (part[o + 6u] + part[o + 7u]));
 }
 fn fs_row(o: u32) -> Fs {
-    return ((fs_part8(o) + fs_part8(o + 8u)) + (fs_part8(o + 16u) + fs_part8(o + 24u))) +
-           ((fs_part8(o + 32u) + fs_part8(o + 40u)) + (fs_part8(o + 48u) + fs_part8(o + 56u)));
+    let h = (fs_part8(o) + fs_part8(o + 8u)) + (fs_part8(o + 16u) + fs_part8(o + 24u));
+    if (RL == 32u) { return h; }
+    return h + ((fs_part8(o + 32u) + fs_part8(o + 40u)) + (fs_part8(o + 48u) + fs_part8(o + 56u)));
 }
 
 // the factor 1 / sqrt(v) (round64.wgsl: f64 with midpoint checks)

@@ -44,14 +44,15 @@ fn u64_round_shr(m: vec2<u32>, n: u32) -> vec2<u32> {
     }
     return q;
 }
-// the exact product of two integers below 2^24 (48 bits)
+// the exact product of two integers below 2^24 (48 bits), as (hi, lo); exact for any a, b below
+// 2^31 (mid stays below 2^32): QKNorm's factor (qknorm_factor.wgsl) multiplies values below 2^26
 fn mul24(a: u32, b: u32) -> vec2<u32> {
     let al = a & 0xffffu;
     let ah = a >> 16u;
     let bl = b & 0xffffu;
     let bh = b >> 16u;
     let ll = al * bl;
-    let mid = ah * bl + al * bh; // < 2^25
+    let mid = ah * bl + al * bh; // < 2^25 (a, b < 2^24); < 2^32 (a, b < 2^31)
     let lo = ll + (mid << 16u);
     return vec2<u32>(ah * bh + (mid >> 16u) + select(0u, 1u, lo < ll), lo);
 }
