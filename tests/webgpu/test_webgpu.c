@@ -2195,7 +2195,7 @@ static void run_f16_products(ropekit_webgpu_backend backend) {
     ropekit_tensor hs = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT16, 2, ts);
     ropekit_tensor ids = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, ps);
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = open_context(&opt); /* its own: the shared one may be full (256 pipelines) in a full run */
+    ropekit_webgpu *ctx = shared_context(&opt);
     size_t sub = 0, inf = 0;
     /* the offset input of the k = 2 case: lives as long as the case (the case points to it) */
     int64_t off = 0, os[1] = {1};
@@ -2231,7 +2231,7 @@ static void run_f16_products(ropekit_webgpu_backend backend) {
     }
     printf("f16 products: %zu subnormal and %zu infinite float16 results compared\n", sub, inf);
     CHECK(!ctx || (sub > 0 && inf > 0), "f16 products premise: subnormal and infinite results");
-    if (ctx) ropekit_webgpu_destroy(ctx);
+    if (ctx) close_context(ctx);
     free(x), free(yr), free(yg), free(c), free(sn);
 }
 
@@ -2248,7 +2248,7 @@ static uint16_t heads2_h(float v) { /* float16 bits of a zero or a normal float1
 static void run_vector_heads2(ropekit_webgpu_backend backend) {
     enum { N = 32, H = 128, P = 64 };
     ropekit_webgpu_options opt = {backend, 0, 0, 0, 0, 0};
-    ropekit_webgpu *ctx = open_context(&opt); /* its own: the shared one may be full (256 pipelines) in a full run */
+    ropekit_webgpu *ctx = shared_context(&opt);
     if (!ctx) return;
     uint32_t seed = 99u;
     for (int f32 = 0; f32 <= 1; ++f32)
@@ -2306,7 +2306,7 @@ static void run_vector_heads2(ropekit_webgpu_backend backend) {
             }
             free(x), free(yr), free(yg), free(c), free(sn), free(pos);
         }
-    ropekit_webgpu_destroy(ctx);
+    close_context(ctx);
 }
 
 /* options.workgroup_size: 0 gives the vector rotary kernel workgroups of 128 (the element kernel
