@@ -431,14 +431,16 @@ ROPEKIT_API ropekit_status ropekit_rotary_embedding_on_the_fly(
  * Threads. A call is split by token (batch x sequence rows; the regroup's input rows) into
  * contiguous ranges, so results never depend on the thread count. ropekit keeps a small pool
  * of persistent threads, created at the first call that needs them. Cost model: a split costs a
- * thread wake-up and a final join (a few microseconds), so calls that move less than 1 MiB (tens
- * of microseconds of one-thread work) run on the calling thread alone (a decode step pays no
- * wake-up). Larger calls are cut into a few chunks per thread that the caller and the woken
- * threads claim one at a time: when another process holds a core, its thread wakes late, finds
- * the chunks taken, and the caller has done the work alone, so a split call is not slower than a
- * one-thread call by more than the wake-up. Streaming stores are chosen for the whole call
- * (its output per thread), not per chunk. One call at a time uses the pool; a call made while
- * another holds it runs on its caller's thread.
+ * thread wake-up, the claims and a final join (a few microseconds), so calls that move less than
+ * 512 KiB (a few tens of microseconds of one-thread work) run on the calling thread alone (a
+ * decode step pays no wake-up). Larger calls are cut into a few chunks per thread that the
+ * caller and the woken threads claim one at a time: when another process holds a core, its
+ * thread wakes late, finds the chunks taken, and the caller has done the work alone, so a split
+ * call is not slower than a one-thread call by more than the wake-up. A worker that has just run
+ * a chunk polls for the next call for 20 microseconds before it sleeps (back-to-back calls then
+ * pay no wake-up; a split call keeps the other cores busy that much longer), and the caller polls
+ * for the chunks it waits on. Streaming stores are chosen for the whole call, not per chunk. One
+ * call at a time uses the pool; a call made while another holds it runs on its caller's thread.
  * ========================================================================================== */
 
 /** Name of the variant in use: "ref", "avx2", "avx512" or "neon". Never NULL. */

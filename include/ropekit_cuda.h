@@ -46,10 +46,12 @@
  *   difference for every operator, option and dtype. NaN inputs give NaN; the payload of a
  *   float16 NaN output may differ from the CPU's.
  *
- * Kernel override (tests and benchmarks): ROPEKIT_CUDA_ROTARY_KERNEL=flat or =tile in the
+ * Kernel override (tests and benchmarks): ROPEKIT_CUDA_ROTARY_KERNEL=flat, =tile or =bulk in the
  *   environment (read once per process) makes the three rotary operators use that kernel on every
  *   call it can take (contiguous, 16-byte-aligned channels; tile: a token's threads fit one
- *   block); same bits. Unset or any other value: the library chooses per call.
+ *   block; bulk: sm_90 or newer, not MRotaryEmbedding); same bits. flat is the generic flat
+ *   kernel: MRotaryEmbedding calls then take it instead of their own (src/cuda/mrope.cuh). Unset
+ *   or any other value: the library chooses per call.
  *
  * Thread safety: as the CPU library. Calls on different streams may run concurrently.
  * Requires a GPU of compute capability 8.0 or newer (the library carries sm_80 and sm_90 code).

@@ -46,9 +46,11 @@
  *              and square root) done in u32 integer arithmetic, which shader compilers cannot
  *              rewrite — bit-identical too, slower.
  *   kernel     vec16: x and y with unit channel stride and every offset, stride, R/2 (R when
- *              interleaved) and H - R a multiple of the elements in 16 bytes — whole 16-byte
- *              vectors per access (rotary_vec.wgsl); otherwise one element per access, four
- *              heads per invocation (rotary.wgsl). Same results either way.
+ *              interleaved) and H - R a multiple of the elements in 16 bytes, arithmetic not
+ *              exact32 — whole 16-byte vectors per access (rotary_vec.wgsl); otherwise one
+ *              element per access, four heads per invocation (rotary.wgsl; always with exact32:
+ *              software adapters such as SwiftShader compile the vector kernel's integer
+ *              arithmetic for minutes). Same results either way.
  *   layout     in place or out of place
  *   grid       1-D dispatch, spread over 2-D or 3-D when the workgroup count exceeds
  *              maxComputeWorkgroupsPerDimension.

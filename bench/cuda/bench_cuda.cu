@@ -197,17 +197,18 @@ static void bench_rotary(const char *name, ropekit_dtype T, ropekit_dtype TT, lo
     void *x = drand(T, (size_t)(tokens * (N + E) * H), -4, 4);
     void *y = packed ? x : dalloc((size_t)(tokens * N * H) * es);
     void *c = drand(TT, (size_t)(TABLE_ROWS * h), -1, 1), *s = drand(TT, (size_t)(TABLE_ROWS * h), -1, 1);
-    long long *ids = dids((size_t)(op == 2 ? 3 * tokens : tokens), TABLE_ROWS);
+    long long *ids = dids((size_t)(op >= 2 ? 3 * tokens : tokens), TABLE_ROWS);
     int64_t xs[3] = {B, S, N * H}, xst[3] = {S * (N + E) * H, (N + E) * H, 1};
     ropekit_tensor xt = ropekit_tensor_contiguous(x, T, 3, xs);
     memcpy(xt.strides, xst, sizeof xst);
     ropekit_tensor yt = packed ? xt : ropekit_tensor_contiguous(y, T, 3, xs);
     ropekit_tensor ct = tv(c, TT, 2, {TABLE_ROWS, h}), st = tv(s, TT, 2, {TABLE_ROWS, h});
-    ropekit_tensor it = op == 2 ? tv(ids, ROPEKIT_INT64, 3, {3, B, S}) : tv(ids, ROPEKIT_INT64, 2, {B, S});
+    ropekit_tensor it = op >= 2 ? tv(ids, ROPEKIT_INT64, 3, {3, B, S}) : tv(ids, ROPEKIT_INT64, 2, {B, S});
     auto call = [&] {
-        if (op == 2) {
+        if (op >= 2) { /* 2: Qwen2.5-VL sections [16, 24, 24]; 3: Qwen3-VL interleaved [24, 20, 20] */
             ropekit_mrotary_embedding_attrs a = ROPEKIT_MROTARY_EMBEDDING_ATTRS_INIT;
             a.mrope_section[0] = 16, a.mrope_section[1] = 24, a.mrope_section[2] = 24;
+            if (op == 3) a.mrope_section[0] = 24, a.mrope_section[1] = 20, a.mrope_section[2] = 20, a.mrope_layout = 1;
             a.num_heads = N;
             RK(ropekit_cuda_mrotary_embedding(&xt, &it, &ct, &st, &a, &yt, g_st, g_err));
         } else {
@@ -217,7 +218,7 @@ static void bench_rotary(const char *name, ropekit_dtype T, ropekit_dtype TT, lo
         }
     };
     const size_t xbytes = (size_t)(tokens * N * H) * es;
-    const double streams = op == 2 ? 3 : 1;
+    const double streams = op >= 2 ? 3 : 1;
     const double bytes = 2.0 * xbytes + tokens * (2.0 * h * tes + 8 * streams);
     double cus = copy_us(xbytes);
     if (decode_graph) {
@@ -314,7 +315,11 @@ int main(int argc, char **argv) {
         bench_rotary("Phi-2 partial B=1 S=8192 32+32 x80 R32", T, F32, 1, 8192, 64, 80, 32, 0, 0, 0);
         if (T != F32) bench_rotary("Phi-2 partial B=1 S=8192 32+32 x80 R32", T, T, 1, 8192, 64, 80, 32, 0, 0, 0);
     }
-    for (ropekit_dtype T : dts) bench_rotary("MRoPE Qwen2.5-VL-7B S=8192 28+4 x128", T, F32, 1, 8192, 32, 128, 0, 2, 0, 0);
+    for (ropekit_dtype T : dts) {
+        bench_rotary("MRoPE Qwen2.5-VL-7B S=8192 28+4 x128", T, F32, 1, 8192, 32, 128, 0, 2, 0, 0);
+        if (T != F32) bench_rotary("MRoPE Qwen2.5-VL-7B S=8192 28+4 x128", T, T, 1, 8192, 32, 128, 0, 2, 0, 0);
+    }
+    for (ropekit_dtype T : dts) bench_rotary("MRoPE interleaved Qwen3-VL-8B S=8192 32+8 x128", T, T, 1, 8192, 40, 128, 0, 3, 0, 0);
     for (long long B : {1LL, 64LL, 256LL})
         for (ropekit_dtype T : dts) {
             char nm[96];

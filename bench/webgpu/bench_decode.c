@@ -21,7 +21,8 @@
  *   warm-up, and the process's CPU time per call (slow software adapters, whose threads'
  *   wall time moves with the machine's load). --raw-only: only the raw rows, with the process's
  *   CPU time per call beside each (a software adapter's host cost without ropekit's kernel).
- * Usage: bench_decode [--backend vulkan|gl] [--calls N] [--turns T] [--raw] [--raw-only]
+ * --no-f64: shader-f64 off (the exact32 arithmetic, as on adapters without it).
+ * Usage: bench_decode [--backend vulkan|gl] [--calls N] [--turns T] [--raw] [--raw-only] [--no-f64]
  *                     [--float16] [--op-only] */
 #define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <dlfcn.h>
@@ -227,6 +228,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--raw")) do_raw = 1;
         else if (!strcmp(argv[i], "--raw-only")) do_raw = raw_only = 1;
         else if (!strcmp(argv[i], "--float16")) g_dtype = ROPEKIT_FLOAT16;
+        else if (!strcmp(argv[i], "--no-f64")) opt.disable_f64 = 1; /* the exact32 arithmetic */
         else if (!strcmp(argv[i], "--op-only")) op_only = 1;
     }
     if (g_calls < 8 || g_turns < 1 || g_turns > 64) {

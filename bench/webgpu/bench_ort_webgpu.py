@@ -11,7 +11,11 @@ cancelling, median of 7 such pairs. Everything a run does is included: ORT's
 per-run host work, its WebGPU submission and the kernel. If device-resident inputs are refused,
 the row says which inputs came from host memory.
 
-Usage: python bench_ort_webgpu.py [--reps N] [--small]
+--new-ids: each shape also timed with new position ids every run, alternating two id sets (the
+upload a model with new positions pays; bench_decode's "op, new ids" row), in the same session,
+two ways: the ids OrtValue in device memory rewritten with update_inplace before each run, and
+the ids bound from host memory (bind_cpu_input) for each run, which ORT copies to the device.
+Usage: python bench_ort_webgpu.py [--reps N] [--small] [--only PREFIX] [--shapes 4,5] [--new-ids]
 Environment: ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER=1 on a software adapter.
 """
 import argparse
@@ -69,6 +73,8 @@ def main():
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--only", default="", help="run only the shapes whose name starts with this")
     ap.add_argument("--profile", action="store_true", help="also report ORT profiler events of the node")
+    ap.add_argument("--shapes", default="", help="comma-separated indices into SHAPES (0-5): only those")
+    ap.add_argument("--new-ids", action="store_true", help="also time runs that upload new position ids")
     a = ap.parse_args()
     ort.register_execution_provider_library("webgpu", wep.get_library_path())
     devs = [d for d in ort.get_ep_devices() if d.ep_name == "WebGpuExecutionProvider"]
@@ -104,8 +110,9 @@ def main():
     d = 16 if a.small else 1
     print("\n| shape | x and tables | operator | ORT WebGPU EP ms per run | inputs | max abs diff vs CPU EP |")
     print("|---|---|---|---:|---|---:|")
-    for name, B, S, N, H, R, P, dt in SHAPES:
-        if not name.startswith(a.only):
+    pick = {int(i) for i in a.shapes.split(",") if i.strip()}
+    for idx, (name, B, S, N, H, R, P, dt) in enumerate(SHAPES):
+        if not name.startswith(a.only) or (pick and idx not in pick):
             continue
         S2, P2 = max(1, S // d), max(1, P // d) if P > 8192 else P
         rng = np.random.default_rng(1)
@@ -127,6 +134,7 @@ def main():
                 continue
             io = sess.io_binding()
             where = []
+            ovs = {}
             for k, v in host.items():
                 ov = None
                 if mem is not None:
@@ -138,6 +146,7 @@ def main():
                 if ov is None:
                     ov = ort.OrtValue.ortvalue_from_numpy(v)
                     where.append(k)
+                ovs[k] = ov
                 io.bind_ortvalue_input(k, ov)
             yv = None
             if mem is not None:
@@ -156,18 +165,45 @@ def main():
             except Exception as e:  # noqa: BLE001
                 print(f"| {name} | {np.dtype(dt).name} | {domain} | error: {str(e).splitlines()[0][:200]} | | |")
                 continue
-            def batch(n):  # n runs, then a tiny run whose read-back waits for the queue
+            alt = [host["ids"], (host["ids"] + 1) % P2]  # two id sets, alternated (--new-ids)
+
+            def batch(n, new_ids=False):  # n runs, then a tiny run whose read-back waits for the queue
                 t0 = time.perf_counter()
-                for _ in range(n):
-                    sess.run_with_iobinding(io)
+                if new_ids == "host":  # ids bound from host memory each run: ORT copies them
+                    for i in range(n):
+                        io.bind_cpu_input("ids", alt[i & 1])
+                        sess.run_with_iobinding(io)
+                elif new_ids:
+                    ids_ov = ovs["ids"]
+                    for i in range(n):
+                        ids_ov.update_inplace(alt[i & 1])
+                        sess.run_with_iobinding(io)
+                else:
+                    for _ in range(n):
+                        sess.run_with_iobinding(io)
                 sync()
                 return time.perf_counter() - t0
 
-            ts = []
-            for _ in range(7):
-                t1 = batch(a.reps)
-                t2 = batch(2 * a.reps)
-                ts.append((t2 - t1) / a.reps)
+            def per_run(new_ids=False):
+                ts = []
+                for _ in range(7):
+                    t1 = batch(a.reps, new_ids)
+                    t2 = batch(2 * a.reps, new_ids)
+                    ts.append((t2 - t1) / a.reps)
+                return statistics.median(ts)
+
+            t_same = per_run()
+            t_new = t_host = None
+            if a.new_ids and "ids" not in where:
+                t_new = per_run(True)
+                ovs["ids"].update_inplace(host["ids"])  # back to the ids the check below uses
+                try:
+                    t_host = per_run("host")
+                except Exception as e:  # noqa: BLE001
+                    print(f"| {name}, ids bound from host memory | error: {str(e).splitlines()[0][:200]} | | |")
+                io.bind_ortvalue_input("ids", ovs["ids"])
+                sess.run_with_iobinding(io)
+                sync()
             prof = ""
             if a.profile:  # ORT's profiler: its events for the node, median duration by category
                 sp = ort.SessionOptions()
@@ -195,8 +231,14 @@ def main():
             ref = ort.InferenceSession(mb, providers=["CPUExecutionProvider"]).run(None, host)[0]
             diff = float(np.max(np.abs(out.astype(np.float64) - ref.astype(np.float64))))
             inputs = "device" if not where else "host: " + ", ".join(where)
-            print(f"| {name} | {np.dtype(dt).name} | {domain} | {statistics.median(ts) * 1e3:.3f} | {inputs} | {diff:.3g} |"
+            print(f"| {name} | {np.dtype(dt).name} | {domain} | {t_same * 1e3:.4f} | {inputs} | {diff:.3g} |"
                   + (f" {prof} |" if a.profile else ""), flush=True)
+            if t_new is not None:
+                print(f"| {name}, new ids every run | {np.dtype(dt).name} | {domain} | {t_new * 1e3:.4f} | "
+                      f"{inputs}, ids rewritten (update_inplace) | |", flush=True)
+            if t_host is not None:
+                print(f"| {name}, new ids every run | {np.dtype(dt).name} | {domain} | {t_host * 1e3:.4f} | "
+                      f"{inputs}, ids bound from host memory (bind_cpu_input) | |", flush=True)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@
  * src/webgpu/ops/<op>/bench.json (the CPU and CUDA benchmarks' shapes), scaled down with --small
  * for software adapters.
  * Usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] [--no-cpu]
- *                     [--only rotary|qknorm|regroup] [--dtypes float32,bfloat16,float16]
+ *                     [--only rotary|qknorm|regroup] [--wg N] [--rows N,N,...]
+ *                     [--dtypes float32,bfloat16,float16] [--no-f64 (shader-f64 off: exact32)]
  * (--dtypes: the QKNorm and regroup rows of these dtypes only) */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -165,6 +166,16 @@ typedef struct row {
 } row;
 
 static int g_reps = 20, g_bad, g_no_cpu;
+static const char *g_rows; /* --rows: the 1-based numbers of the rows to run (all when NULL) */
+static int g_row_no;
+static int want_row(void) {
+    char want[16], list[256];
+    ++g_row_no;
+    if (!g_rows) return 1;
+    snprintf(want, sizeof want, ",%d,", g_row_no);
+    snprintf(list, sizeof list, ",%s,", g_rows);
+    return strstr(list, want) != NULL;
+}
 /* the first failing call's status and message: later calls (wait, kernel_time) clear the
  * library's last error, so it is kept here when the operator fails */
 static char g_err[640];
@@ -423,12 +434,15 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--small")) small = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-cpu")) g_no_cpu = 1; /* skip the CPU backend (its column reads 0) */
+        else if (!strcmp(argv[i], "--no-f64")) opt.disable_f64 = 1; /* shader-f64 off: exact32 */
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i]; /* rotary, qknorm or regroup */
         else if (!strcmp(argv[i], "--wg") && i + 1 < argc) opt.workgroup_size = atoi(argv[++i]); /* power of 2 */
+        else if (!strcmp(argv[i], "--rows") && i + 1 < argc) g_rows = argv[++i]; /* e.g. 1,2,5 (table order) */
         else if (!strcmp(argv[i], "--dtypes") && i + 1 < argc) g_dtypes = argv[++i]; /* QKNorm/regroup rows */
         else {
             fprintf(stderr, "usage: bench_webgpu [--backend vulkan|gl] [--small] [--reps N] [--no-cpu] "
-                            "[--only rotary|qknorm|regroup] [--wg N] [--dtypes float32,bfloat16,float16]\n");
+                            "[--only rotary|qknorm|regroup] [--wg N] [--rows N,N,...] "
+                            "[--dtypes float32,bfloat16,float16] [--no-f64]\n");
             return 2;
         }
     }
@@ -448,20 +462,20 @@ int main(int argc, char **argv) {
     printf("\n| shape | x | tables | variant | kernel ms | GB/s | shader copy kernel ms | vs shader copy | "
            "wall ms | buffer copy wall ms | shader copy wall ms | wall vs faster copy | CPU ms | CPU / kernel |\n");
     printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    if (rot_rows) bench_rotary("Llama-3-8B prefill S=8192/div, 32 heads x128", 1, 8192 / d, 32, 128, 128, 131072 / d, F32, F32, 0);
-    if (rot_rows) bench_rotary("same, float16 x and tables", 1, 8192 / d, 32, 128, 128, 131072 / d, F16, F16, 0);
-    if (rot_rows) bench_rotary("same, bfloat16 x, float32 tables", 1, 8192 / d, 32, 128, 128, 131072 / d, BF, F32, 0);
-    if (rot_rows) bench_rotary("Phi-2 partial R=32 of 80, S=4096/div, 32 heads", 1, 4096 / d, 32, 80, 32, 8192, F16, F16, 0);
-    if (rot_rows) bench_rotary("same, float32", 1, 4096 / d, 32, 80, 32, 8192, F32, F32, 0);
-    if (rot_rows) bench_rotary("decode B=64, 32 heads x128", 64, 1, 32, 128, 128, 131072 / d, F32, F32, 0);
-    if (rot_rows) bench_rotary("same, float16", 64, 1, 32, 128, 128, 131072 / d, F16, F16, 0);
-    if (rot_rows) bench_rotary("MRoPE Qwen2.5-VL-7B S=8192/div, 32 heads x128, [16,24,24]", 1, 8192 / d, 32, 128, 128, 131072 / d, F32, F32, 1);
-    if (rot_rows) bench_rotary("same, bfloat16 x, float32 tables", 1, 8192 / d, 32, 128, 128, 131072 / d, BF, F32, 1);
-    if (qk_rows) bench_ds("QKNorm DeepSeek-V4 2048/div tokens, 128 heads x512, rope 64, fp8", 2048 / d, F32, 0);
-    if (qk_rows) bench_ds("same, bfloat16", 2048 / d, BF, 0);
-    if (qk_rows) bench_ds("same, float16", 2048 / d, F16, 0);
-    if (rg_rows) bench_ds("InverseRotaryRegroup DeepSeek-V4 2048/div tokens, 8 groups", 2048 / d, F32, 1);
-    if (rg_rows) bench_ds("same, bfloat16", 2048 / d, BF, 1);
+    if (want_row() && rot_rows) bench_rotary("Llama-3-8B prefill S=8192/div, 32 heads x128", 1, 8192 / d, 32, 128, 128, 131072 / d, F32, F32, 0);
+    if (want_row() && rot_rows) bench_rotary("same, float16 x and tables", 1, 8192 / d, 32, 128, 128, 131072 / d, F16, F16, 0);
+    if (want_row() && rot_rows) bench_rotary("same, bfloat16 x, float32 tables", 1, 8192 / d, 32, 128, 128, 131072 / d, BF, F32, 0);
+    if (want_row() && rot_rows) bench_rotary("Phi-2 partial R=32 of 80, S=4096/div, 32 heads", 1, 4096 / d, 32, 80, 32, 8192, F16, F16, 0);
+    if (want_row() && rot_rows) bench_rotary("same, float32", 1, 4096 / d, 32, 80, 32, 8192, F32, F32, 0);
+    if (want_row() && rot_rows) bench_rotary("decode B=64, 32 heads x128", 64, 1, 32, 128, 128, 131072 / d, F32, F32, 0);
+    if (want_row() && rot_rows) bench_rotary("same, float16", 64, 1, 32, 128, 128, 131072 / d, F16, F16, 0);
+    if (want_row() && rot_rows) bench_rotary("MRoPE Qwen2.5-VL-7B S=8192/div, 32 heads x128, [16,24,24]", 1, 8192 / d, 32, 128, 128, 131072 / d, F32, F32, 1);
+    if (want_row() && rot_rows) bench_rotary("same, bfloat16 x, float32 tables", 1, 8192 / d, 32, 128, 128, 131072 / d, BF, F32, 1);
+    if (want_row() && qk_rows) bench_ds("QKNorm DeepSeek-V4 2048/div tokens, 128 heads x512, rope 64, fp8", 2048 / d, F32, 0);
+    if (want_row() && qk_rows) bench_ds("same, bfloat16", 2048 / d, BF, 0);
+    if (want_row() && qk_rows) bench_ds("same, float16", 2048 / d, F16, 0);
+    if (want_row() && rg_rows) bench_ds("InverseRotaryRegroup DeepSeek-V4 2048/div tokens, 8 groups", 2048 / d, F32, 1);
+    if (want_row() && rg_rows) bench_ds("same, bfloat16", 2048 / d, BF, 1);
     ropekit_webgpu_destroy(g_ctx);
     return 0;
 }

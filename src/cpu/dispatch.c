@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../core/internal.h"
 
@@ -165,11 +166,18 @@ typedef void (*rk_range_fn)(void *ctx, int64_t begin, int64_t end);
 
 #define RK_MAX_THREADS 256
 /* The cost model: a call is split only when its one-thread time is well above what a split
- * costs. A split costs the caller a futex wake-up and, at the end, a wait for chunks already
- * claimed (2-5 us on the development VMs, more when the other core is busy elsewhere); one
- * thread moves ~20-40 GB/s, so 1 MiB of traffic is 25-50 us of work: below that the calling
- * thread runs the call alone (a decode step pays no wake-up). */
-#define RK_PARALLEL_MIN_BYTES (1024 * 1024)
+ * costs. One thread moves 8-35 GB/s here (16-bit rows and QKNorm are compute bound, about as
+ * slow per byte as float32 rows), so the bytes a call moves stand for its time. A split costs
+ * the caller a wake-up of a sleeping worker (none when the worker still polls after a previous
+ * call), the claims, and the wait for chunks already claimed. On the Xeon EMR guest (2026-12-02,
+ * 2 threads pinned to 2 cores, avx2, this pool, sizes 133 KB - 2.7 MB, back-to-back calls and
+ * calls after a 200 us pause): 266 KB calls (~15 us) gained 1.27-1.38x back to back but
+ * 0.99-1.08x after a pause, 16-bit ones 0.77x (fastest call) after a pause; from 532 KB (~33 us)
+ * every row gained 1.10-1.67x either way (min and median). Below 512 KiB the calling thread runs
+ * the call alone (a decode step pays no wake-up). */
+#ifndef RK_PARALLEL_MIN_BYTES
+#define RK_PARALLEL_MIN_BYTES (512 * 1024)
+#endif
 
 static atomic_int g_num_threads = 1;
 static _Atomic int64_t g_min_bytes = RK_PARALLEL_MIN_BYTES;
@@ -216,28 +224,55 @@ ropekit_status ropekit_set_parallel_for(ropekit_parallel_for_fn fn, void *host_c
     return ROPEKIT_OK;
 }
 
-/* The pool: workers 1..spawned-1 sleep on a generation counter. A call cuts its units into
- * chunks and publishes them; the caller and every worker that wakes in time claim chunks one at
- * a time (an atomic counter tagged with the call's generation) until none is left, then the
- * caller waits only for chunks already claimed. A worker that wakes late (another process holds
- * its core) finds nothing to claim and the caller has done the work alone: a split call costs at
- * most one wake-up more than a one-thread call, never a wait for a sleeping thread. One
- * parallel call at a time (g_busy); a concurrent call runs on its own thread, with the same
- * results (every unit is computed the same way whatever the split). */
+/* The pool: workers 1..spawned-1 wait for a new job (a sequence number, odd while the caller
+ * writes the job). A call cuts its units into chunks and publishes them; the caller and every
+ * worker that sees the job in time claim chunks one at a time (an atomic counter tagged with the
+ * call's generation) until none is left, then the caller waits only for chunks already claimed.
+ * A worker that sees the job late (another process holds its core) finds nothing to claim and
+ * the caller has done the work alone: a split call costs at most one wake-up more than a
+ * one-thread call, never a wait for a sleeping thread.
+ * Waiting is a short spin, then sleep: a worker that has just run a chunk polls for the next job
+ * for RK_POOL_SPIN_NS before it sleeps on a condition variable (back-to-back calls, such as the q
+ * and k rotations of a layer, find it awake: no futex wake-up, no guest IPI), and the caller polls
+ * for the claimed chunks to finish (they are short: a few per thread per call) before it sleeps.
+ * A caller signals the condition variable only when a worker sleeps on it. One parallel call at
+ * a time (g_busy); a concurrent call runs on its own thread, with the same results (every unit is
+ * computed the same way whatever the split). */
+#ifndef RK_POOL_SPIN_NS
+#define RK_POOL_SPIN_NS 20000 /* a worker's poll for the next job after one: 20 us */
+#endif
+#ifndef RK_DONE_SPIN_NS
+#define RK_DONE_SPIN_NS 200000 /* the caller's poll for claimed chunks before it sleeps */
+#endif
 static pthread_mutex_t g_busy = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_work_cv = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t g_done_cv = PTHREAD_COND_INITIALIZER;
-static int g_spawned = 1; /* threads in the pool, the caller counted */
-static uint64_t g_gen;
+static int g_spawned = 1;         /* threads in the pool, the caller counted */
+static _Atomic uint64_t g_seq;    /* 2 * generation; odd while the job is being written */
+static atomic_int g_sleepers;     /* workers asleep (or about to sleep) on g_work_cv */
+static atomic_int g_caller_waits; /* the caller sleeps on g_done_cv */
 static struct {
-    rk_range_fn fn;
-    void *ctx;
-    int64_t n, chunks, part_bytes;
-    int parts;
+    _Atomic(rk_range_fn) fn;
+    void *_Atomic ctx;
+    _Atomic int64_t n, chunks, part_bytes;
+    atomic_int parts;
 } g_job;
 static _Atomic uint64_t g_claim; /* (generation & 0xffffffff) << 32 | next chunk */
 static atomic_int g_inflight;    /* threads inside claim_chunks */
+
+static inline void cpu_relax(void) {
+#if RK_X86
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+static int64_t mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
 
 /* Output bytes of the whole call being run by this thread (0: none), for the kernels'
  * streaming-store choice: a chunk of a large call is written like the large call it is part of. */
@@ -260,11 +295,33 @@ static void claim_chunks(uint32_t gen, rk_range_fn fn, void *ctx, int64_t n, int
         if (b < e) fn(ctx, b, e);
     }
     tl_part_bytes = 0;
-    if (atomic_fetch_sub(&g_inflight, 1) == 1) {
+    if (atomic_fetch_sub(&g_inflight, 1) == 1 && atomic_load(&g_caller_waits)) {
         pthread_mutex_lock(&g_mu);
         pthread_cond_broadcast(&g_done_cv);
         pthread_mutex_unlock(&g_mu);
     }
+}
+
+/* The next sequence number after `seen` that is even (a job published), polling up to spin_ns,
+ * then sleeping. */
+static uint64_t wait_job(uint64_t seen, int64_t spin_ns) {
+    if (spin_ns > 0) {
+        const int64_t t0 = mono_ns();
+        for (int k = 1;; ++k) {
+            uint64_t q = atomic_load_explicit(&g_seq, memory_order_acquire);
+            if (q != seen && !(q & 1)) return q;
+            cpu_relax();
+            if (k % 64 == 0 && mono_ns() - t0 > spin_ns) break;
+        }
+    }
+    pthread_mutex_lock(&g_mu);
+    atomic_fetch_add(&g_sleepers, 1);
+    uint64_t q;
+    while ((q = atomic_load(&g_seq)) == seen || (q & 1))
+        pthread_cond_wait(&g_work_cv, &g_mu);
+    atomic_fetch_sub(&g_sleepers, 1);
+    pthread_mutex_unlock(&g_mu);
+    return q;
 }
 
 static void *worker_main(void *arg) {
@@ -272,22 +329,28 @@ static void *worker_main(void *arg) {
     /* Starting from 0, a new worker also sees the job published before it existed (and skips
      * it when it had fewer parts than its id, or finds its chunks taken). */
     uint64_t seen = 0;
-    pthread_mutex_lock(&g_mu);
+    int64_t spin = 0; /* no poll before the first job */
     for (;;) {
-        while (g_gen == seen)
-            pthread_cond_wait(&g_work_cv, &g_mu);
-        seen = g_gen;
-        if (id >= g_job.parts) continue;
-        rk_range_fn fn = g_job.fn;
-        void *ctx = g_job.ctx;
-        const int64_t n = g_job.n, chunks = g_job.chunks, pb = g_job.part_bytes;
-        pthread_mutex_unlock(&g_mu);
-        claim_chunks((uint32_t)seen, fn, ctx, n, chunks, pb);
-        pthread_mutex_lock(&g_mu);
+        uint64_t q = wait_job(seen, spin);
+        /* the job's fields, consistent with q (seqlock: re-read when a new job was written) */
+        rk_range_fn fn = atomic_load(&g_job.fn);
+        void *ctx = atomic_load(&g_job.ctx);
+        const int64_t n = atomic_load(&g_job.n), chunks = atomic_load(&g_job.chunks);
+        const int64_t pb = atomic_load(&g_job.part_bytes);
+        const int parts = atomic_load(&g_job.parts);
+        if (atomic_load(&g_seq) != q) { /* a newer job is there or being written: that one */
+            seen = q;
+            spin = RK_POOL_SPIN_NS;
+            continue;
+        }
+        seen = q;
+        spin = 0;
+        if (id >= parts) continue;
+        claim_chunks((uint32_t)(q >> 1), fn, ctx, n, chunks, pb);
+        spin = RK_POOL_SPIN_NS;
     }
     return NULL;
 }
-
 /* Grows the pool to `want` threads (caller included) as far as the system allows. */
 static int pool_reserve(int want) {
     while (g_spawned < want) {
@@ -332,19 +395,37 @@ static void parallel_run(int64_t units, int64_t bytes, int64_t out_bytes, rk_ran
     int64_t chunks = (int64_t)parts * RK_CHUNKS_PER_THREAD;
     if (chunks > units) chunks = units;
     const int64_t pb = out_bytes; /* the whole call's output: see RK_STREAM_MIN_BYTES */
-    pthread_mutex_lock(&g_mu);
-    g_job.fn = fn, g_job.ctx = ctx, g_job.n = units, g_job.parts = parts;
-    g_job.chunks = chunks, g_job.part_bytes = pb;
-    ++g_gen;
-    const uint32_t gen = (uint32_t)g_gen;
+    /* publish: sequence odd, the job, the claim counter of its generation, sequence even */
+    const uint64_t s0 = atomic_load(&g_seq),
+                   q = s0 + 2; /* even: only a caller holding g_busy writes it */
+    atomic_store(&g_seq, s0 + 1);
+    atomic_store(&g_job.fn, fn), atomic_store(&g_job.ctx, ctx), atomic_store(&g_job.n, units);
+    atomic_store(&g_job.chunks, chunks), atomic_store(&g_job.part_bytes, pb);
+    atomic_store(&g_job.parts, parts);
+    const uint32_t gen = (uint32_t)(q >> 1);
     atomic_store(&g_claim, (uint64_t)gen << 32);
-    pthread_cond_broadcast(&g_work_cv);
-    pthread_mutex_unlock(&g_mu);
+    atomic_store(&g_seq, q);
+    if (atomic_load(&g_sleepers) > 0) {
+        pthread_mutex_lock(&g_mu);
+        pthread_cond_broadcast(&g_work_cv);
+        pthread_mutex_unlock(&g_mu);
+    }
     claim_chunks(gen, fn, ctx, units, chunks, pb);
-    pthread_mutex_lock(&g_mu);
-    while (atomic_load(&g_inflight) > 0)
-        pthread_cond_wait(&g_done_cv, &g_mu);
-    pthread_mutex_unlock(&g_mu);
+    if (atomic_load(&g_inflight) > 0) { /* chunks claimed by workers: poll, then sleep */
+        const int64_t t0 = mono_ns();
+        for (int k = 1; atomic_load(&g_inflight) > 0; ++k) {
+            cpu_relax();
+            if (k % 64 == 0 && mono_ns() - t0 > RK_DONE_SPIN_NS) break;
+        }
+        if (atomic_load(&g_inflight) > 0) {
+            pthread_mutex_lock(&g_mu);
+            atomic_store(&g_caller_waits, 1);
+            while (atomic_load(&g_inflight) > 0)
+                pthread_cond_wait(&g_done_cv, &g_mu);
+            atomic_store(&g_caller_waits, 0);
+            pthread_mutex_unlock(&g_mu);
+        }
+    }
     pthread_mutex_unlock(&g_busy);
 }
 

@@ -150,7 +150,20 @@ RK_INLINE void gather(const rk_rotary_plan *p, ropekit_dtype tdt, const unsigned
 
 #define RK_MAXSTREAM 4096 /* MRoPE: widest h with a precomputed column -> stream map */
 
-/* n bytes, bit for bit (vector registers only move the bits). */
+/* n < 64 bytes, by fixed-size pieces (no library call per row end) */
+RK_INLINE void wr_bytes(void *dst, const void *src, int n) {
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+    if (n & 32) memcpy(d, s, 32), d += 32, s += 32;
+    if (n & 16) memcpy(d, s, 16), d += 16, s += 16;
+    if (n & 8) memcpy(d, s, 8), d += 8, s += 8;
+    if (n & 4) memcpy(d, s, 4), d += 4, s += 4;
+    if (n & 2) memcpy(d, s, 2), d += 2, s += 2;
+    if (n & 1) *d = (char)*s;
+}
+
+/* n bytes, bit for bit (vector registers only move the bits); the last n % (4*VL) by fixed-size
+ * pieces, not a memcpy call per row (partial rotary copies 96-byte tails: 64 + 32 on avx512) */
 RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
     int64_t i = 0;
     if (nt) /* dst aligned to 4*VL bytes */
@@ -158,7 +171,7 @@ RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
             f_st_nt((float *)(dst + i), f_ld((const float *)(src + i)));
     for (; i + 4 * VL <= n; i += 4 * VL)
         f_st((float *)(dst + i), f_ld((const float *)(src + i)));
-    if (i < n) memcpy(dst + i, src + i, (size_t)(n - i));
+    if (i < n) wr_bytes(dst + i, src + i, (int)(n - i));
 }
 
 /* ---- Output rows that do not start on a cache line ----------------------------------------
@@ -193,17 +206,6 @@ RK_INLINE char *sw_line(char *a) {
 RK_INLINE void wr_line_nt(char *dst, const char *src) { /* both 64-byte aligned */
     for (int i = 0; i < 64; i += 4 * VL)
         f_st_nt((float *)(dst + i), f_ld((const float *)(src + i)));
-}
-/* n < 64 bytes, by fixed-size pieces (no library call per row end) */
-RK_INLINE void wr_bytes(void *dst, const void *src, int n) {
-    char *d = (char *)dst;
-    const char *s = (const char *)src;
-    if (n & 32) memcpy(d, s, 32), d += 32, s += 32;
-    if (n & 16) memcpy(d, s, 16), d += 16, s += 16;
-    if (n & 8) memcpy(d, s, 8), d += 8, s += 8;
-    if (n & 4) memcpy(d, s, 4), d += 4, s += 4;
-    if (n & 2) memcpy(d, s, 2), d += 2, s += 2;
-    if (n & 1) *d = (char)*s;
 }
 /* The run's bytes [fp, lim) out (lim a line address; whole lines streamed, the run's first line
  * from its first byte stored normally). */
@@ -457,6 +459,38 @@ RK_INLINE void prefetch_row(uintptr_t a, int64_t n, int w) {
             __builtin_prefetch((const void *)(a + (uintptr_t)o), 0);
 }
 
+/* Tables of a block of tokens laid out for their rows (lay_tables), as floats or doubles. */
+typedef union rk_tab {
+    float f[2][RK_TABE];
+    double d[2][RK_TABE];
+} __attribute__((aligned(64))) rk_tab;
+#ifndef RK_HAVE_NT
+typedef struct rk_sw rk_sw; /* no staging window without streaming stores (sw is NULL) */
+#endif
+
+/* One head row of rotary_fast (x, y: its first elements; rowb bytes), the same for both row
+ * orders: columns [k0, k0 + n) rotated with the token's tables (entries from o on), then tn bytes
+ * from byte toff on copied bit for bit (partial rotation out of place: channels [R, H), on the
+ * last column chunk; tn = 0: none). sw: the row is computed in the staging window and streamed
+ * from it (NULL: straight into y). */
+RK_INLINE void rotary_row(const char *x, char *y, int64_t rowb, rk_sw *sw, ropekit_dtype dt,
+                          int wide, int nt, int hw, int il, int eo, int64_t h, int64_t k0,
+                          int64_t n, int64_t toff, int64_t tn, const rk_tab *t, int64_t o) {
+#ifdef RK_HAVE_NT
+    if (sw) y = sw_row(sw, y, rowb);
+#else
+    (void)rowb;
+#endif
+    rotate_row(x, y, dt, wide, nt, hw, il, eo, h, k0, n, t->f[0] + o, t->f[1] + o, t->d[0] + o,
+               t->d[1] + o);
+    if (tn) copy_bytes(y + toff, x + toff, tn, 0);
+#ifdef RK_HAVE_NT
+    if (sw) sw_done(sw, rowb);
+#else
+    (void)sw;
+#endif
+}
+
 /* All tokens of a plan whose x and y have innermost stride 1, in blocks of TB tokens of one
  * batch row: the block's cos/sin rows are gathered and laid out for the pairing once (lay_tables),
  * then every head of every token in the block reuses them. The rows are visited in memory order:
@@ -473,19 +507,14 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
 #ifdef RK_HAVE_NT
     rk_sw sw; /* stg: rows computed in the window, streamed from it */
     sw_init(&sw);
-#define RK_ROWOUT(y) (stg ? sw_row(&sw, (y), rowb) : (y))
-#define RK_ROWPUT() (stg ? sw_done(&sw, rowb) : (void)0)
+#define RK_SWP (stg ? &sw : NULL)
 #else
     (void)stg;
-#define RK_ROWOUT(y) (y)
-#define RK_ROWPUT() ((void)0)
+#define RK_SWP NULL
 #endif
     const int il = p->interleaved, eo = RK_EO(dt);
     float c[RK_CHUNK], sn[RK_CHUNK];
-    union {
-        float f[2][RK_TABE];
-        double d[2][RK_TABE];
-    } tab __attribute__((aligned(64)));
+    rk_tab tab;
     const int in_place = p->x == p->y;
     const int copy_tail = p->R < p->H && !in_place; /* channels [R, H) copied bit for bit */
     const int head_major = p->N > 1 && p->xs[2] > p->xs[1];
@@ -502,19 +531,25 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
     if (TB > RK_TB_MAX) TB = RK_TB_MAX;
     if (TB < 1) TB = 1;
     if (!head_major) TB = 1; /* nothing to share: every token's heads follow it */
-#define RK_XROW(b, s, hd) (p->x + ((b)*p->xs[0] + (s)*p->xs[1] + (hd)*p->xs[2]) * es)
-#define RK_YROW(b, s, hd) (p->y + ((b)*p->ys[0] + (s)*p->ys[1] + (hd)*p->ys[2]) * es)
-#define RK_XADDR(b, s, hd)                                                                         \
-    ((uintptr_t)p->x + (uintptr_t)(((b)*p->xs[0] + (s)*p->xs[1] + (hd)*p->xs[2]) * es))
-#define RK_YADDR(b, s, hd)                                                                         \
-    ((uintptr_t)p->y + (uintptr_t)(((b)*p->ys[0] + (s)*p->ys[1] + (hd)*p->ys[2]) * es))
+    /* the plan's addresses and byte strides in locals: the row stores (through char pointers)
+     * would otherwise make the compiler reload them from the plan for every row */
+    const char *const X = p->x;
+    char *const Y = p->y;
+    const int64_t xb = p->xs[0] * es, xt = p->xs[1] * es, xh = p->xs[2] * es;
+    const int64_t yb = p->ys[0] * es, yt = p->ys[1] * es, yh = p->ys[2] * es;
+    const int64_t N = p->N, S = p->S, B = p->B, toff = p->R * es;
+    const int64_t tail = copy_tail ? (p->H - p->R) * es : 0;
+#define RK_XROW(b, s, hd) (X + (b)*xb + (s)*xt + (hd)*xh)
+#define RK_YROW(b, s, hd) (Y + (b)*yb + (s)*yt + (hd)*yh)
+#define RK_XADDR(b, s, hd) ((uintptr_t)X + (uintptr_t)((b)*xb + (s)*xt + (hd)*xh))
+#define RK_YADDR(b, s, hd) ((uintptr_t)Y + (uintptr_t)((b)*yb + (s)*yt + (hd)*yh))
     const int pfy = !in_place && !nt && !stg; /* a streamed row is not read first */
-    for (int64_t b = 0; b < p->B; ++b)
-        for (int64_t s0 = 0; s0 < p->S; s0 += TB) {
-            const int64_t nb = p->S - s0 < TB ? p->S - s0 : TB;
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t s0 = 0; s0 < S; s0 += TB) {
+            const int64_t nb = S - s0 < TB ? S - s0 : TB;
             for (int64_t k0 = 0; k0 < h; k0 += RK_CHUNK) {
                 const int64_t n = h - k0 < RK_CHUNK ? h - k0 : RK_CHUNK;
-                const int last = k0 + n == h;
+                const int64_t tn = k0 + n == h ? tail : 0; /* the last chunk copies the tail */
                 int64_t m = 0;
                 for (int64_t j = 0; j < nb; ++j) {
                     gather(p, tdt, strm, b, s0 + j, k0, n, c, sn);
@@ -526,43 +561,33 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
                  * merged loop of e6d5e33, rows stored the same way ran 0.82-0.96x of 8c39a0b on
                  * the Xeon (Phi-2 16-bit rows, 2026-12-01). */
                 if (head_major) {
-                    for (int64_t hd = 0; hd < p->N; ++hd)
+                    for (int64_t hd = 0; hd < N; ++hd)
                         for (int64_t j = 0; j < nb; ++j) {
                             const int64_t s = s0 + j;
                             if (k0 == 0) { /* the row one block ahead: the next head's */
                                 int64_t bn = b, sn_ = s, hn = hd + 1;
-                                if (hn == p->N) hn = 0, sn_ = s + TB;
-                                if (sn_ >= p->S) sn_ -= p->S, ++bn;
-                                if (bn < p->B) {
+                                if (hn == N) hn = 0, sn_ = s + TB;
+                                if (sn_ >= S) sn_ -= S, ++bn;
+                                if (bn < B) {
                                     prefetch_row(RK_XADDR(bn, sn_, hn), rowb, 0);
                                     if (pfy) prefetch_row(RK_YADDR(bn, sn_, hn), rowb, 1);
                                 }
                             }
-                            const char *x = RK_XROW(b, s, hd);
-                            char *y = RK_ROWOUT(RK_YROW(b, s, hd));
-                            rotate_row(x, y, dt, wide, nt, hw, il, eo, h, k0, n, tab.f[0] + j * m0,
-                                       tab.f[1] + j * m0, tab.d[0] + j * m0, tab.d[1] + j * m0);
-                            if (copy_tail && last)
-                                copy_bytes(y + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
-                            RK_ROWPUT();
+                            rotary_row(RK_XROW(b, s, hd), RK_YROW(b, s, hd), rowb, RK_SWP, dt, wide,
+                                       nt, hw, il, eo, h, k0, n, toff, tn, &tab, j * m0);
                         }
                 } else {
                     for (int64_t j = 0; j < nb; ++j) {
                         const int64_t s = s0 + j;
-                        int64_t bn = s + 1 < p->S ? b : b + 1, sn_ = s + 1 < p->S ? s + 1 : 0;
-                        const int pf = bn < p->B && k0 == 0;
-                        for (int64_t hd = 0; hd < p->N; ++hd) {
+                        int64_t bn = s + 1 < S ? b : b + 1, sn_ = s + 1 < S ? s + 1 : 0;
+                        const int pf = bn < B && k0 == 0;
+                        for (int64_t hd = 0; hd < N; ++hd) {
                             if (pf) { /* the next token's row of this head */
                                 prefetch_row(RK_XADDR(bn, sn_, hd), rowb, 0);
                                 if (pfy) prefetch_row(RK_YADDR(bn, sn_, hd), rowb, 1);
                             }
-                            const char *x = RK_XROW(b, s, hd);
-                            char *y = RK_ROWOUT(RK_YROW(b, s, hd));
-                            rotate_row(x, y, dt, wide, nt, hw, il, eo, h, k0, n, tab.f[0] + j * m0,
-                                       tab.f[1] + j * m0, tab.d[0] + j * m0, tab.d[1] + j * m0);
-                            if (copy_tail && last)
-                                copy_bytes(y + p->R * es, x + p->R * es, (p->H - p->R) * es, 0);
-                            RK_ROWPUT();
+                            rotary_row(RK_XROW(b, s, hd), RK_YROW(b, s, hd), rowb, RK_SWP, dt, wide,
+                                       nt, hw, il, eo, h, k0, n, toff, tn, &tab, j * m0);
                         }
                     }
                 }
@@ -572,8 +597,7 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
 #undef RK_YROW
 #undef RK_XADDR
 #undef RK_YADDR
-#undef RK_ROWOUT
-#undef RK_ROWPUT
+#undef RK_SWP
 #ifdef RK_HAVE_NT
     if (stg) sw_end(&sw);
 #endif

@@ -63,6 +63,8 @@ struct RotArgs {
     const long long *pos;
     long long pos_as, pos_bs, pos_ss;
     int sec0, sec1, sec2, layout, stream_mask;
+    int pf_tok, pf_off[3], pf_len[3]; /* MRoPE: L2 prefetch of table rows pf_tok tokens ahead (mrope.cuh) */
+    int pf_x, pf_es;                  /* MRoPE: bytes of a token's x row to prefetch too (0: none) */
     int tpb;               /* tokens per block */
     int items, rot_items;  /* per head */
     DevErr *err;
@@ -75,9 +77,12 @@ struct RotArgs {
     FastDiv d_per_tok, d_rot_items, d_copy_items, d_S;
     int hp;                /* tile kernel: row stride of the staged columns (h rounded up to 8) */
     FastDiv d_h;
+    int bulk_nh, bulk_groups; /* bulk kernel: heads per item, items per token */
+    int bulk_stage;           /* bulk kernel: bytes of one stage (bulk_nh head rows) */
 };
 
-#include "mrope.cuh"
+/* MRoPE's column -> id stream map (src/cuda/mrope.cuh, included below with the MRoPE kernel) */
+__device__ __forceinline__ int mrope_stream(const RotArgs &a, int k);
 
 /* Table row of token (b, s) for id stream `st`; false when it selects no row. */
 __device__ __forceinline__ bool token_row(const RotArgs &a, long long b, long long s, int st,
@@ -499,6 +504,8 @@ __global__ void __launch_bounds__(256, 4) rotary_flat_kernel(const RotArgs a) {
     rotary_flat_body<DT, TDT, IL, G>(a);
 }
 
+#include "mrope.cuh"
+
 /* Tile kernel (16-byte chunks, contiguous channels, as the flat kernel): a block takes `tpb`
  * tokens and one thread per (token, group of G = TILE_G heads, chunk). Each
  * thread issues its x loads first; meanwhile the block's first threads look up the tokens'
@@ -532,6 +539,8 @@ __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
     const int tl = (int)fdiv(tid, a.d_per_tok);
     int r = (int)tid - tl * per_tok;
     const bool live = tl < ntok;
+    if (a.pf_x && (int)tid >= (int)blockDim.x - ntok) /* MRoPE: x rows of later tokens into L2 */
+        mrope_prefetch_x(a, tok0 + ((int)tid - ((int)blockDim.x - ntok)) + a.pf_tok, 0, 1);
     const long long tok = tok0 + tl;
     long long b = 0, s = 0;
     if (live) {
@@ -577,6 +586,8 @@ __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
                 if (!IL) vb[g] = ld_x(q + k0 + a.h, hints);
             }
     }
+    if (a.pf_tok && (a.pf_len[0] | a.pf_len[1] | a.pf_len[2]))
+        mrope_prefetch_block<TDT>(a, tok0, ntok, tid, blockDim.x);
     /* the block's tokens' columns, once per token */
     const unsigned nt = blockDim.x;
     for (unsigned i = tid; i < (unsigned)(ntok * a.h); i += nt) {
@@ -670,6 +681,209 @@ __global__ void __maxnreg__(TILE_CAP) rotary_tile_kernel_capped(const RotArgs a)
     rotary_tile_body<DT, TDT, IL, G>(a);
 }
 
+/* ---- the bulk kernel (sm_90) -----------------------------------------------------------------
+ * Work item: bulk_nh consecutive heads of one token (up to ~10 KB of x). A warp brings its
+ * item's head rows into shared memory by bulk copies (cp.async.bulk, the TMA's bulk copy; one
+ * copy per item when the heads are contiguous, else one per head row; completion counted in
+ * bytes on the stage's mbarrier), rotates the pairs [0, R) in shared memory (lane -> a unit of
+ * 2 table columns, its cos/sin fetched once for all of the item's heads), and stores the whole
+ * rows back by bulk copies from shared memory: the bytes in flight cost no registers, and the
+ * pass-through channels [R, H) of partial rotary are never touched by a thread. Same
+ * arithmetic as rotate_chunk (rotate<WIDE>, pack2, bad ids keep x's bits). NS stages per warp
+ * (NS = 2: the next item's copy in flight while this one is rotated). */
+#define RK_RB_WARPS 4
+
+/* A lane's unit of 2 table columns (cos, sin, whether the column has a table row). */
+struct RbCols {
+    float c0, s0, c1, s1;
+    bool g0, g1;
+};
+template <int TDT>
+__device__ __forceinline__ RbCols rb_cols(const RotArgs &a, long long b, long long s, int c) {
+    RbCols r;
+    r.g0 = fetch_cs<TDT>(a, b, s, 2 * c, &r.c0, &r.s0);
+    r.g1 = fetch_cs<TDT>(a, b, s, 2 * c + 1, &r.c1, &r.s1);
+    return r;
+}
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900 /* (used by the sm_90 kernel body only) */
+__device__ __forceinline__ unsigned rb_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+/* The lane's first unit (its columns are fetched before the item's rows have landed). */
+__device__ __forceinline__ int rb_first(const RotArgs &a, int lane) {
+    const int hu = a.h >> 1, CL = hu < 32 ? hu : 32;
+    if (hu == 0 || lane >= (32 / CL) * CL) return -1;
+    return lane % CL;
+}
+#endif
+
+template <int DT, int TDT, bool IL, int UNR>
+__device__ __forceinline__ void rb_rotate(const RotArgs &a, unsigned char *stage, int nh, long long b,
+                                          long long s, int lane, const RbCols &first) {
+    constexpr bool WIDE = DT == ROPEKIT_FLOAT32 || TDT == ROPEKIT_FLOAT32;
+    typedef typename std::conditional<WIDE, double, float>::type W;
+    typedef typename Elt<DT>::raw raw;
+    const int hu = a.h >> 1; /* units of 2 table columns per head */
+    if (hu == 0) return;
+    const int CL = hu < 32 ? hu : 32, P = 32 / CL;
+    if (lane >= P * CL) return;
+    const int str = lane / CL;
+    const unsigned rowb = (unsigned)a.H * (unsigned)sizeof(raw);
+    for (int c = lane - str * CL; c < hu; c += CL) {
+        const RbCols t = c == lane - str * CL ? first : rb_cols<TDT>(a, b, s, c);
+        const float cf0 = t.c0, sf0 = t.s0, cf1 = t.c1, sf1 = t.s1;
+        const bool g0 = t.g0, g1 = t.g1;
+        if (!g0 && !g1) continue; /* no table row: the pairs keep x's bits */
+        const W c0 = g0 ? (W)cf0 : (W)1, s0 = g0 ? (W)sf0 : (W)0;
+        const W c1 = g1 ? (W)cf1 : (W)1, s1 = g1 ? (W)sf1 : (W)0;
+#pragma unroll UNR
+        for (int n = str; n < nh; n += P) {
+            unsigned char *row = stage + (size_t)n * rowb;
+            if constexpr (sizeof(raw) == 2 && !IL) { /* word c of each half: columns 2c, 2c+1 */
+                unsigned *pa = reinterpret_cast<unsigned *>(row) + c;
+                unsigned *pb = reinterpret_cast<unsigned *>(row + (size_t)a.h * 2) + c;
+                const unsigned wa = *pa, wb = *pb;
+                float ya0, yb0, ya1, yb1;
+                rotate<WIDE>(lo_of<DT>(wa), lo_of<DT>(wb), c0, s0, &ya0, &yb0);
+                rotate<WIDE>(hi_of<DT>(wa), hi_of<DT>(wb), c1, s1, &ya1, &yb1);
+                const unsigned keep = (g0 ? 0u : 0xffffu) | (g1 ? 0u : 0xffff0000u);
+                const unsigned na = pack2<DT>(ya0, ya1), nb = pack2<DT>(yb0, yb1);
+                *pa = (na & ~keep) | (wa & keep), *pb = (nb & ~keep) | (wb & keep);
+            } else if constexpr (sizeof(raw) == 2) { /* 2 adjacent pairs: word j = pair of column 2c+j */
+                uint2 *pp = reinterpret_cast<uint2 *>(row) + c;
+                uint2 w = *pp;
+                float y0, y1, z0, z1;
+                rotate<WIDE>(lo_of<DT>(w.x), hi_of<DT>(w.x), c0, s0, &y0, &y1);
+                rotate<WIDE>(lo_of<DT>(w.y), hi_of<DT>(w.y), c1, s1, &z0, &z1);
+                const unsigned n0 = pack2<DT>(y0, y1), n1 = pack2<DT>(z0, z1);
+                w.x = g0 ? n0 : w.x, w.y = g1 ? n1 : w.y;
+                *pp = w;
+            } else if constexpr (!IL) { /* float32: 2 columns of each half */
+                float2 *pa = reinterpret_cast<float2 *>(row) + c;
+                float2 *pb = reinterpret_cast<float2 *>(row + (size_t)a.h * 4) + c;
+                float2 va = *pa, vb = *pb;
+                float ya0, yb0, ya1, yb1;
+                rotate<WIDE>(va.x, vb.x, c0, s0, &ya0, &yb0);
+                rotate<WIDE>(va.y, vb.y, c1, s1, &ya1, &yb1);
+                if (g0) va.x = ya0, vb.x = yb0;
+                if (g1) va.y = ya1, vb.y = yb1;
+                *pa = va, *pb = vb;
+            } else { /* float32 adjacent pairs: (x, y) column 2c, (z, w) column 2c+1 */
+                float4 *pp = reinterpret_cast<float4 *>(row) + c;
+                float4 v = *pp;
+                float y0, y1, z0, z1;
+                rotate<WIDE>(v.x, v.y, c0, s0, &y0, &y1);
+                rotate<WIDE>(v.z, v.w, c1, s1, &z0, &z1);
+                if (g0) v.x = y0, v.y = y1;
+                if (g1) v.z = z0, v.w = z1;
+                *pp = v;
+            }
+        }
+    }
+}
+
+template <int DT, int TDT, bool IL, int NS, int MINB>
+__global__ void __launch_bounds__(32 * RK_RB_WARPS, MINB) rotary_bulk_kernel(const RotArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    typedef typename Elt<DT>::raw raw;
+    extern __shared__ __align__(128) unsigned char rb_smem[];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    unsigned long long *bars = reinterpret_cast<unsigned long long *>(rb_smem) + wid * NS;
+    unsigned char *wb = rb_smem + 128 + (size_t)wid * NS * a.bulk_stage;
+    const unsigned rowb = (unsigned)a.H * (unsigned)sizeof(raw);
+    const bool xrun = a.xs[2] == a.H, yrun = a.ys[2] == a.H; /* an item's rows are one run */
+    if (lane == 0) {
+#pragma unroll
+        for (int i = 0; i < NS; ++i)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(rb_smem_addr(bars + i)), "r"(1) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncwarp();
+    const long long nw = (long long)gridDim.x * RK_RB_WARPS, w = (long long)blockIdx.x * RK_RB_WARPS + wid;
+    const long long items = a.T * a.bulk_groups;
+    /* item j -> token (b, s), first head n0, head count nh */
+    auto decode = [&](long long j, long long &b, long long &s, int &n0, int &nh) {
+        const long long t = j / a.bulk_groups;
+        const int hg = (int)(j - t * a.bulk_groups);
+        b = t / a.S, s = t - b * a.S;
+        n0 = hg * a.bulk_nh;
+        nh = min(a.bulk_nh, a.N - n0);
+    };
+    auto issue = [&](long long j, int st) {
+        long long b, s;
+        int n0, nh;
+        decode(j, b, s, n0, nh);
+        const unsigned bar = rb_smem_addr(bars + st);
+        unsigned char *dst = wb + (size_t)st * a.bulk_stage;
+        const raw *x = reinterpret_cast<const raw *>(a.x) + b * a.xs[0] + s * a.xs[1] + n0 * a.xs[2];
+        if (lane == 0)
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"((unsigned)nh * rowb) : "memory");
+        __syncwarp();
+        if (xrun) {
+            if (lane == 0)
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                             :: "r"(rb_smem_addr(dst)), "l"(x), "r"((unsigned)nh * rowb), "r"(bar) : "memory");
+        } else {
+            for (int r = lane; r < nh; r += 32)
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                             :: "r"(rb_smem_addr(dst + (size_t)r * rowb)), "l"(x + r * a.xs[2]), "r"(rowb), "r"(bar) : "memory");
+        }
+    };
+#pragma unroll
+    for (int i = 0; i < NS; ++i)
+        if (w + i * nw < items) issue(w + i * nw, i);
+    unsigned phase = 0;
+    for (long long k = 0;; ++k) {
+        const long long j = w + k * nw;
+        if (j >= items) break;
+        const int st = (int)(k % NS);
+        long long b, s;
+        int n0, nh;
+        decode(j, b, s, n0, nh);
+        /* the lane's first table columns, loaded while the rows are in flight */
+        RbCols first = {1.0f, 0.0f, 1.0f, 0.0f, false, false};
+        const int c1st = rb_first(a, lane);
+        if (c1st >= 0) first = rb_cols<TDT>(a, b, s, c1st);
+        {
+            const unsigned bar = rb_smem_addr(bars + st), par = (phase >> st) & 1u;
+            unsigned done = 0;
+            while (!done)
+                asm volatile("{ .reg .pred P; mbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2; selp.u32 %0, 1, 0, P; }"
+                             : "=r"(done) : "r"(bar), "r"(par) : "memory");
+            phase ^= 1u << st;
+        }
+        unsigned char *stage = wb + (size_t)st * a.bulk_stage;
+        /* out-of-range ids: counted once per token (by the item of its first heads) */
+        if (a.err && lane == 0 && n0 == 0 && a.rows != RK_ROWS_TABLE_3D) record_if_bad(a, b, s, 0);
+        rb_rotate<DT, TDT, IL, MINB >= 10 ? 2 : 4>(a, stage, nh, b, s, lane, first);
+        /* the rotated rows (generic-proxy writes) before the bulk stores (async proxy) read them */
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncwarp();
+        raw *y = reinterpret_cast<raw *>(a.y) + b * a.ys[0] + s * a.ys[1] + n0 * a.ys[2];
+        if (yrun) {
+            if (lane == 0) {
+                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                             :: "l"(y), "r"(rb_smem_addr(stage)), "r"((unsigned)nh * rowb) : "memory");
+                asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+            }
+        } else if (lane < nh) {
+            for (int r = lane; r < nh; r += 32)
+                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                             :: "l"(y + r * a.ys[2]), "r"(rb_smem_addr(stage + (size_t)r * rowb)), "r"(rowb) : "memory");
+            asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        }
+        /* refill the stage once its bulk stores have read it */
+        const long long jn = j + NS * nw;
+        if (jn < items) {
+            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+            __syncwarp();
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            issue(jn, st);
+        }
+    }
+    /* the shared memory stays until the bulk stores have read it */
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#endif
+}
+
 /* ---- launch ------------------------------------------------------------------------------- */
 
 template <int DT, int TDT, int V, bool SMEM>
@@ -681,13 +895,14 @@ ropekit_status launch_rotary_t(const RotArgs &a, unsigned blocks, size_t shm, cu
 /* ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile (ropekit_cuda.h, for tests and benchmarks): the flat
  * or the tile kernel on every call it can take; unset (or any other value): run_rotary's
  * choice. Read once. */
-enum { FORCE_NONE = 0, FORCE_FLAT = 1, FORCE_TILE = 2 };
+enum { FORCE_NONE = 0, FORCE_FLAT = 1, FORCE_TILE = 2, FORCE_BULK = 3 };
 int forced_kernel() {
     static const int k = [] {
         const char *e = getenv("ROPEKIT_CUDA_ROTARY_KERNEL");
         if (!e) return (int)FORCE_NONE;
         if (!strcmp(e, "flat")) return (int)FORCE_FLAT;
         if (!strcmp(e, "tile")) return (int)FORCE_TILE;
+        if (!strcmp(e, "bulk")) return (int)FORCE_BULK;
         return (int)FORCE_NONE;
     }();
     return k;
@@ -748,6 +963,70 @@ ropekit_status launch_rotary_tile(const RotArgs &a, long long blocks, int thread
         else rotary_tile_kernel<DT, TDT, false, TILE_G><<<grid, block, shm, st>>>(a);
     }
     return launched("rotary kernel launch");
+}
+
+/* Bulk kernel timing knobs (R1/R2 of 2026-12-02, to be pruned): bytes per item, items per warp
+ * (0: a resident grid striding over the items), blocks per SM the registers are fitted to. */
+int bulk_bytes() {
+    static const int v = env_int("ROPEKIT_CUDA_BULK_BYTES", 512, 65536, 5120);
+    return v;
+}
+int bulk_items() {
+    static const int v = env_int("ROPEKIT_CUDA_BULK_ITEMS", 0, 64, 1);
+    return v;
+}
+int bulk_minb() {
+    static const int v = env_int("ROPEKIT_CUDA_BULK_MINB", 8, 10, 8);
+    return v;
+}
+bool device_sm90() {
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    return major >= 9;
+}
+constexpr int BULK_NS = 1; /* stages per warp (2, the next item in flight while one is rotated,
+                            * was slower on every row: R1 of 2026-12-02) */
+size_t bulk_shm(const RotArgs &a) { return 128 + (size_t)RK_RB_WARPS * BULK_NS * a.bulk_stage; }
+template <int DT, int TDT> void (*bulk_kernel_of(const RotArgs &a))(RotArgs) {
+    if (bulk_minb() == 10)
+        return a.interleaved ? rotary_bulk_kernel<DT, TDT, true, BULK_NS, 10> : rotary_bulk_kernel<DT, TDT, false, BULK_NS, 10>;
+    return a.interleaved ? rotary_bulk_kernel<DT, TDT, true, BULK_NS, 8> : rotary_bulk_kernel<DT, TDT, false, BULK_NS, 8>;
+}
+
+template <int DT, int TDT>
+ropekit_status launch_rotary_bulk(const RotArgs &a, cudaStream_t st) {
+    void (*k)(RotArgs) = bulk_kernel_of<DT, TDT>(a);
+    const size_t shm = bulk_shm(a);
+    cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(k),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm);
+    if (e != cudaSuccess) return cuda_fail(e, "rotary shared memory");
+    const long long items = a.T * a.bulk_groups;
+    long long blocks = (items + RK_RB_WARPS - 1) / RK_RB_WARPS;
+    const int ipw = bulk_items();
+    if (ipw > 0) {
+        blocks = (items + (long long)RK_RB_WARPS * ipw - 1) / ((long long)RK_RB_WARPS * ipw);
+    } else {
+        int per_sm = 0;
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 32 * RK_RB_WARPS, shm);
+        if (e != cudaSuccess) return cuda_fail(e, "rotary kernel setup");
+        const long long resident = (long long)(per_sm > 0 ? per_sm : 1) * sm_count();
+        if (blocks > resident) blocks = resident;
+    }
+    if (blocks > (1ll << 30)) blocks = 1ll << 30; /* the warps loop over the rest */
+    k<<<(unsigned)blocks, 32 * RK_RB_WARPS, shm, st>>>(a);
+    return launched("rotary kernel launch");
+}
+/* Whether the bulk kernel that launch_rotary_bulk would run has its body: code compiled for
+ * sm_90 or later (a library built for sm_80 only and run on an sm_90 GPU through its PTX has an
+ * empty kernel there). */
+template <int DT, int TDT> bool bulk_built(const RotArgs &a) {
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, reinterpret_cast<const void *>(bulk_kernel_of<DT, TDT>(a))) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return fa.ptxVersion >= 90 && fa.binaryVersion >= 90;
 }
 
 template <int DT, int TDT>
@@ -830,9 +1109,28 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
      * graph of 20, same-run A/B: bfloat16 4.07 µs (tile kernel) -> 3.61; bench/results-cuda.md). */
     const long long per4 = (long long)((p->N + 3) / 4) * a.items;
     const bool one_wave = vec && per4 > 0 && a.T <= (long long)sm_count() * 768 / per4;
+    /* MRoPE: its own flat kernel (src/cuda/mrope.cuh) on every vectorisable call, unless
+     * ROPEKIT_CUDA_ROTARY_KERNEL forces the generic flat or the tile kernel */
+    MropeChunks mc;
+    /* R2 (2026-12-02) experiment knobs: ROPEKIT_CUDA_MROPE_KERNEL=1 (MRoPE flat kernel; default
+     * 0: the tile kernel as before), ROPEKIT_CUDA_MROPE_PF=tokens ahead for the L2 prefetch */
+    static const int mk = env_int("ROPEKIT_CUDA_MROPE_KERNEL", 0, 1, 0);
+    static const int mpf = env_int("ROPEKIT_CUDA_MROPE_PF", 0, 1 << 20, 0);
+    static const int mpfx = env_int("ROPEKIT_CUDA_MROPE_PFX", 0, 2, 0); /* 1: x too, 2: x only */
+    if (p->rows == RK_ROWS_MROPE && mpf > 0) {
+        a.pf_tok = mpf;
+        if (mpfx != 2) mrope_prefetch_ranges(p, &a);
+        /* x: heads contiguous (the token's N * H elements are one range), 16-byte multiples */
+        if (mpfx && vec && p->xs[2] == p->H && (p->N * p->H * es) % 16 == 0 && p->N * p->H * es < (1ll << 30)) {
+            a.pf_x = (int)(p->N * p->H * es);
+            a.pf_es = (int)es;
+        }
+    }
+    const bool mrope = mk && vec && p->rows == RK_ROWS_MROPE && forced_kernel() == FORCE_NONE &&
+                       mrope_chunks(p, a.rot_items, p->interleaved ? V / 2 : V, &mc);
     const long long tile_per_tok = (long long)((p->N + TILE_G - 1) / TILE_G) * a.items;
     const long long hp = (h + 7) / 8 * 8;
-    const bool tile = vec && tile_per_tok >= 1 && tile_per_tok <= 1024 && hp * 9 <= 48 * 1024 &&
+    const bool tile = !mrope && vec && tile_per_tok >= 1 && tile_per_tok <= 1024 && hp * 9 <= 48 * 1024 &&
                       tile_preferred(p, one_wave);
     const int G = tile ? TILE_G : FLAT_G;
     a.ngroups = (int)((p->N + G - 1) / G);
@@ -871,8 +1169,27 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
         tile_blocks = (a.T + tt - 1) / tt;
         tile_shm = (size_t)(tt * hp * 9);
     }
+    /* the bulk kernel (sm_90): contiguous 16-byte-aligned rows, no MRoPE; partial rotary on
+     * calls of more than one wave (bulk_preferred), or forced; an item of bulk_nh head rows of
+     * one token within bulk_bytes(), the token's heads split evenly */
+    bool bulk = false;
+    if (vec && p->rows != RK_ROWS_MROPE &&
+        (forced_kernel() == FORCE_BULK || (forced_kernel() == FORCE_NONE && !one_wave && p->R < p->H)) &&
+        device_sm90()) {
+        const long long rowb = p->H * es;
+        long long groups = (p->N * rowb + bulk_bytes() - 1) / bulk_bytes();
+        if (groups < 1) groups = 1;
+        if (groups > p->N) groups = p->N;
+        const long long nh = (p->N + groups - 1) / groups;
+        a.bulk_nh = (int)nh;
+        a.bulk_groups = (int)((p->N + nh - 1) / nh);
+        a.bulk_stage = (int)((nh * rowb + 127) / 128 * 128);
+        bulk = nh * rowb <= 64 * 1024 && bulk_shm(a) <= 200 * 1024;
+    }
 #define RK_ROT(DT_, TDT_)                                                                        \
-    return tile  ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)         \
+    return mrope ? mrope_launch<DT_, TDT_>(a, mc, flat_total, st)                                \
+           : bulk && bulk_built<DT_, TDT_>(a) ? launch_rotary_bulk<DT_, TDT_>(a, st)              \
+           : tile ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)         \
            : vec ? launch_rotary_flat<DT_, TDT_>(a, flat_total, st)                              \
                  : launch_rotary_scalar<DT_, TDT_>(a, smem, (unsigned)blocks, shm, st)
     if (dt == ROPEKIT_FLOAT32) RK_ROT(ROPEKIT_FLOAT32, ROPEKIT_FLOAT32);

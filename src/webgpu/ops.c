@@ -102,8 +102,13 @@ static ropekit_status run_rotary(ropekit_webgpu *ctx, rk_rotary_plan *p, const r
                          : (ctx->has_f64 ? RK_ARITH_WIDE64 : RK_ARITH_EXACT32);
     /* Contiguous heads whose halves (or pair runs) and copied span start on 16-byte boundaries:
      * the vector kernel (rotary_vec.wgsl), VE elements per access. */
+    /* exact32 (no shader-f64): the element kernel only, as in the kernel packages. The vector
+     * kernel with exact32 (40 inlined integer dot2 for the decode variant, 8 of them live) took
+     * SwiftShader (through naga) over a minute of CPU time and 1.9-3 GB without finishing; the
+     * element kernel compiles in 0.7 s (2026-12-02, results-webgpu.md). */
     const int64_t ve = 16 / (int64_t)ropekit_dtype_size(p->dtype);
-    const int vec = in_runs_of(ve, p->xs, 3, p->xs[3], x0) && in_runs_of(ve, p->ys, 3, p->ys[3], y0) &&
+    const int vec = ar != RK_ARITH_EXACT32 && in_runs_of(ve, p->xs, 3, p->xs[3], x0) &&
+                    in_runs_of(ve, p->ys, 3, p->ys[3], y0) &&
                     (p->interleaved ? p->R % ve == 0 : h % ve == 0) && (p->H - p->R) % ve == 0;
     const int64_t per_unit = vec ? ve : sw; /* elements of the rotated span per unit */
     const int64_t units_rot = vec ? (p->interleaved ? p->R : h) / per_unit

@@ -400,6 +400,14 @@ static void rotary_suite(ropekit_cuda_error_state *err) {
                 c.sec[0] = 16, c.sec[1] = 24, c.sec[2] = 24;
                 c.name = "mrope prefill S1601 N32 [16,24,24]";
                 run_rotary_case(&c, err);
+                /* chunks whose columns read several streams: interleaved layout, and sections
+                 * that are no multiple of a chunk's columns */
+                c.layout = 1, c.sec[0] = 24, c.sec[1] = 20, c.sec[2] = 20;
+                c.name = "mrope prefill S1601 N32 layout1 [24,20,20]";
+                run_rotary_case(&c, err);
+                c.layout = 0, c.sec[0] = 10, c.sec[1] = 27, c.sec[2] = 27, c.B = 3, c.S = 301;
+                c.name = "mrope prefill B3 S301 N32 [10,27,27]";
+                run_rotary_case(&c, err);
             }
         }
 }
@@ -514,6 +522,33 @@ static void bad_ids_suite(void) {
            (long long)count, (long long)d, msg);
     free(got);
     ropekit_cuda_error_state_reset(NULL, NULL);
+
+    /* 3b. MRoPE sections [4, 4, 0]: every 16-byte chunk reads one stream (the MRoPE kernel's
+     * one-stream path); the bad H id of 3. again, and a bad W id that no column reads (not an
+     * error, as on the CPU) */
+    mra.mrope_section[0] = 4, mra.mrope_section[1] = 4, mra.mrope_section[2] = 0;
+    ids[2 * B * S + 0 * S + 4] = 5000;
+    up(&pb);
+    poison(&yb);
+    s = ropekit_cuda_mrotary_embedding(&dx, &dmt, &dc, &ds, &mra, &dy, NULL, err);
+    cs = ropekit_cuda_check_errors(err, NULL, &count);
+    msg = ropekit_cuda_last_error();
+    ids[B * S + S + 2] = 0;
+    s3 = cpu_mrope(&x, &mt, &ct, &st, &mra, &r);
+    ids[B * S + S + 2] = saved;
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 4; k < 8; ++k) {
+            int64_t base = (S + 2) * N * H + n * H;
+            rf[base + k] = xf[base + k], rf[base + k + h] = xf[base + k + h];
+        }
+    got = down(&yb);
+    d = compare("out-of-range ids", T, ref.h, got, (size_t)(B * S * N * H), &mu);
+    result(s == ROPEKIT_OK && s3 == ROPEKIT_OK && cs == ROPEKIT_ERROR_POSITION_OUT_OF_RANGE && count == 1 &&
+               strstr(msg, "position_ids[1][1][2] = 99 is outside cos_cache rows [0, 16)") && d == 0,
+           "bad MRoPE id, sections [4,4,0]: count %lld, only its stream's pairs copied (%lld differ): \"%s\"",
+           (long long)count, (long long)d, msg);
+    free(got);
+    ropekit_cuda_error_state_reset(err, NULL);
 
     /* 4. validation happens before launch, with the CPU's messages */
     a.rotary_embedding_dim = 5;

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Device round R3 (session c-rot 3, 2026-12-02 00:35 UTC; the final measurements for
+# Device round R3 (session c-rot 4, 2026-12-02 03:45 UTC; the final measurements for
 # bench/results-cuda.md), run as .dev/rounds/c-rot/round.sh under a 90 s share. Files
-# (pack.sh): bin/ (check_cuda, bench_cuda), lib/ (this revision), lib-base/ (main bde1c85's
-# libropekit_cuda). check_cuda and compute-sanitizer memcheck with the default kernel choice and
-# each kernel forced (ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile; the six runs concurrently, they are
-# correctness runs), three alternating rounds base / this revision on every rotary row,
-# Nsight Compute on two rows, bench_torch.py (the PyTorch peers, same run) last, alone.
+# (pack.sh): bin/ (check_cuda, bench_cuda), lib/ (this revision), lib-base/ (main's
+# libropekit_cuda at the merge). check_cuda and compute-sanitizer memcheck with the default
+# kernel choice and each kernel forced (ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile|bulk; the eight runs
+# concurrently, they are correctness runs), three alternating rounds base / this revision on
+# every rotary row, Nsight Compute on two rows, bench_torch.py (the PyTorch peers, same run)
+# last, alone.
 set -u
 T0=$(date +%s); END=$((T0 + 80))
 left() { local l=$((END - $(date +%s))); [ $l -lt 1 ] && l=1; [ $l -gt $1 ] && l=$1; echo $l; }
@@ -19,7 +20,7 @@ stamp() { echo "t=$(( $(date +%s) - T0 ))s $*" >>$L/summary.txt; }
   ncu --version | tail -1; python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; } >$L/gpu.txt 2>&1
 cuobjdump --dump-resource-usage $D/lib/libropekit_cuda.so.0 2>&1 | grep -E "Function|REG" | paste - - |
   sed -E 's/.*(rotary_[a-z_]+_kernel[a-z_]*)I(.*)EEvNS.*REG:([0-9]+) STACK:([0-9]+) SHARED:([0-9]+) LOCAL:([0-9]+).*/\1 \2 REG \3 STACK \4 LOCAL \6/' | grep rotary >$L/regs.txt 2>&1
-for k in default flat tile; do
+for k in default flat tile bulk; do
   ( e=; [ $k != default ] && e=ROPEKIT_CUDA_ROTARY_KERNEL=$k
     env $e timeout 25 $B/check_cuda >$L/check-$k.log 2>&1; echo "check $k rc=$?" >$L/rc-check-$k.txt ) &
   ( e=; [ $k != default ] && e=ROPEKIT_CUDA_ROTARY_KERNEL=$k
@@ -27,7 +28,7 @@ for k in default flat tile; do
     echo "memcheck $k rc=$?" >$L/rc-mem-$k.txt ) &
 done
 wait
-for k in default flat tile; do
+for k in default flat tile bulk; do
   cat $L/rc-check-$k.txt >>$L/summary.txt; grep -E "checks,|FAIL" $L/check-$k.log | tail -3 >>$L/summary.txt
   cat $L/rc-mem-$k.txt >>$L/summary.txt; grep -E "ERROR SUMMARY|checks," $L/memcheck-$k.log | tail -2 >>$L/summary.txt
 done
@@ -49,11 +50,13 @@ nc() { local n=$1 f=$2; shift 2
   [ $(left 10) -lt 6 ] && return 0
   echo "==== $n row: $f" >>$L/ncu.log
   env "$@" timeout $(left 8) $NCU $B/bench_cuda "$f" >>$L/ncu.log 2>&1; stamp "ncu $n $f rc=$?"; }
-nc new "Phi-2 partial B=1 S=8192 32+32 x80 R32 bfloat16/float32"
-nc new "Llama-3-8B prefill B=1 S=8192 32+8 x128 float16/float32"
-PYTHONUNBUFFERED=1 timeout $(left 55) python3 $D/bench_torch.py >$L/torch.log 2>&1; stamp "torch rc=$?"
+nc new "Phi-2 partial B=1 S=8192 32+32 x80 R32 float16/float16"
+nc base "Phi-2 partial B=1 S=8192 32+32 x80 R32 float16/float16" LD_LIBRARY_PATH=$BASE
+PYTHONUNBUFFERED=1 timeout $(left 52) python3 $D/bench_torch.py >$L/torch.log 2>&1; stamp "torch rc=$?"
+python3 $D/table.py $L/ab $L/torch.log 0base 1new >$L/table.md 2>&1
 tar czf $OUT/logs.tgz -C $L .
-cat $L/gpu.txt $L/summary.txt; grep -E "flat|tile" $L/regs.txt
+cat $L/gpu.txt $L/summary.txt; grep -E "flat|tile|bulk" $L/regs.txt
 sed -e 's/bfloat16/bf16/g; s/float16/f16/g; s/float32/f32/g' $L/ab.md
-grep -E "^==== |Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Theoretical Occ|Eligible Warps|Issued Warp|Local Memory Spilling Req" $L/ncu.log 2>/dev/null | head -30
+grep -E "^==== |Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Theoretical Occ|Eligible Warps|Issued Warp|Local Memory Spilling Req|Executed Instructions   |rotary_[a-z_]*kernel" $L/ncu.log 2>/dev/null | head -40
 grep -E "^\|" $L/torch.log | cut -c1-140
+cat $L/table.md

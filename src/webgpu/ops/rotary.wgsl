@@ -65,7 +65,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             var r0 = rotate(a0[j], b0[j], cs0);
             var r1 = vec2<f32>(0.0, 0.0);
             if (SW == 2u && !il) { r1 = rotate(a1[j], b1[j], cs1); }
-            if (slow_hit) { // the exact arithmetic for this head's pairs (arith_*.wgsl): one call site
+            if (SLOW_PATH && slow_hit) { // the exact arithmetic for this head's pairs (arith_*.wgsl): one call site
                 for (var q = 0u; q < select(1u, 2u, SW == 2u && !il); q = q + 1u) {
                     let r = rotate_slow(select(a0[j], a1[j], q == 1u), select(b0[j], b1[j], q == 1u),
                                         cos_sin_exact(w.b, w.s, k0 + q));

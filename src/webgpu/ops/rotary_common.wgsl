@@ -84,7 +84,7 @@ fn cos_sin_m(b: u32, s: u32, k: u32, fast: bool) -> vec2<f32> {
     if ((P.flags & 2u) != 0u) { sn = neg32(sn); } // on the bits (a float negation may flush)
     return vec2<f32>(c, sn);
 }
-fn cos_sin(b: u32, s: u32, k: u32) -> vec2<f32> { return cos_sin_m(b, s, k, true); }
+fn cos_sin(b: u32, s: u32, k: u32) -> vec2<f32> { return cos_sin_m(b, s, k, SLOW_PATH); }
 fn cos_sin_exact(b: u32, s: u32, k: u32) -> vec2<f32> { return cos_sin_m(b, s, k, false); }
 
 // y0 = c*a - s*b, y1 = s*a + c*b, rounded as the Arithmetic section of ropekit.h says: rotate

@@ -12,6 +12,12 @@ fn dot2(a: f32, b: f32, c: f32, d: f32) -> f32 {
 }
 fn dot2_fast(a: f32, b: f32, c: f32, d: f32) -> f32 { return dot2(a, b, c, d); } // never slow_hit
 fn dot2_slow(a: f32, b: f32, c: f32, d: f32) -> f32 { return dot2(a, b, c, d); }
+// SLOW_PATH false: the fast arithmetic is already exact, so the element kernel (rotary.wgsl)
+// leaves its slow path out and scales its tables with the exact mul32 (rotary_common.wgsl
+// cos_sin). A second copy of the integer dot2 under a run-time `if (slow_hit)` made SwiftShader
+// (through wgpu-native's naga) take minutes and over a gigabyte to compile the kernel; measured
+// 2026-12-02 (bench/results-webgpu.md, "In the browser ... and on software adapters").
+const SLOW_PATH: bool = false;
 // ok4's window (common.wgsl): every finite value (rot_nc is exact; the window keeps NaN out of
 // the vector kernel's fast narrowing, bf16_words4)
 const WIN_LO: u32 = 0u;

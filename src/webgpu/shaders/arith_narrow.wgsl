@@ -10,6 +10,7 @@
 //   dot2: either, per call. ok4 / rot_nc: the same fast path with the operand check hoisted (the
 //   vector kernel checks each loaded x vector and its cos/sin once with ok4, then rotates with
 //   rot_nc, which checks nothing).
+const SLOW_PATH: bool = true; // the element kernel's slow path exists (arith_exact32.wgsl)
 // (& and | rather than && and ||: no short-circuit, so no control flow at each call, which slowed
 // the compilation of every kernel)
 fn narrow_ok(u: u32) -> bool { return (((u >> 23u) & 0xffu) - 74u < 116u) | ((u & 0x7fffffffu) == 0u); }

@@ -17,6 +17,7 @@
 //   integer exact32 path.
 // (& and | rather than && and ||: no short-circuit, so no control flow at each call, which slowed
 // the compilation of every kernel)
+const SLOW_PATH: bool = true; // the element kernel's slow path exists (arith_exact32.wgsl)
 fn wide_ok(u: u32) -> bool { return (((u >> 23u) & 0xffu) - 1u < 254u) | ((u & 0x7fffffffu) == 0u); }
 // ok4's window (common.wgsl): biased exponents 87 .. 189
 const WIN_LO: u32 = 87u;
