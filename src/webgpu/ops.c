@@ -299,12 +299,15 @@ ropekit_status ropekit_webgpu_mrotary_embedding(ropekit_webgpu *ctx,
 #ifndef RK_WG_QKNORM_RS /* row kernel: the most rows per invocation (1 or 2) */
 #define RK_WG_QKNORM_RS 1
 #endif
-#ifndef RK_WG_QKNORM_QR /* row kernel: groups of 64 invocations per workgroup; 1 (one row per
-                          * 64-invocation workgroup): on the H200 (R2 of 2026-12-01, one call)
-                          * float32 0.598 vs 0.644 ms with 2, bfloat16 0.820 vs 0.835 */
+#ifndef RK_WG_QKNORM_QR /* row kernel: rows (groups of rl invocations) per workgroup; 1: on the
+                          * H200 (R2 of 2026-12-01, one call, rl 64) float32 0.598 vs 0.644 ms
+                          * with 2, bfloat16 0.820 vs 0.835; (R2 of 2026-12-02, rl 32) 0.557 vs
+                          * 0.590, 0.549 vs 0.577 */
 #define RK_WG_QKNORM_QR 1
 #endif
-#ifndef RK_WG_QKNORM_RL /* row kernel: invocations per row where the row fits (32 or 64) */
+#ifndef RK_WG_QKNORM_RL /* row kernel: invocations per row where the row fits (32 or 64); 32: on
+                          * the H200 (R1 of 2026-12-02, one call) bfloat16 0.577 vs 0.773 ms with
+                          * 64, float32 0.573 vs 0.596 */
 #define RK_WG_QKNORM_RL 32
 #endif
 

@@ -17,8 +17,44 @@ fn fs_row(o: u32) -> Fs {
     return h + ((fs_part8(o + 32u) + fs_part8(o + 40u)) + (fs_part8(o + 48u) + fs_part8(o + 56u)));
 }
 
-// the factor 1 / sqrt(v) (round64.wgsl: f64 with midpoint checks)
-fn qk_factor(v: f32) -> f32 { return div_rn(1.0, sqrt_rn(v)); }
+// the factor 1 / sqrt(v), both steps rounded to nearest: the adapter's float32 sqrt and quotient
+// (any accuracy) as candidates, each moved by up to two steps by exact f64 tests, else
+// round64.wgsl's sqrt_rn / div_rn (f64 sqrt and division with midpoint checks: a longer chain)
+fn qk_factor(v: f32) -> f32 { return qk_recip(qk_sqrt(v)); }
+// positive normal x whose next float32 down is normal too (the tests' neighbours convert exactly)
+fn qk_normal2(x: f32) -> bool { return bitcast<u32>(x) - 0x00800001u < 0x7effffffu; }
+// RN(sqrt(x)): r is it iff md^2 < x < mu^2 for the midpoints md, mu between r and its neighbours
+// (25 significant bits: the squares are exact in f64; a root of a float32 is never a midpoint)
+fn qk_sqrt(x: f32) -> f32 {
+    if (!(FAST && normal_pos(x))) { return sqrt_rn(x); }
+    let X = f64(x);
+    var r = sqrt(x);
+    for (var i = 0u; i < 3u; i++) {
+        if (!qk_normal2(r)) { break; }
+        let mu = (f64(r) + f64(next_up_pos(r))) * 0.5;
+        if (mu * mu < X) { r = next_up_pos(r); continue; }
+        let md = (f64(r) + f64(next_down_pos(r))) * 0.5;
+        if (md * md > X) { r = next_down_pos(r); continue; }
+        return r;
+    }
+    return sqrt_rn(x);
+}
+// RN(1/s): q is it iff md * s < 1 < mu * s (the products exact in f64: 25 and 24 significant bits;
+// the comparison with 1 is exact whatever the difference's rounding; a quotient is never a midpoint)
+fn qk_recip(s: f32) -> f32 {
+    if (!(FAST && normal_pos(s))) { return div_rn(1.0, s); }
+    let S = f64(s);
+    var q = 1.0 / s;
+    for (var i = 0u; i < 3u; i++) {
+        if (!qk_normal2(q)) { break; }
+        let mu = (f64(q) + f64(next_up_pos(q))) * 0.5;
+        if (mu * S < 1.0) { q = next_up_pos(q); continue; }
+        let md = (f64(q) + f64(next_down_pos(q))) * 0.5;
+        if (md * S > 1.0) { q = next_down_pos(q); continue; }
+        return q;
+    }
+    return div_rn(1.0, s);
+}
 
 // (float32 bits, 1) where every summation order the contract allows gives that float32, else
 // (0, 0). none: every value zero (the sum is +0). g: every square is a multiple of 2^g.
