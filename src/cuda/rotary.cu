@@ -673,15 +673,22 @@ __global__ void __maxnreg__(TILE_CAP) rotary_tile_kernel_capped(const RotArgs a)
 }
 
 /* ---- the bulk kernel (sm_90) -----------------------------------------------------------------
- * Work item: bulk_nh consecutive heads of one token (up to ~10 KB of x). A warp brings its
- * item's head rows into shared memory by bulk copies (cp.async.bulk, the TMA's bulk copy; one
- * copy per item when the heads are contiguous, else one per head row; completion counted in
- * bytes on the stage's mbarrier), rotates the pairs [0, R) in shared memory (lane -> a unit of
- * 2 table columns, its cos/sin fetched once for all of the item's heads), and stores the whole
- * rows back by bulk copies from shared memory: the bytes in flight cost no registers, and the
- * pass-through channels [R, H) of partial rotary are never touched by a thread. Same
- * arithmetic as rotate_chunk (rotate<WIDE>, pack2, bad ids keep x's bits). NS stages per warp
- * (NS = 2: the next item's copy in flight while this one is rotated). */
+ * Work item: bulk_nh consecutive heads of one token (up to BULK_BYTES of x, the token's heads
+ * split evenly). A warp brings its item's head rows into shared memory by bulk copies
+ * (cp.async.bulk, the TMA's bulk copy; one copy per item when the heads are contiguous, else one
+ * per head row; completion counted in bytes on the warp's mbarrier), fetches its lanes' table
+ * columns meanwhile, rotates the pairs [0, R) in shared memory (lane -> a unit of 2 table
+ * columns, used for every head of the item), and stores the whole rows back by bulk copies from
+ * shared memory: the bytes in flight cost no registers, and the pass-through channels [R, H) of
+ * partial rotary are never touched by a thread. Same arithmetic as rotate_chunk (rotate<WIDE>,
+ * pack2, a pair whose column has no table row keeps x's bits). run_rotary takes it for partial
+ * rotary on calls of more than one wave: H200, R2 of 2026-12-02, same-run A/B against the flat
+ * kernel, Phi-2 S=8192: float32 90.8 -> 88.1 µs (90.5 -> 93.3% of the copy), 16-bit 50.7-51.0
+ * -> 47.6-47.9 (84 -> 89-90%). On full-rotary rows it was slower than the flat and tile kernels
+ * (Llama S=8192 bf16/f32 46.5 -> 54.7 µs, R1): a lane rotates its columns through all of an
+ * item's heads, one after the other, so with 20-32 warps per SM too few items are in flight
+ * (ncu: 0.77 eligible warps per scheduler); with 60% of the bytes passed through, that phase is
+ * short. NS stages per warp (BULK_NS). */
 #define RK_RB_WARPS 4
 
 /* A lane's unit of 2 table columns (cos, sin, whether the column has a table row). */
@@ -956,20 +963,10 @@ ropekit_status launch_rotary_tile(const RotArgs &a, long long blocks, int thread
     return launched("rotary kernel launch");
 }
 
-/* Bulk kernel timing knobs (R1/R2 of 2026-12-02, to be pruned): bytes per item, items per warp
- * (0: a resident grid striding over the items), blocks per SM the registers are fitted to. */
-int bulk_bytes() {
-    static const int v = env_int("ROPEKIT_CUDA_BULK_BYTES", 512, 65536, 5120);
-    return v;
-}
-int bulk_items() {
-    static const int v = env_int("ROPEKIT_CUDA_BULK_ITEMS", 0, 64, 1);
-    return v;
-}
-int bulk_minb() {
-    static const int v = env_int("ROPEKIT_CUDA_BULK_MINB", 8, 10, 8);
-    return v;
-}
+/* Bulk kernel: bytes per item (R1 of 2026-12-02, forced on every row: 5 KB faster than 10 KB
+ * (5 blocks per SM by shared memory) and 2.5 KB on every row; Phi-2 bf16/bf16 47.6 vs 49.3 and
+ * 55.5 µs). One item per warp: 2 items per warp were level or slower (R2). */
+constexpr int BULK_BYTES = 5120;
 bool device_sm90() {
     int dev = 0, major = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) return false;
@@ -978,11 +975,13 @@ bool device_sm90() {
 }
 constexpr int BULK_NS = 1; /* stages per warp (2, the next item in flight while one is rotated,
                             * was slower on every row: R1 of 2026-12-02) */
+/* Blocks of 4 warps per SM the registers are fitted to: 8 (53-64 registers, no spills; 32
+ * warps). 10 (48 registers, 8-40 bytes of spills) was 2.3-4.1 µs slower on Phi-2 float32 and
+ * 16-bit x with float32 tables, level with 16-bit tables (R2 of 2026-12-02). */
+constexpr int BULK_MINB = 8;
 size_t bulk_shm(const RotArgs &a) { return 128 + (size_t)RK_RB_WARPS * BULK_NS * a.bulk_stage; }
 template <int DT, int TDT> void (*bulk_kernel_of(const RotArgs &a))(RotArgs) {
-    if (bulk_minb() == 10)
-        return a.interleaved ? rotary_bulk_kernel<DT, TDT, true, BULK_NS, 10> : rotary_bulk_kernel<DT, TDT, false, BULK_NS, 10>;
-    return a.interleaved ? rotary_bulk_kernel<DT, TDT, true, BULK_NS, 8> : rotary_bulk_kernel<DT, TDT, false, BULK_NS, 8>;
+    return a.interleaved ? rotary_bulk_kernel<DT, TDT, true, BULK_NS, BULK_MINB> : rotary_bulk_kernel<DT, TDT, false, BULK_NS, BULK_MINB>;
 }
 
 template <int DT, int TDT>
@@ -994,16 +993,6 @@ ropekit_status launch_rotary_bulk(const RotArgs &a, cudaStream_t st) {
     if (e != cudaSuccess) return cuda_fail(e, "rotary shared memory");
     const long long items = a.T * a.bulk_groups;
     long long blocks = (items + RK_RB_WARPS - 1) / RK_RB_WARPS;
-    const int ipw = bulk_items();
-    if (ipw > 0) {
-        blocks = (items + (long long)RK_RB_WARPS * ipw - 1) / ((long long)RK_RB_WARPS * ipw);
-    } else {
-        int per_sm = 0;
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 32 * RK_RB_WARPS, shm);
-        if (e != cudaSuccess) return cuda_fail(e, "rotary kernel setup");
-        const long long resident = (long long)(per_sm > 0 ? per_sm : 1) * sm_count();
-        if (blocks > resident) blocks = resident;
-    }
     if (blocks > (1ll << 30)) blocks = 1ll << 30; /* the warps loop over the rest */
     k<<<(unsigned)blocks, 32 * RK_RB_WARPS, shm, st>>>(a);
     return launched("rotary kernel launch");
@@ -1143,13 +1132,13 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
     }
     /* the bulk kernel (sm_90): contiguous 16-byte-aligned rows, no MRoPE; partial rotary on
      * calls of more than one wave (bulk_preferred), or forced; an item of bulk_nh head rows of
-     * one token within bulk_bytes(), the token's heads split evenly */
+     * one token within BULK_BYTES, the token's heads split evenly */
     bool bulk = false;
     if (vec && p->rows != RK_ROWS_MROPE &&
         (forced_kernel() == FORCE_BULK || (forced_kernel() == FORCE_NONE && !one_wave && p->R < p->H)) &&
         device_sm90()) {
         const long long rowb = p->H * es;
-        long long groups = (p->N * rowb + bulk_bytes() - 1) / bulk_bytes();
+        long long groups = (p->N * rowb + BULK_BYTES - 1) / BULK_BYTES;
         if (groups < 1) groups = 1;
         if (groups > p->N) groups = p->N;
         const long long nh = (p->N + groups - 1) / groups;

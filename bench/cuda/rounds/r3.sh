@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Device round R3 (session c-rot 4, 2026-12-02 03:45 UTC; the final measurements for
 # bench/results-cuda.md), run as .dev/rounds/c-rot/round.sh under a 90 s share. Files
-# (pack.sh): bin/ (check_cuda, bench_cuda), lib/ (this revision), lib-base/ (main's
-# libropekit_cuda at the merge). check_cuda and compute-sanitizer memcheck with the default
+# (pack.sh): bin/ (check_cuda, bench_cuda), lib/ (this revision), lib-base/ (main e94836b's
+# libropekit_cuda: the session's start; main has this branch's bulk kernel since 03:15). check_cuda and compute-sanitizer memcheck with the default
 # kernel choice and each kernel forced (ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile|bulk; the eight runs
 # concurrently, they are correctness runs), three alternating rounds base / this revision on
 # every rotary row, Nsight Compute on two rows, bench_torch.py (the PyTorch peers, same run)
