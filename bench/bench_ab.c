@@ -32,60 +32,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "ropekit.h"
-
-typedef struct api {
-    ropekit_status (*rot)(const ropekit_tensor *, const ropekit_tensor *, const ropekit_tensor *,
-                          const ropekit_tensor *, const ropekit_rotary_embedding_attrs *,
-                          const ropekit_tensor *);
-    ropekit_status (*mrot)(const ropekit_tensor *, const ropekit_tensor *, const ropekit_tensor *,
-                           const ropekit_tensor *, const ropekit_mrotary_embedding_attrs *,
-                           const ropekit_tensor *);
-    ropekit_status (*qk)(const ropekit_tensor *, const ropekit_tensor *, const ropekit_tensor *,
-                         const ropekit_tensor *, const ropekit_tensor *,
-                         const ropekit_qknorm_rotary_embedding_attrs *, const ropekit_tensor *,
-                         const ropekit_tensor *);
-    ropekit_status (*rg)(const ropekit_tensor *, const ropekit_tensor *, const ropekit_tensor *,
-                         const ropekit_inverse_rotary_regroup_attrs *, const ropekit_tensor *);
-    ropekit_status (*setv)(const char *);
-    ropekit_status (*setn)(int);
-    const char *(*err)(void);
-} api;
-
-static void *sym(void *h, const char *path, const char *name) {
-    void *f = dlsym(h, name);
-    if (!f) {
-        fprintf(stderr, "%s: no symbol %s\n", path, name);
-        exit(1);
-    }
-    return f;
-}
-static api load(const char *path) {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        fprintf(stderr, "%s\n", dlerror());
-        exit(1);
-    }
-    api a;
-    *(void **)&a.rot = sym(h, path, "ropekit_rotary_embedding");
-    *(void **)&a.mrot = sym(h, path, "ropekit_mrotary_embedding");
-    *(void **)&a.qk = sym(h, path, "ropekit_qknorm_rotary_embedding");
-    *(void **)&a.rg = sym(h, path, "ropekit_inverse_rotary_regroup");
-    *(void **)&a.setv = sym(h, path, "ropekit_set_cpu_variant");
-    *(void **)&a.setn = sym(h, path, "ropekit_set_num_threads");
-    *(void **)&a.err = sym(h, path, "ropekit_last_error");
-    return a;
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "bench_dl.h"
 
 /* A copy whose stores bypass the caches, as ropekit's streaming stores do (the memory-bound
  * reference where memcpy's normal stores leave the copy in a large last-level cache). */
@@ -100,19 +47,6 @@ static void nt_copy(char *d, const char *s, size_t n) {
     _mm_sfence();
 #endif
     if (i < n) memcpy(d + i, s + i, n - i);
-}
-
-/* As bench_cpu.c: 2 MiB aligned with huge pages from 4 MiB on, 64 bytes of slack for offsets. */
-static void *xalloc(size_t n) {
-    void *p = NULL;
-    size_t align = n >= ((size_t)4 << 20) ? (size_t)2 << 20 : 64;
-    if (posix_memalign(&p, align, n + 64) != 0) {
-        fprintf(stderr, "out of memory (%zu bytes)\n", n);
-        exit(2);
-    }
-    if (align > 64) (void)madvise(p, n + 64, MADV_HUGEPAGE);
-    memset(p, 0, n + 64);
-    return p;
 }
 
 static uint32_t g_seed = 12345;

@@ -21,46 +21,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "ropekit.h"
+#include "bench_dl.h"
 
-typedef struct api {
-    ropekit_status (*rot)(const ropekit_tensor *, const ropekit_tensor *, const ropekit_tensor *,
-                          const ropekit_tensor *, const ropekit_rotary_embedding_attrs *,
-                          const ropekit_tensor *);
-    ropekit_status (*mrot)(const ropekit_tensor *, const ropekit_tensor *, const ropekit_tensor *,
-                           const ropekit_tensor *, const ropekit_mrotary_embedding_attrs *,
-                           const ropekit_tensor *);
-    ropekit_status (*qk)(const ropekit_tensor *, const ropekit_tensor *, const ropekit_tensor *,
-                         const ropekit_tensor *, const ropekit_tensor *,
-                         const ropekit_qknorm_rotary_embedding_attrs *, const ropekit_tensor *,
-                         const ropekit_tensor *);
-    ropekit_status (*rg)(const ropekit_tensor *, const ropekit_tensor *, const ropekit_tensor *,
-                         const ropekit_inverse_rotary_regroup_attrs *, const ropekit_tensor *);
-    ropekit_status (*setv)(const char *);
-    ropekit_status (*setn)(int);
-    const char *(*err)(void);
-} api;
-static api load(const char *path) {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        fprintf(stderr, "%s\n", dlerror());
-        exit(1);
-    }
-    api a;
-    *(void **)&a.rot = dlsym(h, "ropekit_rotary_embedding");
-    *(void **)&a.mrot = dlsym(h, "ropekit_mrotary_embedding");
-    *(void **)&a.qk = dlsym(h, "ropekit_qknorm_rotary_embedding");
-    *(void **)&a.rg = dlsym(h, "ropekit_inverse_rotary_regroup");
-    *(void **)&a.setv = dlsym(h, "ropekit_set_cpu_variant");
-    *(void **)&a.setn = dlsym(h, "ropekit_set_num_threads");
-    *(void **)&a.err = dlsym(h, "ropekit_last_error");
-    return a;
-}
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
 static uint64_t g_rng = 0x243F6A8885A308D3ull;
 static double urand(void) {
     g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
@@ -96,14 +58,6 @@ static void fill_cs(void *c, void *s, ropekit_dtype t, size_t n) {
             ((uint16_t *)c)[i] = to16(cv, t), ((uint16_t *)s)[i] = to16(sv, t);
     }
 }
-static void *xal(size_t n) { /* as bench_cpu.c */
-    void *p = NULL;
-    size_t align = n >= ((size_t)4 << 20) ? (size_t)2 << 20 : 64;
-    if (posix_memalign(&p, align, n ? n : 64)) exit(2);
-    if (align > 64) (void)madvise(p, n, MADV_HUGEPAGE);
-    memset(p, 0, n);
-    return p;
-}
 static ropekit_tensor tc(void *d, ropekit_dtype t, int32_t r, const int64_t *sh) {
     ropekit_tensor x;
     memset(&x, 0, sizeof x);
@@ -112,10 +66,6 @@ static ropekit_tensor tc(void *d, ropekit_dtype t, int32_t r, const int64_t *sh)
     for (int i = r - 1; i >= 0; --i)
         x.shape[i] = sh[i], x.strides[i] = st, st *= sh[i];
     return x;
-}
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* ---- a 2-thread memcpy: the helper sleeps on a condition variable ---- */
@@ -212,10 +162,10 @@ static double build(job *j, const shp *s0, ropekit_dtype T, int64_t Sover, void 
     int64_t B = s.B, S = s.S, N = s.N, H = s.H, R = s.R, h = R / 2;
     if (s.kind == QK) {
         size_t nq = S * N * H, nk = S * H, nt = S * R;
-        void *q = bufs[(*nb)++] = xal(nq * es), *qo = bufs[(*nb)++] = xal(nq * es);
-        void *kv = bufs[(*nb)++] = xal(nk * es), *kvo = bufs[(*nb)++] = xal(nk * es);
-        float *w = bufs[(*nb)++] = xal(H * 4), *cs = bufs[(*nb)++] = xal(nt * 4),
-              *sn = bufs[(*nb)++] = xal(nt * 4);
+        void *q = bufs[(*nb)++] = xalloc(nq * es), *qo = bufs[(*nb)++] = xalloc(nq * es);
+        void *kv = bufs[(*nb)++] = xalloc(nk * es), *kvo = bufs[(*nb)++] = xalloc(nk * es);
+        float *w = bufs[(*nb)++] = xalloc(H * 4), *cs = bufs[(*nb)++] = xalloc(nt * 4),
+              *sn = bufs[(*nb)++] = xalloc(nt * 4);
         fill(q, T, nq, -2, 2), fill(kv, T, nk, -2, 2), fill(w, ROPEKIT_FLOAT32, H, .5, 1.5);
         fill(cs, ROPEKIT_FLOAT32, nt, -1, 1), fill(sn, ROPEKIT_FLOAT32, nt, -1, 1);
         j->x = tc(q, T, 3, (int64_t[]){1, S, N * H});
@@ -231,8 +181,8 @@ static double build(job *j, const shp *s0, ropekit_dtype T, int64_t Sover, void 
     if (s.kind == RG) {
         int64_t Tn = S, F = N * H, G = 8;
         size_t nx = Tn * F, nt = Tn * R;
-        void *x = bufs[(*nb)++] = xal(nx * es), *o = bufs[(*nb)++] = xal(nx * es);
-        float *cs = bufs[(*nb)++] = xal(nt * 4), *sn = bufs[(*nb)++] = xal(nt * 4);
+        void *x = bufs[(*nb)++] = xalloc(nx * es), *o = bufs[(*nb)++] = xalloc(nx * es);
+        float *cs = bufs[(*nb)++] = xalloc(nt * 4), *sn = bufs[(*nb)++] = xalloc(nt * 4);
         fill(x, T, nx, -2, 2), fill(cs, ROPEKIT_FLOAT32, nt, -1, 1),
             fill(sn, ROPEKIT_FLOAT32, nt, -1, 1);
         j->x = tc(x, T, 2, (int64_t[]){Tn, F});
@@ -244,11 +194,11 @@ static double build(job *j, const shp *s0, ropekit_dtype T, int64_t Sover, void 
     }
     int64_t P = S < 4096 ? 4096 : S;
     size_t nx = B * S * N * H;
-    void *x = bufs[(*nb)++] = xal(nx * es), *y = bufs[(*nb)++] = xal(nx * es);
-    void *tcb = bufs[(*nb)++] = xal(P * h * es), *tsb = bufs[(*nb)++] = xal(P * h * es);
+    void *x = bufs[(*nb)++] = xalloc(nx * es), *y = bufs[(*nb)++] = xalloc(nx * es);
+    void *tcb = bufs[(*nb)++] = xalloc(P * h * es), *tsb = bufs[(*nb)++] = xalloc(P * h * es);
     fill(x, T, nx, -2, 2), fill_cs(tcb, tsb, T, P * h);
     int streams = s.kind == MROT ? 3 : 1;
-    int64_t *pos = bufs[(*nb)++] = xal(streams * B * S * 8);
+    int64_t *pos = bufs[(*nb)++] = xalloc(streams * B * S * 8);
     for (int64_t i = 0; i < streams * B * S; ++i)
         pos[i] = S == 1 ? (int64_t)(urand() * (P - 1)) : i % S;
     if (s.bnsh) {
@@ -260,7 +210,7 @@ static double build(job *j, const shp *s0, ropekit_dtype T, int64_t Sover, void 
     }
     if (s.packed) {
         int64_t row = (N + N / 5) * H;
-        void *qkv = bufs[(*nb)++] = xal(B * S * row * es);
+        void *qkv = bufs[(*nb)++] = xalloc(B * S * row * es);
         fill(qkv, T, B * S * row, -2, 2);
         j->x = (ropekit_tensor){qkv, T, 3, {B, S, N * H}, {S * row, row, 1}};
     }
@@ -342,7 +292,7 @@ int main(int argc, char **argv) {
         job j;
         double bytes = build(&j, s, T, Sover, bufs, &nb);
         size_t half = (size_t)(bytes / 2);
-        char *k0 = xal(half), *k1 = xal(half);
+        char *k0 = xalloc(half), *k1 = xalloc(half);
         memset(k0, 1, half);
         /* items: lib l with 1 thread = 2l, with 2 threads = 2l+1; copy1 = 2nl, copy2 = 2nl+1 */
         const int ni = 2 * nl + 2;
@@ -353,17 +303,17 @@ int main(int argc, char **argv) {
         }
         memcpy(k1, k0, half), copy2(k1, k0, half);
         /* repeat each item so that one sample is >= ~20 us */
-        double t0 = now();
+        double t0 = now_s();
         call(&L[0], &j);
-        double one = now() - t0;
+        double one = now_s() - t0;
         int reps = one < 20e-6 ? (int)(20e-6 / (one > 1e-8 ? one : 1e-8)) + 1 : 1;
         /* THR_GAP_US: each timed call alone, after a pause of that many us (pool workers asleep) */
         const char *gap_env = getenv("THR_GAP_US");
         const long gap_us = gap_env ? atol(gap_env) : 0;
         if (gap_us > 0) reps = 1;
         int n = 0;
-        double t_end = now() + budget;
-        while (n < MAXN && (now() < t_end || n < 5)) {
+        double t_end = now_s() + budget;
+        while (n < MAXN && (now_s() < t_end || n < 5)) {
             for (int k = 0; k < ni; ++k) {
                 int it = (k + n) % ni;
                 double ta;
@@ -374,15 +324,15 @@ int main(int argc, char **argv) {
                 if (it < 2 * nl) {
                     api *A = &L[it / 2];
                     A->setn(it % 2 ? 2 : 1);
-                    ta = now();
+                    ta = now_s();
                     for (int r = 0; r < reps; ++r)
                         call(A, &j);
                 } else if (it == 2 * nl) {
-                    ta = now();
+                    ta = now_s();
                     for (int r = 0; r < reps; ++r)
                         memcpy(k1, k0, half);
                 } else {
-                    ta = now();
+                    ta = now_s();
                     for (int r = 0; r < reps; ++r) {
                         if (2 * half >= (1u << 20))
                             copy2(k1, k0, half);
@@ -390,12 +340,12 @@ int main(int argc, char **argv) {
                             memcpy(k1, k0, half);
                     }
                 }
-                tt[it][n] = (now() - ta) / reps;
+                tt[it][n] = (now_s() - ta) / reps;
             }
             ++n;
         }
         for (int i = 0; i < ni; ++i)
-            qsort(tt[i], n, sizeof(double), cmpd);
+            qsort(tt[i], n, sizeof(double), cmp_d);
         const int m = n / 2;
         char label[160];
         snprintf(label, sizeof label, "%s:%s%s%s", nm, dn, c2 ? ":" : "", c2 ? c2 + 1 : "");
