@@ -62,15 +62,15 @@ static __attribute__((noinline)) void cvt_only(void) {
         _mm_store_ps(y + i + 8, _mm256_cvtpd_ps(c)), _mm_store_ps(y + i + 12, _mm256_cvtpd_ps(d));
     }
 }
-/* one step: 8 pairs of one head (a = x[k..k+8), b = x[k+64..k+72)) */
-#define STEP(xh, yh, k)                                                                            \
+/* one step: 8 pairs of one head (a = x[k..k+8), b = x[k+64..k+72)), cos/sin rows c_ and s_ */
+#define STEPT(xh, yh, k, c_, s_)                                                                   \
     do {                                                                                           \
         __m256d al = _mm256_cvtps_pd(_mm_load_ps(xh + k)),                                         \
                 ah = _mm256_cvtps_pd(_mm_load_ps(xh + k + 4));                                     \
         __m256d bl = _mm256_cvtps_pd(_mm_load_ps(xh + 64 + k)),                                    \
                 bh = _mm256_cvtps_pd(_mm_load_ps(xh + 64 + k + 4));                                \
-        __m256d cl = _mm256_load_pd(cd + k), ch = _mm256_load_pd(cd + k + 4);                      \
-        __m256d sl = _mm256_load_pd(sd + k), sh = _mm256_load_pd(sd + k + 4);                      \
+        __m256d cl = _mm256_load_pd(c_ + k), ch = _mm256_load_pd(c_ + k + 4);                      \
+        __m256d sl = _mm256_load_pd(s_ + k), sh = _mm256_load_pd(s_ + k + 4);                      \
         _mm_store_ps(yh + k, _mm256_cvtpd_ps(_mm256_fmsub_pd(cl, al, _mm256_mul_pd(sl, bl))));     \
         _mm_store_ps(yh + k + 4, _mm256_cvtpd_ps(_mm256_fmsub_pd(ch, ah, _mm256_mul_pd(sh, bh)))); \
         _mm_store_ps(yh + 64 + k,                                                                  \
@@ -78,6 +78,7 @@ static __attribute__((noinline)) void cvt_only(void) {
         _mm_store_ps(yh + 64 + k + 4,                                                              \
                      _mm256_cvtpd_ps(_mm256_fmadd_pd(sh, ah, _mm256_mul_pd(ch, bh))));             \
     } while (0)
+#define STEP(xh, yh, k) STEPT(xh, yh, k, cd, sd) /* the tables cd/sd of the bare loops */
 static double xd[NT / 2] __attribute__((aligned(64))), yd[NT / 2] __attribute__((aligned(64)));
 /* the bare loop's 2048 multiplies/FMAs with the same loads and stores but no conversions (x
  * already in double, y stored as double) */
@@ -114,23 +115,8 @@ static __attribute__((noinline)) void bare_heads(void) {
     }
 }
 
-/* the same loop nest with the kernel's table layout: cos and sin rows in one stack union, the
- * sin row 1024 doubles (8 KiB) after the cos row */
-#define STEPT(xh, yh, k, c_, s_)                                                                   \
-    do {                                                                                           \
-        __m256d al = _mm256_cvtps_pd(_mm_load_ps(xh + k)),                                         \
-                ah = _mm256_cvtps_pd(_mm_load_ps(xh + k + 4));                                     \
-        __m256d bl = _mm256_cvtps_pd(_mm_load_ps(xh + 64 + k)),                                    \
-                bh = _mm256_cvtps_pd(_mm_load_ps(xh + 64 + k + 4));                                \
-        __m256d cl = _mm256_load_pd(c_ + k), ch = _mm256_load_pd(c_ + k + 4);                      \
-        __m256d sl = _mm256_load_pd(s_ + k), sh = _mm256_load_pd(s_ + k + 4);                      \
-        _mm_store_ps(yh + k, _mm256_cvtpd_ps(_mm256_fmsub_pd(cl, al, _mm256_mul_pd(sl, bl))));     \
-        _mm_store_ps(yh + k + 4, _mm256_cvtpd_ps(_mm256_fmsub_pd(ch, ah, _mm256_mul_pd(sh, bh)))); \
-        _mm_store_ps(yh + 64 + k,                                                                  \
-                     _mm256_cvtpd_ps(_mm256_fmadd_pd(sl, al, _mm256_mul_pd(cl, bl))));             \
-        _mm_store_ps(yh + 64 + k + 4,                                                              \
-                     _mm256_cvtpd_ps(_mm256_fmadd_pd(sh, ah, _mm256_mul_pd(ch, bh))));             \
-    } while (0)
+/* the same loop nest with the kernel's table layout (STEPT, above): cos and sin rows in one
+ * stack union, the sin row 1024 doubles (8 KiB) after the cos row */
 static int g_tab_gap = 1024; /* doubles between the cos and the sin row */
 static __attribute__((noinline)) void bare_stack(void) {
     double tab[2048 + 64] __attribute__((aligned(64)));
