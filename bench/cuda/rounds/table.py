@@ -2,21 +2,15 @@
 bench_cuda logs ab-<variant>-<round>.log (ab_summary.py's naming); prints per row the median us
 of the rounds and the vs-copy figure of each round for variants BASE and NEW (default: the first
 two), and torch.compile's median us for the same shape and x dtype (bench_torch.py's table)."""
-import collections, glob, os, re, statistics, sys
+import os, statistics, sys
+
+# ab_summary.py: beside this file on the device (pack.sh copies both), one folder up in the repo
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+from ab_summary import read_ab_logs
 
 d = sys.argv[1]
 tlog = sys.argv[2] if len(sys.argv) > 2 else None
-rows = collections.OrderedDict()
-variants = []
-for f in sorted(glob.glob(os.path.join(d, "ab-*-*.log"))):
-    v, r = re.match(r"ab-(.+)-(\d+)\.log", os.path.basename(f)).groups()
-    if v not in variants:
-        variants.append(v)
-    for line in open(f):
-        c = [x.strip() for x in line.split("|")]
-        if len(c) < 10 or not c[1] or c[1] == "shape" or c[1].startswith("-"):
-            continue
-        rows.setdefault((c[1], c[2], c[3]), {}).setdefault(v, []).append((float(c[4]), c[8]))
+rows, variants = read_ab_logs(d)
 base, new = (sys.argv[3], sys.argv[4]) if len(sys.argv) > 4 else (variants[0], variants[1])
 torch = {}
 if tlog and os.path.exists(tlog):
