@@ -22,42 +22,8 @@
 #include <time.h>
 
 #include "bench_dl.h"
+#include "bench_data.h"
 
-static uint64_t g_rng = 0x243F6A8885A308D3ull;
-static double urand(void) {
-    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
-    return (double)(g_rng >> 11) * 0x1p-53;
-}
-static uint16_t to16(float f, ropekit_dtype t) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if (t == ROPEKIT_BFLOAT16) {
-        u += 0x7fffu + ((u >> 16) & 1u);
-        return (uint16_t)(u >> 16);
-    }
-    uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    if (a < 0x38800000u) return (uint16_t)sign;
-    return (uint16_t)(sign | (((a - 0x38000000u) + 0xfffu + ((a >> 13) & 1u)) >> 13));
-}
-static void fill(void *p, ropekit_dtype t, size_t n, double lo, double hi) {
-    for (size_t i = 0; i < n; ++i) {
-        float v = (float)(lo + (hi - lo) * urand());
-        if (t == ROPEKIT_FLOAT32)
-            ((float *)p)[i] = v;
-        else
-            ((uint16_t *)p)[i] = to16(v, t);
-    }
-}
-static void fill_cs(void *c, void *s, ropekit_dtype t, size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-        double a = 6.283185307179586 * urand();
-        float cv = (float)cos(a), sv = (float)sin(a);
-        if (t == ROPEKIT_FLOAT32)
-            ((float *)c)[i] = cv, ((float *)s)[i] = sv;
-        else
-            ((uint16_t *)c)[i] = to16(cv, t), ((uint16_t *)s)[i] = to16(sv, t);
-    }
-}
 static ropekit_tensor tc(void *d, ropekit_dtype t, int32_t r, const int64_t *sh) {
     ropekit_tensor x;
     memset(&x, 0, sizeof x);
@@ -196,7 +162,7 @@ static double build(job *j, const shp *s0, ropekit_dtype T, int64_t Sover, void 
     size_t nx = B * S * N * H;
     void *x = bufs[(*nb)++] = xalloc(nx * es), *y = bufs[(*nb)++] = xalloc(nx * es);
     void *tcb = bufs[(*nb)++] = xalloc(P * h * es), *tsb = bufs[(*nb)++] = xalloc(P * h * es);
-    fill(x, T, nx, -2, 2), fill_cs(tcb, tsb, T, P * h);
+    fill(x, T, nx, -2, 2), fill_cos_sin(tcb, tsb, T, P * h);
     int streams = s.kind == MROT ? 3 : 1;
     int64_t *pos = bufs[(*nb)++] = xalloc(streams * B * S * 8);
     for (int64_t i = 0; i < streams * B * S; ++i)
