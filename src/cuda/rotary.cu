@@ -704,7 +704,6 @@ __device__ __forceinline__ RbCols rb_cols(const RotArgs &a, long long b, long lo
     return r;
 }
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900 /* (used by the sm_90 kernel body only) */
-__device__ __forceinline__ unsigned rb_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 /* The lane's first unit (its columns are fetched before the item's rows have landed). */
 __device__ __forceinline__ int rb_first(const RotArgs &a, int lane) {
     const int hu = a.h >> 1, CL = hu < 32 ? hu : 32;
@@ -788,13 +787,7 @@ __global__ void __launch_bounds__(32 * RK_RB_WARPS, MINB) rotary_bulk_kernel(con
     unsigned char *wb = rb_smem + 128 + (size_t)wid * NS * a.bulk_stage;
     const unsigned rowb = (unsigned)a.H * (unsigned)sizeof(raw);
     const bool xrun = a.xs[2] == a.H, yrun = a.ys[2] == a.H; /* an item's rows are one run */
-    if (lane == 0) {
-#pragma unroll
-        for (int i = 0; i < NS; ++i)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(rb_smem_addr(bars + i)), "r"(1) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncwarp();
+    warp_mbar_init(bars, NS, 1);
     const long long nw = (long long)gridDim.x * RK_RB_WARPS, w = (long long)blockIdx.x * RK_RB_WARPS + wid;
     const long long items = a.T * a.bulk_groups;
     /* item j -> token (b, s), first head n0, head count nh */
@@ -809,7 +802,7 @@ __global__ void __launch_bounds__(32 * RK_RB_WARPS, MINB) rotary_bulk_kernel(con
         long long b, s;
         int n0, nh;
         decode(j, b, s, n0, nh);
-        const unsigned bar = rb_smem_addr(bars + st);
+        const unsigned bar = smem_u32(bars + st);
         unsigned char *dst = wb + (size_t)st * a.bulk_stage;
         const raw *x = reinterpret_cast<const raw *>(a.x) + b * a.xs[0] + s * a.xs[1] + n0 * a.xs[2];
         if (lane == 0)
@@ -818,11 +811,11 @@ __global__ void __launch_bounds__(32 * RK_RB_WARPS, MINB) rotary_bulk_kernel(con
         if (xrun) {
             if (lane == 0)
                 asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                             :: "r"(rb_smem_addr(dst)), "l"(x), "r"((unsigned)nh * rowb), "r"(bar) : "memory");
+                             :: "r"(smem_u32(dst)), "l"(x), "r"((unsigned)nh * rowb), "r"(bar) : "memory");
         } else {
             for (int r = lane; r < nh; r += 32)
                 asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                             :: "r"(rb_smem_addr(dst + (size_t)r * rowb)), "l"(x + r * a.xs[2]), "r"(rowb), "r"(bar) : "memory");
+                             :: "r"(smem_u32(dst + (size_t)r * rowb)), "l"(x + r * a.xs[2]), "r"(rowb), "r"(bar) : "memory");
         }
     };
 #pragma unroll
@@ -841,11 +834,7 @@ __global__ void __launch_bounds__(32 * RK_RB_WARPS, MINB) rotary_bulk_kernel(con
         const int c1st = rb_first(a, lane);
         if (c1st >= 0) first = rb_cols<TDT>(a, b, s, c1st);
         {
-            const unsigned bar = rb_smem_addr(bars + st), par = (phase >> st) & 1u;
-            unsigned done = 0;
-            while (!done)
-                asm volatile("{ .reg .pred P; mbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2; selp.u32 %0, 1, 0, P; }"
-                             : "=r"(done) : "r"(bar), "r"(par) : "memory");
+            mbar_wait(smem_u32(bars + st), (phase >> st) & 1u);
             phase ^= 1u << st;
         }
         unsigned char *stage = wb + (size_t)st * a.bulk_stage;
@@ -859,13 +848,13 @@ __global__ void __launch_bounds__(32 * RK_RB_WARPS, MINB) rotary_bulk_kernel(con
         if (yrun) {
             if (lane == 0) {
                 asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
-                             :: "l"(y), "r"(rb_smem_addr(stage)), "r"((unsigned)nh * rowb) : "memory");
+                             :: "l"(y), "r"(smem_u32(stage)), "r"((unsigned)nh * rowb) : "memory");
                 asm volatile("cp.async.bulk.commit_group;" ::: "memory");
             }
         } else if (lane < nh) {
             for (int r = lane; r < nh; r += 32)
                 asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
-                             :: "l"(y + r * a.ys[2]), "r"(rb_smem_addr(stage + (size_t)r * rowb)), "r"(rowb) : "memory");
+                             :: "l"(y + r * a.ys[2]), "r"(smem_u32(stage + (size_t)r * rowb)), "r"(rowb) : "memory");
             asm volatile("cp.async.bulk.commit_group;" ::: "memory");
         }
         /* refill the stage once its bulk stores have read it */
