@@ -287,9 +287,22 @@ __device__ __forceinline__ void load_cols(const char *base, long long off, long 
  * bfloat16 rows +1.5-2.5 points of the copy on an H200). SKIP keeps that branch for the
  * half-split 16-bit columns: the flat kernel's float16 rows measured 1-4 points slower without
  * it (bench/results-cuda.md), so they keep the earlier code. */
-template <int DT, int TDT, bool IL, int G, bool SKIP>
-__device__ __forceinline__ void rotate_chunk(uint4 (&va)[G], uint4 (&vb)[G], const float *cf,
-                                             const float *sf, unsigned good) {
+/* EXPERIMENT (R1 of session 7): NaN handling of the bfloat16 rounding. NM 0: pack2 (the CPU's
+ * NaN rule, exact bits for NaNs too); 1: pack2_finite (a NaN result is a NaN, payload as the
+ * hardware makes it); 2: pack2_finite, NaN results detected (nan_bits) so the caller redoes the
+ * chunk with NM 0. */
+template <int DT, int NM> __device__ __forceinline__ unsigned pack2_nm(float lo, float hi) {
+    if constexpr (NM == 0) return pack2<DT>(lo, hi);
+    else return pack2_finite<DT>(lo, hi);
+}
+/* bit 15 / 31 set where a bfloat16 half of w is a NaN ((h & 0x7fff) >= 0x7f81; no carry
+ * crosses the halves) */
+__device__ __forceinline__ unsigned nan_bits_bf16(unsigned w) { return (w & 0x7fff7fffu) + 0x007f007fu; }
+
+template <int DT, int TDT, bool IL, int G, bool SKIP, int NM = 0>
+__device__ __forceinline__ unsigned rotate_chunk(uint4 (&va)[G], uint4 (&vb)[G], const float *cf,
+                                                 const float *sf, unsigned good) {
+    unsigned nanacc = 0;
     constexpr bool WIDE = DT == ROPEKIT_FLOAT32 || TDT == ROPEKIT_FLOAT32;
     typedef typename std::conditional<WIDE, double, float>::type W;
     typedef typename Elt<DT>::raw raw;
@@ -318,7 +331,8 @@ __device__ __forceinline__ void rotate_chunk(uint4 (&va)[G], uint4 (&vb)[G], con
                 unsigned &w = word(va[g], j);
                 float y0, y1;
                 rotate<WIDE>(lo_of<DT>(w), hi_of<DT>(w), c, sn, &y0, &y1);
-                const unsigned n = pack2<DT>(y0, y1);
+                const unsigned n = pack2_nm<DT, NM>(y0, y1);
+                if constexpr (NM == 2) nanacc |= nan_bits_bf16(n);
                 w = ok ? n : w;
             }
         }
@@ -336,11 +350,13 @@ __device__ __forceinline__ void rotate_chunk(uint4 (&va)[G], uint4 (&vb)[G], con
                 float ya0, yb0, ya1, yb1;
                 rotate<WIDE>(lo_of<DT>(wa), lo_of<DT>(wb), c0, s0, &ya0, &yb0);
                 rotate<WIDE>(hi_of<DT>(wa), hi_of<DT>(wb), c1, s1, &ya1, &yb1);
-                const unsigned na = pack2<DT>(ya0, ya1), nb = pack2<DT>(yb0, yb1);
+                const unsigned na = pack2_nm<DT, NM>(ya0, ya1), nb = pack2_nm<DT, NM>(yb0, yb1);
+                if constexpr (NM == 2) nanacc |= nan_bits_bf16(na) | nan_bits_bf16(nb);
                 wa = (na & ~keep) | (wa & keep), wb = (nb & ~keep) | (wb & keep);
             }
         }
     }
+    return nanacc & 0x80008000u;
 }
 
 /* Flat kernel for 16-byte chunks (contiguous channels).
@@ -367,7 +383,7 @@ __device__ __forceinline__ void rotate_chunk(uint4 (&va)[G], uint4 (&vb)[G], con
  * (81 -> 84-85%), Phi-2 float32 93.0 -> 90.8 µs. */
 constexpr int FLAT_G = 2;
 
-template <int DT, int TDT, bool IL, int G>
+template <int DT, int TDT, bool IL, int G, int NM>
 __device__ __forceinline__ void rotary_flat_body(const RotArgs &a) {
     typedef typename Elt<DT>::raw raw;
     constexpr int V = 16 / sizeof(raw);
@@ -484,7 +500,7 @@ __device__ __forceinline__ void rotary_flat_body(const RotArgs &a) {
         }
         if (a.inverse) sf[j] = -sf[j];
     }
-    rotate_chunk<DT, TDT, IL, G, DT == ROPEKIT_FLOAT16>(va, vb, cf, sf, good);
+    rotate_chunk<DT, TDT, IL, G, DT == ROPEKIT_FLOAT16, NM>(va, vb, cf, sf, good);
 #pragma unroll
     for (int g = 0; g < G; ++g) {
         if (n0 + g >= a.N) continue;
@@ -496,9 +512,9 @@ __device__ __forceinline__ void rotary_flat_body(const RotArgs &a) {
 
 /* (A cap of 56 registers, 36 warps per SM, spilled 8-40 bytes and lost up to 11% on the
  * bfloat16 rows: R2 of 2026-12-02.) */
-template <int DT, int TDT, bool IL, int G>
+template <int DT, int TDT, bool IL, int G, int NM = 0>
 __global__ void __launch_bounds__(256, 4) rotary_flat_kernel(const RotArgs a) {
-    rotary_flat_body<DT, TDT, IL, G>(a);
+    rotary_flat_body<DT, TDT, IL, G, NM>(a);
 }
 
 /* Tile kernel (16-byte chunks, contiguous channels, as the flat kernel): a block takes `tpb`
@@ -516,7 +532,7 @@ __global__ void __launch_bounds__(256, 4) rotary_flat_kernel(const RotArgs a) {
  * tables need 8 float<->double conversions per pair); G = 2 is faster on MRoPE and on most
  * 16-bit rows, slower on float32 and partial-rotary rows: tile_preferred chooses. */
 constexpr int TILE_G = 2;
-template <int DT, int TDT, bool IL, int G>
+template <int DT, int TDT, bool IL, int G, int NM>
 __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
     typedef typename Elt<DT>::raw raw;
     constexpr int V = 16 / sizeof(raw);
@@ -611,7 +627,8 @@ __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
     /* the chunk's columns from shared memory (hp and k0 are multiples of NC) */
     float cf[NC], sf[NC];
     unsigned good = 0;
-    {
+    auto read_cols = [&]() {
+        good = 0;
         const float *cp = cw + tl * hp + k0, *sp = sw + tl * hp + k0;
         const unsigned char *op = ok + tl * hp + k0;
         if constexpr (NC >= 4) {
@@ -642,8 +659,22 @@ __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
             const unsigned o = *reinterpret_cast<const unsigned short *>(op);
             good = (o & 1u) | ((o >> 7) & 2u);
         }
+    };
+    read_cols();
+    if (rotate_chunk<DT, TDT, IL, G, false, NM>(va, vb, cf, sf, good)) {
+        if constexpr (NM == 2) { /* a NaN result: the chunk again with the CPU's NaN rule */
+#pragma unroll
+            for (int g = 0; g < G; ++g)
+                if (n0 + g < a.N) {
+                    const raw *q = xp + g * a.xs[2];
+                    va[g] = ld_x(q + (IL ? 2 * k0 : k0), hints);
+                    if (!IL) vb[g] = ld_x(q + k0 + a.h, hints);
+                }
+            asm volatile("" ::: "memory"); /* the columns read again: not kept live for this */
+            read_cols();
+            rotate_chunk<DT, TDT, IL, G, false, 0>(va, vb, cf, sf, good);
+        }
     }
-    rotate_chunk<DT, TDT, IL, G, false>(va, vb, cf, sf, good);
 #pragma unroll
     for (int g = 0; g < G; ++g) {
         if (n0 + g >= a.N) continue;
@@ -663,13 +694,13 @@ __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
  * 1-3% slower capped; a cap of 40 spilled 16-96 bytes and was 2-20% slower everywhere.
  * (__maxnreg__ excludes __launch_bounds__; 48 registers admit 1024-thread blocks.) */
 constexpr int TILE_CAP = 48;
-template <int DT, int TDT, bool IL, int G>
+template <int DT, int TDT, bool IL, int G, int NM = 0>
 __global__ void __launch_bounds__(1024) rotary_tile_kernel(const RotArgs a) {
-    rotary_tile_body<DT, TDT, IL, G>(a);
+    rotary_tile_body<DT, TDT, IL, G, NM>(a);
 }
-template <int DT, int TDT, bool IL, int G>
+template <int DT, int TDT, bool IL, int G, int NM = 0>
 __global__ void __maxnreg__(TILE_CAP) rotary_tile_kernel_capped(const RotArgs a) {
-    rotary_tile_body<DT, TDT, IL, G>(a);
+    rotary_tile_body<DT, TDT, IL, G, NM>(a);
 }
 
 /* ---- the bulk kernel (sm_90) -----------------------------------------------------------------
@@ -712,7 +743,7 @@ __device__ __forceinline__ int rb_first(const RotArgs &a, int lane) {
 }
 #endif
 
-template <int DT, int TDT, bool IL, int UNR>
+template <int DT, int TDT, bool IL, int UNR, int NM>
 __device__ __forceinline__ void rb_rotate(const RotArgs &a, unsigned char *stage, int nh, long long b,
                                           long long s, int lane, const RbCols &first) {
     constexpr bool WIDE = DT == ROPEKIT_FLOAT32 || TDT == ROPEKIT_FLOAT32;
@@ -742,7 +773,7 @@ __device__ __forceinline__ void rb_rotate(const RotArgs &a, unsigned char *stage
                 rotate<WIDE>(lo_of<DT>(wa), lo_of<DT>(wb), c0, s0, &ya0, &yb0);
                 rotate<WIDE>(hi_of<DT>(wa), hi_of<DT>(wb), c1, s1, &ya1, &yb1);
                 const unsigned keep = (g0 ? 0u : 0xffffu) | (g1 ? 0u : 0xffff0000u);
-                const unsigned na = pack2<DT>(ya0, ya1), nb = pack2<DT>(yb0, yb1);
+                const unsigned na = pack2_nm<DT, NM>(ya0, ya1), nb = pack2_nm<DT, NM>(yb0, yb1);
                 *pa = (na & ~keep) | (wa & keep), *pb = (nb & ~keep) | (wb & keep);
             } else if constexpr (sizeof(raw) == 2) { /* 2 adjacent pairs: word j = pair of column 2c+j */
                 uint2 *pp = reinterpret_cast<uint2 *>(row) + c;
@@ -750,7 +781,7 @@ __device__ __forceinline__ void rb_rotate(const RotArgs &a, unsigned char *stage
                 float y0, y1, z0, z1;
                 rotate<WIDE>(lo_of<DT>(w.x), hi_of<DT>(w.x), c0, s0, &y0, &y1);
                 rotate<WIDE>(lo_of<DT>(w.y), hi_of<DT>(w.y), c1, s1, &z0, &z1);
-                const unsigned n0 = pack2<DT>(y0, y1), n1 = pack2<DT>(z0, z1);
+                const unsigned n0 = pack2_nm<DT, NM>(y0, y1), n1 = pack2_nm<DT, NM>(z0, z1);
                 w.x = g0 ? n0 : w.x, w.y = g1 ? n1 : w.y;
                 *pp = w;
             } else if constexpr (!IL) { /* float32: 2 columns of each half */
@@ -777,7 +808,7 @@ __device__ __forceinline__ void rb_rotate(const RotArgs &a, unsigned char *stage
     }
 }
 
-template <int DT, int TDT, bool IL, int NS, int MINB>
+template <int DT, int TDT, bool IL, int NS, int MINB, int NM = 0>
 __global__ void __launch_bounds__(32 * RK_RB_WARPS, MINB) rotary_bulk_kernel(const RotArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     typedef typename Elt<DT>::raw raw;
@@ -840,7 +871,7 @@ __global__ void __launch_bounds__(32 * RK_RB_WARPS, MINB) rotary_bulk_kernel(con
         unsigned char *stage = wb + (size_t)st * a.bulk_stage;
         /* out-of-range ids: counted once per token (by the item of its first heads) */
         if (a.err && lane == 0 && n0 == 0 && a.rows != RK_ROWS_TABLE_3D) record_if_bad(a, b, s, 0);
-        rb_rotate<DT, TDT, IL, MINB >= 10 ? 2 : 4>(a, stage, nh, b, s, lane, first);
+        rb_rotate<DT, TDT, IL, MINB >= 10 ? 2 : 4, NM>(a, stage, nh, b, s, lane, first);
         /* the rotated rows (generic-proxy writes) before the bulk stores (async proxy) read them */
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncwarp();
@@ -895,6 +926,15 @@ int forced_kernel() {
     return k;
 }
 
+/* EXPERIMENT (R1 of session 7): ROPEKIT_CUDA_EXP_NAN=1|2 (bfloat16 x, half-split pairs): NaN mode
+ * of the bfloat16 rounding (pack2_nm): 1 = pack2_finite in the tile and bulk kernels;
+ * 2 = pack2_finite with NaN detection and redo in the tile kernel (the others as 0); 3 = as 1 with
+ * the tile kernel uncapped. */
+int exp_nan() {
+    static const int k = env_int("ROPEKIT_CUDA_EXP_NAN", 0, 3, 0);
+    return k;
+}
+
 template <int DT, int TDT>
 ropekit_status launch_rotary_flat(const RotArgs &a, long long threads_total, cudaStream_t st) {
     /* blocks of 128 (full rotary: faster than 256 on the 16-bit rows, finer tail; Llama S=8192
@@ -942,8 +982,14 @@ ropekit_status launch_rotary_tile(const RotArgs &a, long long blocks, int thread
                                   cudaStream_t st) {
     if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
     const dim3 grid((unsigned)blocks), block((unsigned)threads);
-    if (tile_capped(DT, TDT)) {
+    if (DT == ROPEKIT_BFLOAT16 && !a.interleaved && exp_nan() == 3)
+        rotary_tile_kernel<DT, TDT, false, TILE_G, DT == ROPEKIT_BFLOAT16 ? 1 : 0><<<grid, block, shm, st>>>(a);
+    else if (tile_capped(DT, TDT)) {
         if (a.interleaved) rotary_tile_kernel_capped<DT, TDT, true, TILE_G><<<grid, block, shm, st>>>(a);
+        else if (DT == ROPEKIT_BFLOAT16 && exp_nan() == 1)
+            rotary_tile_kernel_capped<DT, TDT, false, TILE_G, DT == ROPEKIT_BFLOAT16 ? 1 : 0><<<grid, block, shm, st>>>(a);
+        else if (DT == ROPEKIT_BFLOAT16 && exp_nan() == 2)
+            rotary_tile_kernel_capped<DT, TDT, false, TILE_G, DT == ROPEKIT_BFLOAT16 ? 2 : 0><<<grid, block, shm, st>>>(a);
         else rotary_tile_kernel_capped<DT, TDT, false, TILE_G><<<grid, block, shm, st>>>(a);
     } else {
         if (a.interleaved) rotary_tile_kernel<DT, TDT, true, TILE_G><<<grid, block, shm, st>>>(a);
@@ -970,6 +1016,8 @@ constexpr int BULK_NS = 1; /* stages per warp (2, the next item in flight while 
 constexpr int BULK_MINB = 8;
 size_t bulk_shm(const RotArgs &a) { return 128 + (size_t)RK_RB_WARPS * BULK_NS * a.bulk_stage; }
 template <int DT, int TDT> void (*bulk_kernel_of(const RotArgs &a))(RotArgs) {
+    if (!a.interleaved && DT == ROPEKIT_BFLOAT16 && (exp_nan() == 1 || exp_nan() == 3))
+        return rotary_bulk_kernel<DT, TDT, false, BULK_NS, BULK_MINB, DT == ROPEKIT_BFLOAT16 ? 1 : 0>;
     return a.interleaved ? rotary_bulk_kernel<DT, TDT, true, BULK_NS, BULK_MINB> : rotary_bulk_kernel<DT, TDT, false, BULK_NS, BULK_MINB>;
 }
 
