@@ -532,16 +532,25 @@ __global__ void __launch_bounds__(256, 4) rotary_flat_kernel(const RotArgs a) {
  * tables need 8 float<->double conversions per pair); G = 2 is faster on MRoPE and on most
  * 16-bit rows, slower on float32 and partial-rotary rows: tile_preferred chooses. */
 constexpr int TILE_G = 2;
-template <int DT, int TDT, bool IL, int G, int NM>
+/* EXPERIMENT (R2 of session 7, ROPEKIT_CUDA_EXP_RT=1): RT = the staged columns kept in the
+ * tables' 16-bit type (exact: fetch_cs's values are the table's, scaled and rounded to it, or
+ * negated), 16 bytes per 8 columns, converted by each thread where it uses them (16-bit x,
+ * 16-bit tables, half-split only). */
+template <int DT, int TDT, bool IL, int G, int NM, bool RT = false>
 __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
     typedef typename Elt<DT>::raw raw;
+    typedef typename Elt<TDT>::raw traw;
     constexpr int V = 16 / sizeof(raw);
     constexpr int NC = IL ? V / 2 : V; /* table columns per chunk: 2, 4 or 8 */
+    static_assert(!RT || (sizeof(traw) == 2 && !IL && NC == 8), "RT: 16-bit half-split only");
     extern __shared__ __align__(16) unsigned char smem[];
     const int hp = a.hp; /* row stride of the staged columns, a multiple of 8 */
     float *cw = reinterpret_cast<float *>(smem);
     float *sw = cw + (size_t)a.tpb * hp;
-    unsigned char *ok = reinterpret_cast<unsigned char *>(sw + (size_t)a.tpb * hp);
+    traw *cw16 = reinterpret_cast<traw *>(smem);
+    traw *sw16 = cw16 + (size_t)a.tpb * hp;
+    unsigned char *ok = RT ? reinterpret_cast<unsigned char *>(sw16 + (size_t)a.tpb * hp)
+                           : reinterpret_cast<unsigned char *>(sw + (size_t)a.tpb * hp);
 
     const long long tok0 = (long long)blockIdx.x * a.tpb;
     const int ntok = (int)min((long long)a.tpb, a.T - tok0);
@@ -609,8 +618,13 @@ __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
         }
         float c, sn;
         const bool good = fetch_cs<TDT>(a, bb, ss, k, &c, &sn);
-        cw[t * hp + k] = good ? c : 1.0f;
-        sw[t * hp + k] = good ? sn : 0.0f;
+        if constexpr (RT) {
+            cw16[t * hp + k] = Elt<TDT>::st(good ? c : 1.0f);
+            sw16[t * hp + k] = Elt<TDT>::st(good ? sn : 0.0f);
+        } else {
+            cw[t * hp + k] = good ? c : 1.0f;
+            sw[t * hp + k] = good ? sn : 0.0f;
+        }
         ok[t * hp + k] = good;
     }
     /* out-of-range ids: counted once per (token, stream) */
@@ -631,7 +645,24 @@ __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
         good = 0;
         const float *cp = cw + tl * hp + k0, *sp = sw + tl * hp + k0;
         const unsigned char *op = ok + tl * hp + k0;
-        if constexpr (NC >= 4) {
+        if constexpr (RT) {
+            const uint4 c8 = *reinterpret_cast<const uint4 *>(cw16 + tl * hp + k0);
+            const uint4 s8 = *reinterpret_cast<const uint4 *>(sw16 + tl * hp + k0);
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const unsigned cq = q == 0 ? c8.x : q == 1 ? c8.y : q == 2 ? c8.z : c8.w;
+                const unsigned sq = q == 0 ? s8.x : q == 1 ? s8.y : q == 2 ? s8.z : s8.w;
+                cf[2 * q] = lo_of<TDT>(cq), cf[2 * q + 1] = hi_of<TDT>(cq);
+                sf[2 * q] = lo_of<TDT>(sq), sf[2 * q + 1] = hi_of<TDT>(sq);
+            }
+            const uint2 o = *reinterpret_cast<const uint2 *>(op);
+            unsigned m = 0;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) m |= ((o.x >> (8 * j)) & 1u) << j;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) m |= ((o.y >> (8 * j)) & 1u) << (4 + j);
+            good = m;
+        } else if constexpr (NC >= 4) {
 #pragma unroll
             for (int v = 0; v < NC / 4; ++v) {
                 const float4 c4 = reinterpret_cast<const float4 *>(cp)[v];
@@ -694,13 +725,13 @@ __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
  * 1-3% slower capped; a cap of 40 spilled 16-96 bytes and was 2-20% slower everywhere.
  * (__maxnreg__ excludes __launch_bounds__; 48 registers admit 1024-thread blocks.) */
 constexpr int TILE_CAP = 48;
-template <int DT, int TDT, bool IL, int G, int NM = 0>
+template <int DT, int TDT, bool IL, int G, int NM = 0, bool RT = false>
 __global__ void __launch_bounds__(1024) rotary_tile_kernel(const RotArgs a) {
-    rotary_tile_body<DT, TDT, IL, G, NM>(a);
+    rotary_tile_body<DT, TDT, IL, G, NM, RT>(a);
 }
-template <int DT, int TDT, bool IL, int G, int NM = 0>
+template <int DT, int TDT, bool IL, int G, int NM = 0, bool RT = false>
 __global__ void __maxnreg__(TILE_CAP) rotary_tile_kernel_capped(const RotArgs a) {
-    rotary_tile_body<DT, TDT, IL, G, NM>(a);
+    rotary_tile_body<DT, TDT, IL, G, NM, RT>(a);
 }
 
 /* ---- the bulk kernel (sm_90) -----------------------------------------------------------------
@@ -977,12 +1008,29 @@ constexpr int TILE_THREADS = 128;
 /* The capped tile kernel (TILE_CAP) for every dtype pair but float16 x with float16 tables
  * (its capped build spills). */
 bool tile_capped(int dt, int tdt) { return !(dt == ROPEKIT_FLOAT16 && tdt == ROPEKIT_FLOAT16); }
+/* EXPERIMENT (R2 of session 7): ROPEKIT_CUDA_EXP_RT=1|2: the tile kernel with its staged columns
+ * in the tables' 16-bit type (RT) on 16-bit x with tables in x's dtype (half-split, not MRoPE),
+ * capped at 48 registers (1) or not (2); with ROPEKIT_CUDA_EXP_NAN=1, bfloat16 as pack2_finite. */
+int exp_rt() {
+    static const int k = env_int("ROPEKIT_CUDA_EXP_RT", 0, 2, 0);
+    return k;
+}
 template <int DT, int TDT>
 ropekit_status launch_rotary_tile(const RotArgs &a, long long blocks, int threads, size_t shm,
                                   cudaStream_t st) {
     if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
     const dim3 grid((unsigned)blocks), block((unsigned)threads);
-    if (DT == ROPEKIT_BFLOAT16 && !a.interleaved && exp_nan() == 3)
+    constexpr bool RTOK = DT != ROPEKIT_FLOAT32 && TDT == DT;
+    if (RTOK && !a.interleaved && a.rows != RK_ROWS_MROPE && exp_rt()) {
+        const bool n1 = DT == ROPEKIT_BFLOAT16 && exp_nan() == 1;
+        if (exp_rt() == 1) {
+            if (n1) rotary_tile_kernel_capped<DT, TDT, false, TILE_G, RTOK && DT == ROPEKIT_BFLOAT16 ? 1 : 0, RTOK><<<grid, block, shm, st>>>(a);
+            else rotary_tile_kernel_capped<DT, TDT, false, TILE_G, 0, RTOK><<<grid, block, shm, st>>>(a);
+        } else {
+            if (n1) rotary_tile_kernel<DT, TDT, false, TILE_G, RTOK && DT == ROPEKIT_BFLOAT16 ? 1 : 0, RTOK><<<grid, block, shm, st>>>(a);
+            else rotary_tile_kernel<DT, TDT, false, TILE_G, 0, RTOK><<<grid, block, shm, st>>>(a);
+        }
+    } else if (DT == ROPEKIT_BFLOAT16 && !a.interleaved && exp_nan() == 3)
         rotary_tile_kernel<DT, TDT, false, TILE_G, DT == ROPEKIT_BFLOAT16 ? 1 : 0><<<grid, block, shm, st>>>(a);
     else if (tile_capped(DT, TDT)) {
         if (a.interleaved) rotary_tile_kernel_capped<DT, TDT, true, TILE_G><<<grid, block, shm, st>>>(a);
