@@ -77,6 +77,7 @@ struct RotArgs {
     FastDiv d_h;
     int bulk_nh, bulk_groups; /* bulk kernel: heads per item, items per token */
     int bulk_stage;           /* bulk kernel: bytes of one stage (bulk_nh head rows) */
+    int flat_g1;              /* EXPERIMENT: flat kernel with one head per thread */
 };
 
 #include "mrope.cuh"
@@ -966,6 +967,12 @@ int exp_nan() {
     return k;
 }
 
+/* EXPERIMENT (R2 of session 7): ROPEKIT_CUDA_EXP_DEC=1: calls of at most one wave (decode) take
+ * the flat kernel with one head per thread (half-split) instead of 2. */
+int exp_dec() {
+    static const int k = env_int("ROPEKIT_CUDA_EXP_DEC", 0, 1, 0);
+    return k;
+}
 template <int DT, int TDT>
 ropekit_status launch_rotary_flat(const RotArgs &a, long long threads_total, cudaStream_t st) {
     /* blocks of 128 (full rotary: faster than 256 on the 16-bit rows, finer tail; Llama S=8192
@@ -980,6 +987,7 @@ ropekit_status launch_rotary_flat(const RotArgs &a, long long threads_total, cud
     if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
     const dim3 grid((unsigned)blocks), block((unsigned)bs);
     if (a.interleaved) rotary_flat_kernel<DT, TDT, true, FLAT_G><<<grid, block, 0, st>>>(a);
+    else if (a.flat_g1) rotary_flat_kernel<DT, TDT, false, 1><<<grid, block, 0, st>>>(a);
     else rotary_flat_kernel<DT, TDT, false, FLAT_G><<<grid, block, 0, st>>>(a);
     return launched("rotary kernel launch");
 }
@@ -1178,7 +1186,8 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
     const long long hp = (h + 7) / 8 * 8;
     const bool tile = vec && tile_per_tok >= 1 && tile_per_tok <= 1024 && hp * 9 <= 48 * 1024 &&
                       tile_preferred(p, one_wave);
-    const int G = tile ? TILE_G : FLAT_G;
+    a.flat_g1 = !tile && one_wave && exp_dec() && !p->interleaved;
+    const int G = tile ? TILE_G : a.flat_g1 ? 1 : FLAT_G;
     a.ngroups = (int)((p->N + G - 1) / G);
     a.rot_total = a.ngroups * a.rot_items;
     a.copy_items = a.items - a.rot_items;
