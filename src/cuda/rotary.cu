@@ -968,9 +968,9 @@ int exp_nan() {
 }
 
 /* EXPERIMENT (R2 of session 7): ROPEKIT_CUDA_EXP_DEC=1: calls of at most one wave (decode) take
- * the flat kernel with one head per thread (half-split) instead of 2. */
+ * the flat kernel with one head per thread (half-split) instead of 2; 2: the same in blocks of 64. */
 int exp_dec() {
-    static const int k = env_int("ROPEKIT_CUDA_EXP_DEC", 0, 1, 0);
+    static const int k = env_int("ROPEKIT_CUDA_EXP_DEC", 0, 2, 0);
     return k;
 }
 template <int DT, int TDT>
@@ -981,6 +981,7 @@ ropekit_status launch_rotary_flat(const RotArgs &a, long long threads_total, cud
      * pairs level; 64 was slower on Phi-2: H200, R2 of 2026-12-02), or smaller ones when that is
      * needed to give every SM two blocks */
     long long bs = a.copy_items > 0 ? 256 : 128;
+    if (a.flat_g1 && exp_dec() == 2) bs = 64;
     const long long sms = sm_count();
     while (bs > 64 && (threads_total + bs - 1) / bs < 2 * sms) bs /= 2;
     const long long blocks = (threads_total + bs - 1) / bs;

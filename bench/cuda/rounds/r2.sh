@@ -3,20 +3,21 @@
 # under a 90 s share. Files (pack.sh): bin/ (check_cuda, bench_cuda), lib/ (this revision),
 # lib-base/ (main 28d0a66's libropekit_cuda: the session's start). Knobs (R1/R2 experiments):
 # ROPEKIT_CUDA_EXP_NAN=3 (bfloat16 rounding without the CPU's NaN payload rule, tile kernel
-# uncapped, bulk kernel; R1: Llama S=8192 bf16/bf16 47.68 -> 46.78 us), ROPEKIT_CUDA_EXP_RT=2
-# (tile kernel with the staged columns in the tables' 16-bit type, uncapped), ROPEKIT_CUDA_EXP_DEC=1
-# (decode / one-wave calls: flat kernel with one head per thread). check_cuda + memcheck; three
+# uncapped, bulk kernel; R1: Llama S=8192 bf16/bf16 47.68 -> 46.78 us), ROPEKIT_CUDA_EXP_DEC=1
+# (decode / one-wave calls: flat kernel with one head per thread; =2: in blocks of 64). check_cuda + memcheck; three
 # alternating rounds base / this revision (prefill, Phi-2, QKNorm: the common.cuh mbarrier
 # helpers, decode) and the knobs on their rows; c-fi's bench_flashinfer (FlashInfer's decode
 # kernel and ours in one process) with this revision and with EXP_DEC=1; Nsight Compute on both
 # decode kernels; torch.compile's Triton kernel code (triton_probe.py) if time is left.
+# lib-pipe/: this revision + c-mr's pipelined tile kernel (branch c-mr 8403991 mrope_pipe.cuh)
+# enabled for per-token ids by ROPEKIT_CUDA_MROPE=pipe56|pipe (not committed: a scratch build).
 set -u
 T0=$(date +%s); END=$((T0 + 80))
 left() { local l=$((END - $(date +%s))); [ $l -lt 1 ] && l=1; [ $l -gt $1 ] && l=$1; echo $l; }
 S=$(cd "$(dirname "$0")" && pwd)
-D=/tmp/c-rot-d; rm -rf $D; mkdir -p $D; cp -r $S/bin $S/lib $S/lib-base $S/*.py $D/; chmod +x $D/bin/*
+D=/tmp/c-rot-d; rm -rf $D; mkdir -p $D; cp -r $S/bin $S/lib $S/lib-base $S/lib-pipe $S/*.py $D/; chmod +x $D/bin/*
 B=$D/bin; L=/tmp/c-rot-l; rm -rf $L; mkdir -p $L/ab
-NEW=$D/lib:${LD_LIBRARY_PATH:-}; BASE=$D/lib-base:$D/lib:${LD_LIBRARY_PATH:-}
+NEW=$D/lib:${LD_LIBRARY_PATH:-}; BASE=$D/lib-base:$D/lib:${LD_LIBRARY_PATH:-}; PIPE=$D/lib-pipe:$D/lib:${LD_LIBRARY_PATH:-}
 export LD_LIBRARY_PATH=$NEW
 stamp() { echo "t=$(( $(date +%s) - T0 ))s $*" >>$L/summary.txt; }
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
@@ -27,10 +28,11 @@ K=ROPEKIT_CUDA_ROTARY_KERNEL; X=ROPEKIT_CUDA_EXP_NAN; R=ROPEKIT_CUDA_EXP_RT
 i=0
 DEC=ROPEKIT_CUDA_EXP_DEC
 FI=$PWD/.dev/rounds/c-fi
-for c in "" "$X=3" "$DEC=1" "$R=2 $X=1" "$K=flat $DEC=1" "$R=1"; do
+MR=ROPEKIT_CUDA_MROPE
+for c in "" "$X=3" "$DEC=1" "$K=flat $DEC=2" "LD_LIBRARY_PATH=$PIPE $MR=pipe56" "LD_LIBRARY_PATH=$PIPE $MR=pipe"; do
   i=$((i+1))
   ( env $c timeout 25 $B/check_cuda >$L/check-$i.log 2>&1; echo "check $i [$c] rc=$?" >$L/rc-check-$i.txt ) &
-  case $i in 1|3|4) ( env $c timeout 32 compute-sanitizer --tool memcheck --print-limit 20 $B/check_cuda >$L/memcheck-$i.log 2>&1
+  case $i in 1|3|5) ( env $c timeout 32 compute-sanitizer --tool memcheck --print-limit 20 $B/check_cuda >$L/memcheck-$i.log 2>&1
     echo "memcheck $i [$c] rc=$?" >$L/rc-mem-$i.txt ) & ;; esac
 done
 wait
@@ -44,17 +46,19 @@ ROWSD='decode B=64|decode B=256'
 ROWS2='prefill B=1 S=8192 32+8 x128 bfloat16/bfloat16|prefill B=1 S=8192 32+8 x128 float16/float16|prefill B=1 S=4096 32+8 x128 bfloat16/bfloat16|prefill B=1 S=4096 32+8 x128 float16/float16|R32 bfloat16'
 run_v() {
   local v=$1 r=$2; shift 2
-  local lp=$NEW; [ "${v#0base}" != "$v" ] && lp=$BASE
+  local lp=$NEW; [ "${v#0base}" != "$v" ] && lp=$BASE; [ "${v#6pipe}" != "$v" ] && lp=$PIPE
   env LD_LIBRARY_PATH=$lp "$@" timeout $(left 10) $B/bench_cuda "$r" >$L/ab/ab-$v-$i.log 2>&1
 }
 for i in 1 2 3; do
   run_v 0base "$ROWS"
   run_v 1new "$ROWS"
   run_v 2nan3 "$ROWS2" $X=3
-  run_v 3rt2n "$ROWS2" $R=2 $X=1
   run_v 4dec1 "$ROWSD" $DEC=1
+  run_v 5dec2 "$ROWSD" $DEC=2
+  run_v 6pipe56 "$ROWS2" $MR=pipe56
+  run_v 6pipefree "$ROWS2" $MR=pipe
   stamp "ab round $i"
-  [ $(left 40) -lt 34 ] && break
+  [ $(left 40) -lt 30 ] && break
 done
 python3 $D/ab_summary.py $L/ab >$L/ab.md 2>&1
 NCU="ncu --clock-control none -s 3 -c 1 --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats"
