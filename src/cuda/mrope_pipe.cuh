@@ -19,7 +19,14 @@
  * counted by the gather thread of each stream's first column. */
 #pragma once
 
-template <int DT, int TDT, int G>
+__device__ __forceinline__ void mr_cp16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+}
+
+/* ASYNC: x travels by cp.async into two shared-memory stages per thread (the next slot's x in
+ * flight without holding registers) instead of registers loaded before the barrier. */
+template <int DT, int TDT, int G, bool ASYNC>
 __device__ __forceinline__ void rotary_pipe_body(const RotArgs &a) {
     typedef typename Elt<DT>::raw raw;
     typedef typename Elt<TDT>::raw traw;
@@ -31,6 +38,9 @@ __device__ __forceinline__ void rotary_pipe_body(const RotArgs &a) {
     float *cw = reinterpret_cast<float *>(smem);
     float *sw = cw + 2 * bufn;
     unsigned char *okb = reinterpret_cast<unsigned char *>(sw + 2 * bufn);
+    /* ASYNC: x stages after the columns, [stage][vector][thread] (16-byte aligned: bufn is a
+     * multiple of 8) */
+    uint4 *xst = reinterpret_cast<uint4 *>(smem + (size_t)bufn * 18 + 16 - (bufn * 18) % 16);
 
     /* run_rotary takes this kernel only when a.small: token indices in 32 bits */
     const int T = (int)a.T, nslots = (T + tpb - 1) / tpb, step = (int)gridDim.x;
@@ -41,7 +51,8 @@ __device__ __forceinline__ void rotary_pipe_body(const RotArgs &a) {
     const int n0 = grp * G, k0 = u * NC;
     const int hints = a.hints;
     uint4 va[G], vb[G];
-    auto load_x = [&](int slot) {
+    const unsigned nthr = blockDim.x;
+    auto load_x = [&](int slot, int stg) {
         const int tok = slot * tpb + tl;
         if (tok >= T) return;
         const unsigned b = fdiv((unsigned)tok, a.d_S), s = (unsigned)tok - b * a.d_S.d;
@@ -49,9 +60,15 @@ __device__ __forceinline__ void rotary_pipe_body(const RotArgs &a) {
 #pragma unroll
         for (int g = 0; g < G; ++g)
             if (n0 + g < a.N) {
-                va[g] = ld_x(xp + g * a.xs[2], hints);
-                vb[g] = ld_x(xp + g * a.xs[2] + a.h, hints);
+                if constexpr (ASYNC) {
+                    mr_cp16(xst + ((size_t)(stg * 2 * G + 2 * g) * nthr + tid), xp + g * a.xs[2]);
+                    mr_cp16(xst + ((size_t)(stg * 2 * G + 2 * g + 1) * nthr + tid), xp + g * a.xs[2] + a.h);
+                } else {
+                    va[g] = ld_x(xp + g * a.xs[2], hints);
+                    vb[g] = ld_x(xp + g * a.xs[2] + a.h, hints);
+                }
             }
+        (void)stg;
     };
     /* the gather role: thread gi < tpb * h stages column gk of the slot's token gt; its stream
      * is fixed for the whole kernel */
@@ -67,10 +84,17 @@ __device__ __forceinline__ void rotary_pipe_body(const RotArgs &a) {
 
     /* prologue: x and the id of the block's first slot */
     int q = (int)blockIdx.x - step; /* the slot rotated in the iteration: none in the first */
-    load_x(q + step);
+    load_x(q + step, 1);
+    if constexpr (ASYNC) asm volatile("cp.async.commit_group;" ::: "memory");
     long long idn = gathers(q + step) ? load_id(q + step) : 0;
     for (int cur = 0;; cur ^= 1) {
         const int qn = q + step;
+        if constexpr (ASYNC) { /* slot qn's x into the stage that slot q - step used */
+            if (q >= 0) {
+                if (qn < nslots) load_x(qn, cur ^ 1);
+                asm volatile("cp.async.commit_group;" ::: "memory");
+            }
+        }
         /* slot qn's table loads (its id arrived during the last iteration), the next id */
         const bool gn = gathers(qn);
         const bool good = idn >= 0 && idn < a.table_rows;
@@ -103,6 +127,14 @@ __device__ __forceinline__ void rotary_pipe_body(const RotArgs &a) {
         }
         if (q >= 0) { /* rotate slot q from the columns staged in the last iteration */
             const int tok = q * tpb + tl;
+            if constexpr (ASYNC) {
+                asm volatile("cp.async.wait_group 1;" ::: "memory");
+#pragma unroll
+                for (int g = 0; g < G; ++g) {
+                    va[g] = xst[(size_t)(cur * 2 * G + 2 * g) * nthr + tid];
+                    vb[g] = xst[(size_t)(cur * 2 * G + 2 * g + 1) * nthr + tid];
+                }
+            }
             if (tok < T) {
                 const int j = cur * bufn + tl * hp + k0;
                 const float *cp = cw + j, *sp = sw + j;
@@ -137,7 +169,8 @@ __device__ __forceinline__ void rotary_pipe_body(const RotArgs &a) {
                         st_y(yp + g * a.ys[2] + a.h, vb[g], hints);
                     }
             }
-            if (qn < nslots) load_x(qn); /* in flight across the barrier */
+            if constexpr (!ASYNC)
+                if (qn < nslots) load_x(qn, 0); /* in flight across the barrier */
         }
         if (qn >= nslots) break;
         idn = id2;
@@ -147,38 +180,51 @@ __device__ __forceinline__ void rotary_pipe_body(const RotArgs &a) {
 }
 
 /* Register caps: CAP registers (__maxnreg__), or 0: the 1024-thread bound only (64). */
-template <int DT, int TDT, int G, int CAP>
+template <int DT, int TDT, int G, int CAP, bool ASYNC>
 __global__ void __maxnreg__(CAP) rotary_pipe_kernel(const RotArgs a) {
-    rotary_pipe_body<DT, TDT, G>(a);
+    rotary_pipe_body<DT, TDT, G, ASYNC>(a);
 }
-template <int DT, int TDT, int G>
+template <int DT, int TDT, int G, bool ASYNC>
 __global__ void __launch_bounds__(1024) rotary_pipe_kernel_free(const RotArgs a) {
-    rotary_pipe_body<DT, TDT, G>(a);
+    rotary_pipe_body<DT, TDT, G, ASYNC>(a);
 }
 
-/* Experiment knobs (benchmarks only, read once): ROPEKIT_CUDA_MROPE=pipe|pipe56|pipefree (the
- * pipelined kernel capped at 48 or 56 registers, or under its 1024-thread bound only) wherever MRoPE would
- * take the tile kernel; ROPEKIT_CUDA_MROPE_ITERS=k: slots per block (0: one wave of resident
- * blocks, the slots split evenly). */
+/* Experiment knobs (benchmarks only, read once): ROPEKIT_CUDA_MROPE=pipe|async (x in registers or
+ * by cp.async) with the suffix 48 or 56 (register cap) or none (the 1024-thread bound only)
+ * wherever MRoPE would take the tile kernel: mode = 1 + 3 * async + (0: none, 1: 48, 2: 56);
+ * ROPEKIT_CUDA_MROPE_ITERS=k: slots per block (0: one wave of resident blocks, the slots split
+ * evenly). */
 int mrope_pipe_mode() {
     static const int m = [] {
         const char *e = getenv("ROPEKIT_CUDA_MROPE");
         if (!e) return 0;
-        if (!strcmp(e, "pipe")) return 1;
-        if (!strcmp(e, "pipefree")) return 2;
-        if (!strcmp(e, "pipe56")) return 3;
+        const char *names[6] = {"pipe", "pipe48", "pipe56", "async", "async48", "async56"};
+        for (int i = 0; i < 6; ++i)
+            if (!strcmp(e, names[i])) return 1 + i;
         return 0;
     }();
     return m;
 }
+bool mrope_pipe_async() { return mrope_pipe_mode() >= 4; }
+
+/* Shared memory of the pipelined kernel: two slots' columns (+ two x stages per thread). */
+size_t mrope_pipe_shm(const RotArgs &a, long long threads) {
+    const size_t cols = (size_t)2 * a.tpb * a.hp * 9;
+    if (!mrope_pipe_async()) return cols;
+    return cols + 16 - cols % 16 + (size_t)2 * 2 * TILE_G * 16 * threads;
+}
 
 template <int DT, int TDT>
 ropekit_status launch_rotary_pipe(const RotArgs &a, int threads, cudaStream_t st) {
-    const int m = mrope_pipe_mode();
-    void (*k)(RotArgs) = m == 2   ? rotary_pipe_kernel_free<DT, TDT, TILE_G>
-                         : m == 3 ? rotary_pipe_kernel<DT, TDT, TILE_G, 56>
-                                  : rotary_pipe_kernel<DT, TDT, TILE_G, 48>;
-    const size_t shm = (size_t)2 * a.tpb * a.hp * 9;
+    void (*const ks[6])(RotArgs) = {
+        rotary_pipe_kernel_free<DT, TDT, TILE_G, false>, rotary_pipe_kernel<DT, TDT, TILE_G, 48, false>,
+        rotary_pipe_kernel<DT, TDT, TILE_G, 56, false>,  rotary_pipe_kernel_free<DT, TDT, TILE_G, true>,
+        rotary_pipe_kernel<DT, TDT, TILE_G, 48, true>,   rotary_pipe_kernel<DT, TDT, TILE_G, 56, true>};
+    void (*k)(RotArgs) = ks[mrope_pipe_mode() - 1];
+    const size_t shm = mrope_pipe_shm(a, threads);
+    cudaError_t ea = cudaFuncSetAttribute(reinterpret_cast<const void *>(k),
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm);
+    if (ea != cudaSuccess) return cuda_fail(ea, "rotary shared memory");
     const long long nslots = (a.T + a.tpb - 1) / a.tpb;
     static const int iters_env = env_int("ROPEKIT_CUDA_MROPE_ITERS", 0, 1 << 20, 0);
     long long iters = iters_env;

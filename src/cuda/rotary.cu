@@ -1151,7 +1151,8 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
     }
     /* MRoPE's pipelined tile kernel (src/cuda/mrope_pipe.cuh) where the tile kernel would run */
     const bool pipe = tile && p->rows == RK_ROWS_MROPE && !p->interleaved && p->R == p->H &&
-                      mrope_pipe_mode() != 0 && a.small && tile_per_tok >= h && 2 * tile_shm <= 48 * 1024;
+                      mrope_pipe_mode() != 0 && a.small && tile_per_tok >= h &&
+                      mrope_pipe_shm(a, tile_thr) <= 200 * 1024;
 #define RK_ROT(DT_, TDT_)                                                                        \
     return bulk && bulk_built<DT_, TDT_>(a) ? launch_rotary_bulk<DT_, TDT_>(a, st)              \
            : pipe ? launch_rotary_pipe<DT_, TDT_>(a, tile_thr, st)                               \

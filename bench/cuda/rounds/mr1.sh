@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Device round R1 (session c-mr, 2026-12-02 05:57 UTC), run as .dev/rounds/c-mr/round.sh under a
-# 60 s share. Files (pack.sh): bin/ check_cuda, bench_cuda of this branch; lib/ this branch's
-# libropekit_cuda (default = main's kernels; ROPEKIT_CUDA_MROPE=pipe|pipe56|pipefree selects the pipelined
-# MRoPE tile kernel, ROPEKIT_CUDA_MROPE_ITERS=k its slots per block) + libropekit; lib-base/ main's
-# libropekit_cuda (/work/main/build-final). check_cuda (default, pipe, pipe + tile forced,
-# pipe56, pipefree) and memcheck (pipe) concurrently; three alternating rounds of the MRoPE rows: main's
-# library, pipe (48 registers), pipe56, pipefree (64), pipe56 with 4 slots per block; ncu on the
-# bfloat16/bfloat16 row (pipe56, pipefree).
+# 60 s share. Files (pack.sh): bin/ check_cuda, bench_cuda of this branch and check_cuda_main
+# (main's, /work/main/build-final: same check count as this branch's minus its 2 new checks);
+# lib/ this branch's libropekit_cuda (default = main's kernels; ROPEKIT_CUDA_MROPE=pipe|async
+# [48|56] selects the pipelined MRoPE tile kernel, x in registers or by cp.async, register cap;
+# ROPEKIT_CUDA_MROPE_ITERS=k its slots per block) + libropekit; lib-base/ main's libropekit_cuda.
+# check_cuda (default, pipe, pipe56 + tile forced, async, async56, main's binary) and memcheck
+# (pipe56, async) concurrently; three alternating rounds of the MRoPE rows: main's library,
+# pipe, pipe56, async, async56, pipe56 with 4 slots per block; ncu on the bf16/bf16 row.
 set -u
 T0=$(date +%s); END=$((T0 + 49))
 left() { local l=$((END - $(date +%s))); [ $l -lt 1 ] && l=1; [ $l -gt $1 ] && l=$1; echo $l; }
@@ -24,16 +25,21 @@ run_c() { local n=$1; shift
   ( env "$@" timeout 20 $B/check_cuda >$L/check-$n.log 2>&1; echo "check $n rc=$?" >$L/rc-check-$n.txt ) & }
 run_c default X=1
 run_c pipe ROPEKIT_CUDA_MROPE=pipe
-run_c pipetile ROPEKIT_CUDA_MROPE=pipe ROPEKIT_CUDA_ROTARY_KERNEL=tile
-run_c pipe56 ROPEKIT_CUDA_MROPE=pipe56
-run_c pipefree ROPEKIT_CUDA_MROPE=pipefree
-( ROPEKIT_CUDA_MROPE=pipe timeout 22 compute-sanitizer --tool memcheck --print-limit 20 $B/check_cuda >$L/memcheck-pipe.log 2>&1
-  echo "memcheck pipe rc=$?" >$L/rc-mem.txt ) &
+run_c pipe56tile ROPEKIT_CUDA_MROPE=pipe56 ROPEKIT_CUDA_ROTARY_KERNEL=tile
+run_c async ROPEKIT_CUDA_MROPE=async
+run_c async56 ROPEKIT_CUDA_MROPE=async56
+( LD_LIBRARY_PATH=$BASE timeout 20 $B/check_cuda_main >$L/check-main.log 2>&1; echo "check main's binary rc=$?" >$L/rc-check-main.txt ) &
+for m in pipe56 async; do
+  ( ROPEKIT_CUDA_MROPE=$m timeout 24 compute-sanitizer --tool memcheck --print-limit 20 $B/check_cuda >$L/memcheck-$m.log 2>&1
+    echo "memcheck $m rc=$?" >$L/rc-mem-$m.txt ) &
+done
 wait
-for k in default pipe pipetile pipe56 pipefree; do
+for k in default pipe pipe56tile async async56 main; do
   cat $L/rc-check-$k.txt >>$L/summary.txt; grep -E "checks,|FAIL" $L/check-$k.log | tail -4 >>$L/summary.txt
 done
-cat $L/rc-mem.txt >>$L/summary.txt; grep -E "ERROR SUMMARY|checks," $L/memcheck-pipe.log | tail -2 >>$L/summary.txt
+for m in pipe56 async; do
+  cat $L/rc-mem-$m.txt >>$L/summary.txt; grep -E "ERROR SUMMARY|checks," $L/memcheck-$m.log | tail -2 >>$L/summary.txt
+done
 stamp "checks done"
 run_v() {
   local v=$1 rows=$2; shift 2
@@ -43,10 +49,11 @@ run_v() {
 for i in 1 2 3; do
   [ $(left 20) -lt 12 ] && break
   run_v 0base MRoPE
-  run_v 1pipe48 MRoPE ROPEKIT_CUDA_MROPE=pipe
+  run_v 1pipe MRoPE ROPEKIT_CUDA_MROPE=pipe
   run_v 2pipe56 MRoPE ROPEKIT_CUDA_MROPE=pipe56
-  run_v 3pipefree MRoPE ROPEKIT_CUDA_MROPE=pipefree
-  run_v 4pipe56-it4 MRoPE ROPEKIT_CUDA_MROPE=pipe56 ROPEKIT_CUDA_MROPE_ITERS=4
+  run_v 3async MRoPE ROPEKIT_CUDA_MROPE=async
+  run_v 4async56 MRoPE ROPEKIT_CUDA_MROPE=async56
+  run_v 5pipe56-it4 MRoPE ROPEKIT_CUDA_MROPE=pipe56 ROPEKIT_CUDA_MROPE_ITERS=4
   stamp "ab round $i"
 done
 python3 $D/ab_summary.py $L/ab >$L/ab.md 2>&1
@@ -55,8 +62,8 @@ nc() { local n=$1 f=$2; shift 2
   [ $(left 10) -lt 6 ] && return 0
   echo "==== $n row: $f" >>$L/ncu.log
   env "$@" timeout $(left 6) $NCU $B/bench_cuda "$f" >>$L/ncu.log 2>&1; stamp "ncu $n $f rc=$?"; }
-nc pipe56 "MRoPE Qwen2.5-VL-7B S=8192 28+4 x128 bfloat16/bfloat16" ROPEKIT_CUDA_MROPE=pipe56
-nc pipefree "MRoPE Qwen2.5-VL-7B S=8192 28+4 x128 bfloat16/bfloat16" ROPEKIT_CUDA_MROPE=pipefree
+nc async "MRoPE Qwen2.5-VL-7B S=8192 28+4 x128 bfloat16/bfloat16" ROPEKIT_CUDA_MROPE=async
+nc pipe "MRoPE Qwen2.5-VL-7B S=8192 28+4 x128 bfloat16/bfloat16" ROPEKIT_CUDA_MROPE=pipe
 tar czf $OUT/logs.tgz -C $L .
 cat $L/gpu.txt $L/summary.txt $L/regs.txt
 sed -e 's/bfloat16/bf16/g; s/float16/f16/g; s/float32/f32/g' $L/ab.md
