@@ -24,10 +24,11 @@ __device__ __forceinline__ void mr_cp16(void *dst, const void *src) {
                  : "memory");
 }
 
-/* ASYNC: x travels by cp.async into two shared-memory stages per thread (the next slot's x in
- * flight without holding registers) instead of registers loaded before the barrier. */
-template <int DT, int TDT, int G, bool ASYNC>
+/* NS > 0: x travels by cp.async into NS shared-memory stages per thread (the next NS - 1 slots'
+ * x in flight without holding registers); NS = 0: x in registers, loaded before the barrier. */
+template <int DT, int TDT, int G, int NS>
 __device__ __forceinline__ void rotary_pipe_body(const RotArgs &a) {
+    constexpr bool ASYNC = NS > 0;
     typedef typename Elt<DT>::raw raw;
     typedef typename Elt<TDT>::raw traw;
     constexpr int V = 16 / sizeof(raw);
@@ -84,14 +85,23 @@ __device__ __forceinline__ void rotary_pipe_body(const RotArgs &a) {
 
     /* prologue: x and the id of the block's first slot */
     int q = (int)blockIdx.x - step; /* the slot rotated in the iteration: none in the first */
-    load_x(q + step, 1);
-    if constexpr (ASYNC) asm volatile("cp.async.commit_group;" ::: "memory");
+    if constexpr (ASYNC) {
+#pragma unroll
+        for (int i = 0; i < NS - 1; ++i) {
+            if (q + (i + 1) * step < nslots) load_x(q + (i + 1) * step, i);
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+    } else {
+        load_x(q + step, 0);
+    }
+    int xj = 0; /* ASYNC: slot q's index among the block's slots (its stage: xj % NS) */
     long long idn = gathers(q + step) ? load_id(q + step) : 0;
     for (int cur = 0;; cur ^= 1) {
         const int qn = q + step;
-        if constexpr (ASYNC) { /* slot qn's x into the stage that slot q - step used */
+        if constexpr (ASYNC) { /* x of slot q + (NS-1) step into the stage that slot q - step used */
             if (q >= 0) {
-                if (qn < nslots) load_x(qn, cur ^ 1);
+                const int qa = q + (NS - 1) * step;
+                if (qa < nslots) load_x(qa, (xj + NS - 1) % NS);
                 asm volatile("cp.async.commit_group;" ::: "memory");
             }
         }
@@ -128,12 +138,14 @@ __device__ __forceinline__ void rotary_pipe_body(const RotArgs &a) {
         if (q >= 0) { /* rotate slot q from the columns staged in the last iteration */
             const int tok = q * tpb + tl;
             if constexpr (ASYNC) {
-                asm volatile("cp.async.wait_group 1;" ::: "memory");
+                asm volatile("cp.async.wait_group %0;" ::"n"(NS - 1) : "memory");
+                const int xs = xj % NS;
 #pragma unroll
                 for (int g = 0; g < G; ++g) {
-                    va[g] = xst[(size_t)(cur * 2 * G + 2 * g) * nthr + tid];
-                    vb[g] = xst[(size_t)(cur * 2 * G + 2 * g + 1) * nthr + tid];
+                    va[g] = xst[(size_t)(xs * 2 * G + 2 * g) * nthr + tid];
+                    vb[g] = xst[(size_t)(xs * 2 * G + 2 * g + 1) * nthr + tid];
                 }
+                ++xj;
             }
             if (tok < T) {
                 const int j = cur * bufn + tl * hp + k0;
@@ -180,26 +192,26 @@ __device__ __forceinline__ void rotary_pipe_body(const RotArgs &a) {
 }
 
 /* Register caps: CAP registers (__maxnreg__), or 0: the 1024-thread bound only (64). */
-template <int DT, int TDT, int G, int CAP, bool ASYNC>
+template <int DT, int TDT, int G, int CAP, int NS>
 __global__ void __maxnreg__(CAP) rotary_pipe_kernel(const RotArgs a) {
-    rotary_pipe_body<DT, TDT, G, ASYNC>(a);
+    rotary_pipe_body<DT, TDT, G, NS>(a);
 }
-template <int DT, int TDT, int G, bool ASYNC>
+template <int DT, int TDT, int G, int NS>
 __global__ void __launch_bounds__(1024) rotary_pipe_kernel_free(const RotArgs a) {
-    rotary_pipe_body<DT, TDT, G, ASYNC>(a);
+    rotary_pipe_body<DT, TDT, G, NS>(a);
 }
 
 /* Experiment knobs (benchmarks only, read once): ROPEKIT_CUDA_MROPE=pipe|async (x in registers or
  * by cp.async) with the suffix 48 or 56 (register cap) or none (the 1024-thread bound only)
- * wherever MRoPE would take the tile kernel: mode = 1 + 3 * async + (0: none, 1: 48, 2: 56);
+ * wherever MRoPE would take the tile kernel: mode = 1 + 3 * async + (0: none, 1: 48, 2: 56), or async3 (3 stages, no cap);
  * ROPEKIT_CUDA_MROPE_ITERS=k: slots per block (0: one wave of resident blocks, the slots split
  * evenly). */
 int mrope_pipe_mode() {
     static const int m = [] {
         const char *e = getenv("ROPEKIT_CUDA_MROPE");
         if (!e) return 0;
-        const char *names[6] = {"pipe", "pipe48", "pipe56", "async", "async48", "async56"};
-        for (int i = 0; i < 6; ++i)
+        const char *names[7] = {"pipe", "pipe48", "pipe56", "async", "async48", "async56", "async3"};
+        for (int i = 0; i < 7; ++i)
             if (!strcmp(e, names[i])) return 1 + i;
         return 0;
     }();
@@ -211,15 +223,17 @@ bool mrope_pipe_async() { return mrope_pipe_mode() >= 4; }
 size_t mrope_pipe_shm(const RotArgs &a, long long threads) {
     const size_t cols = (size_t)2 * a.tpb * a.hp * 9;
     if (!mrope_pipe_async()) return cols;
-    return cols + 16 - cols % 16 + (size_t)2 * 2 * TILE_G * 16 * threads;
+    const int ns = mrope_pipe_mode() == 7 ? 3 : 2;
+    return cols + 16 - cols % 16 + (size_t)ns * 2 * TILE_G * 16 * threads;
 }
 
 template <int DT, int TDT>
 ropekit_status launch_rotary_pipe(const RotArgs &a, int threads, cudaStream_t st) {
-    void (*const ks[6])(RotArgs) = {
-        rotary_pipe_kernel_free<DT, TDT, TILE_G, false>, rotary_pipe_kernel<DT, TDT, TILE_G, 48, false>,
-        rotary_pipe_kernel<DT, TDT, TILE_G, 56, false>,  rotary_pipe_kernel_free<DT, TDT, TILE_G, true>,
-        rotary_pipe_kernel<DT, TDT, TILE_G, 48, true>,   rotary_pipe_kernel<DT, TDT, TILE_G, 56, true>};
+    void (*const ks[7])(RotArgs) = {
+        rotary_pipe_kernel_free<DT, TDT, TILE_G, 0>, rotary_pipe_kernel<DT, TDT, TILE_G, 48, 0>,
+        rotary_pipe_kernel<DT, TDT, TILE_G, 56, 0>,  rotary_pipe_kernel_free<DT, TDT, TILE_G, 2>,
+        rotary_pipe_kernel<DT, TDT, TILE_G, 48, 2>,  rotary_pipe_kernel<DT, TDT, TILE_G, 56, 2>,
+        rotary_pipe_kernel_free<DT, TDT, TILE_G, 3>};
     void (*k)(RotArgs) = ks[mrope_pipe_mode() - 1];
     const size_t shm = mrope_pipe_shm(a, threads);
     cudaError_t ea = cudaFuncSetAttribute(reinterpret_cast<const void *>(k),

@@ -3,11 +3,13 @@
 # 60 s share. Files (pack.sh): bin/ check_cuda, bench_cuda of this branch and check_cuda_main
 # (main's, /work/main/build-final: same check count as this branch's minus its 2 new checks);
 # lib/ this branch's libropekit_cuda (default = main's kernels; ROPEKIT_CUDA_MROPE=pipe|async
-# [48|56] selects the pipelined MRoPE tile kernel, x in registers or by cp.async, register cap;
+# [48|56], async3 selects the pipelined MRoPE tile kernel, x in registers or by cp.async (2 or 3
+# stages), register cap;
 # ROPEKIT_CUDA_MROPE_ITERS=k its slots per block) + libropekit; lib-base/ main's libropekit_cuda.
-# check_cuda (default, pipe, pipe56 + tile forced, async, async56, main's binary) and memcheck
-# (pipe56, async) concurrently; three alternating rounds of the MRoPE rows: main's library,
-# pipe, pipe56, async, async56, pipe56 with 4 slots per block; ncu on the bf16/bf16 row.
+# check_cuda (default, pipe, pipe56 + tile forced, async, async56, async3, main's binary) and
+# memcheck (pipe56, async) concurrently; three alternating rounds of the MRoPE rows: main's
+# library, pipe, pipe56, async, async56, pipe56 with 4 slots per block, async3; ncu on the
+# bf16/bf16 row (async, pipe).
 set -u
 T0=$(date +%s); END=$((T0 + 49))
 left() { local l=$((END - $(date +%s))); [ $l -lt 1 ] && l=1; [ $l -gt $1 ] && l=$1; echo $l; }
@@ -28,13 +30,14 @@ run_c pipe ROPEKIT_CUDA_MROPE=pipe
 run_c pipe56tile ROPEKIT_CUDA_MROPE=pipe56 ROPEKIT_CUDA_ROTARY_KERNEL=tile
 run_c async ROPEKIT_CUDA_MROPE=async
 run_c async56 ROPEKIT_CUDA_MROPE=async56
+run_c async3 ROPEKIT_CUDA_MROPE=async3
 ( LD_LIBRARY_PATH=$BASE timeout 20 $B/check_cuda_main >$L/check-main.log 2>&1; echo "check main's binary rc=$?" >$L/rc-check-main.txt ) &
 for m in pipe56 async; do
   ( ROPEKIT_CUDA_MROPE=$m timeout 24 compute-sanitizer --tool memcheck --print-limit 20 $B/check_cuda >$L/memcheck-$m.log 2>&1
     echo "memcheck $m rc=$?" >$L/rc-mem-$m.txt ) &
 done
 wait
-for k in default pipe pipe56tile async async56 main; do
+for k in default pipe pipe56tile async async56 async3 main; do
   cat $L/rc-check-$k.txt >>$L/summary.txt; grep -E "checks,|FAIL" $L/check-$k.log | tail -4 >>$L/summary.txt
 done
 for m in pipe56 async; do
@@ -54,6 +57,7 @@ for i in 1 2 3; do
   run_v 3async MRoPE ROPEKIT_CUDA_MROPE=async
   run_v 4async56 MRoPE ROPEKIT_CUDA_MROPE=async56
   run_v 5pipe56-it4 MRoPE ROPEKIT_CUDA_MROPE=pipe56 ROPEKIT_CUDA_MROPE_ITERS=4
+  run_v 6async3 MRoPE ROPEKIT_CUDA_MROPE=async3
   stamp "ab round $i"
 done
 python3 $D/ab_summary.py $L/ab >$L/ab.md 2>&1
