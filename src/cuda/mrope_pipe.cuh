@@ -26,7 +26,7 @@ __device__ __forceinline__ void mr_cp16(void *dst, const void *src) {
 
 /* NS > 0: x travels by cp.async into NS shared-memory stages per thread (the next NS - 1 slots'
  * x in flight without holding registers); NS = 0: x in registers, loaded before the barrier. */
-template <int DT, int TDT, int G, int NS>
+template <int DT, int TDT, int G, int NS, bool LATE>
 __device__ __forceinline__ void rotary_pipe_body(const RotArgs &a) {
     constexpr bool ASYNC = NS > 0;
     typedef typename Elt<DT>::raw raw;
@@ -117,24 +117,27 @@ __device__ __forceinline__ void rotary_pipe_body(const RotArgs &a) {
             }
             if (gathers(qn + step)) id2 = load_id(qn + step);
         }
-        if (gn) { /* stage slot qn's column as fetch_cs gives it */
-            float cv = Elt<TDT>::ld(cr), sv = Elt<TDT>::ld(sr);
-            if (a.apply_scale) {
-                cv = round_to<TDT>(__fmul_rn(cv, a.scale));
-                sv = round_to<TDT>(__fmul_rn(sv, a.scale));
+        auto stage = [&] {
+            if (gn) { /* stage slot qn's column as fetch_cs gives it */
+                float cv = Elt<TDT>::ld(cr), sv = Elt<TDT>::ld(sr);
+                if (a.apply_scale) {
+                    cv = round_to<TDT>(__fmul_rn(cv, a.scale));
+                    sv = round_to<TDT>(__fmul_rn(sv, a.scale));
+                }
+                const int j = (cur ^ 1) * bufn + gt * hp + gk;
+                cw[j] = good ? cv : 1.0f;
+                sw[j] = good ? (a.inverse ? -sv : sv) : 0.0f;
+                okb[j] = good;
+                /* out-of-range ids: counted by the first column of each stream */
+                if (!good && a.err && gk == (a.layout == 0 ? (gst == 0 ? 0 : gst == 1 ? a.sec0 : a.sec0 + a.sec1) : gst)) {
+                    const unsigned tok = (unsigned)(qn * tpb + gt), b = fdiv(tok, a.d_S), s = tok - b * a.d_S.d;
+                    const unsigned long long key =
+                        (unsigned long long)(gst * a.B + b) * (unsigned long long)a.S + (unsigned long long)s;
+                    record_bad(a.err, key, ERR_IDS_MROPE, gst, b, s, idn, a.table_rows, a.S);
+                }
             }
-            const int j = (cur ^ 1) * bufn + gt * hp + gk;
-            cw[j] = good ? cv : 1.0f;
-            sw[j] = good ? (a.inverse ? -sv : sv) : 0.0f;
-            okb[j] = good;
-            /* out-of-range ids: counted by the first column of each stream */
-            if (!good && a.err && gk == (a.layout == 0 ? (gst == 0 ? 0 : gst == 1 ? a.sec0 : a.sec0 + a.sec1) : gst)) {
-                const unsigned tok = (unsigned)(qn * tpb + gt), b = fdiv(tok, a.d_S), s = tok - b * a.d_S.d;
-                const unsigned long long key =
-                    (unsigned long long)(gst * a.B + b) * (unsigned long long)a.S + (unsigned long long)s;
-                record_bad(a.err, key, ERR_IDS_MROPE, gst, b, s, idn, a.table_rows, a.S);
-            }
-        }
+        };
+        if constexpr (!LATE) stage();
         if (q >= 0) { /* rotate slot q from the columns staged in the last iteration */
             const int tok = q * tpb + tl;
             if constexpr (ASYNC) {
@@ -184,6 +187,7 @@ __device__ __forceinline__ void rotary_pipe_body(const RotArgs &a) {
             if constexpr (!ASYNC)
                 if (qn < nslots) load_x(qn, 0); /* in flight across the barrier */
         }
+        if constexpr (LATE) stage(); /* LATE: after the rotation (the table loads had longer) */
         if (qn >= nslots) break;
         idn = id2;
         q = qn;
@@ -192,64 +196,75 @@ __device__ __forceinline__ void rotary_pipe_body(const RotArgs &a) {
 }
 
 /* Register caps: CAP registers (__maxnreg__), or 0: the 1024-thread bound only (64). */
-template <int DT, int TDT, int G, int CAP, int NS>
+template <int DT, int TDT, int G, int CAP, int NS, bool LATE>
 __global__ void __maxnreg__(CAP) rotary_pipe_kernel(const RotArgs a) {
-    rotary_pipe_body<DT, TDT, G, NS>(a);
+    rotary_pipe_body<DT, TDT, G, NS, LATE>(a);
 }
-template <int DT, int TDT, int G, int NS>
+template <int DT, int TDT, int G, int NS, bool LATE>
 __global__ void __launch_bounds__(1024) rotary_pipe_kernel_free(const RotArgs a) {
-    rotary_pipe_body<DT, TDT, G, NS>(a);
+    rotary_pipe_body<DT, TDT, G, NS, LATE>(a);
 }
 
-/* Experiment knobs (benchmarks only, read once): ROPEKIT_CUDA_MROPE=pipe|async (x in registers or
- * by cp.async) with the suffix 48 or 56 (register cap) or none (the 1024-thread bound only)
- * wherever MRoPE would take the tile kernel: mode = 1 + 3 * async + (0: none, 1: 48, 2: 56), or async3 (3 stages, no cap);
- * ROPEKIT_CUDA_MROPE_ITERS=k: slots per block (0: one wave of resident blocks, the slots split
- * evenly). */
-int mrope_pipe_mode() {
+/* Which MRoPE kernel takes a call that run_rotary gives the tile kernel: 0 the tile kernel, else
+ * the pipelined kernel's variant (index + 1 into launch_rotary_pipe's table). Default (H200, R1 of
+ * 2026-12-02, same-run A/B against the tile kernel, bench/results-cuda.md "MRotaryEmbedding"):
+ * the pipelined kernel where x and the tables are 16-bit or the layout is interleaved (float16
+ * 41.15 -> 39.62 us, bfloat16 42.14 -> 41.34, interleaved float32 99.3 -> 94.8, float16 51.9 ->
+ * 49.0, bfloat16 53.8 -> 49.6), capped at 56 registers but for float16 x with float16 tables;
+ * the tile kernel for float32 tables or x in the sectioned layout (the pipelined kernel's wide
+ * rotation spills: bfloat16 x / float32 tables 40.3 -> 43.7-44.0 us, float32 74.3 -> 74.8).
+ * ROPEKIT_CUDA_MROPE (benchmarks and tests, read once) overrides: tile, pipe (no cap), pipe48,
+ * pipe56, async (x by cp.async into two shared-memory stages), late (the columns staged after
+ * the rotation), late56. */
+int mrope_env_mode() {
     static const int m = [] {
         const char *e = getenv("ROPEKIT_CUDA_MROPE");
-        if (!e) return 0;
-        const char *names[7] = {"pipe", "pipe48", "pipe56", "async", "async48", "async56", "async3"};
+        if (!e) return -1;
+        const char *names[7] = {"tile", "pipe", "pipe48", "pipe56", "async", "late", "late56"};
         for (int i = 0; i < 7; ++i)
-            if (!strcmp(e, names[i])) return 1 + i;
-        return 0;
+            if (!strcmp(e, names[i])) return i;
+        return -1;
     }();
     return m;
 }
-bool mrope_pipe_async() { return mrope_pipe_mode() >= 4; }
+int mrope_kernel(const rk_rotary_plan *p) {
+    if (mrope_env_mode() >= 0) return mrope_env_mode();
+    const bool wide = p->dtype == ROPEKIT_FLOAT32 || p->table_dtype == ROPEKIT_FLOAT32;
+    if (wide && p->mrope_layout == 0) return 0;
+    return p->dtype == ROPEKIT_FLOAT16 && p->table_dtype == ROPEKIT_FLOAT16 ? 1 : 3;
+}
 
 /* Shared memory of the pipelined kernel: two slots' columns (+ two x stages per thread). */
-size_t mrope_pipe_shm(const RotArgs &a, long long threads) {
+size_t mrope_pipe_shm(const RotArgs &a, long long threads, int mode) {
     const size_t cols = (size_t)2 * a.tpb * a.hp * 9;
-    if (!mrope_pipe_async()) return cols;
-    const int ns = mrope_pipe_mode() == 7 ? 3 : 2;
-    return cols + 16 - cols % 16 + (size_t)ns * 2 * TILE_G * 16 * threads;
+    if (mode != 4) return cols;
+    return cols + 16 - cols % 16 + (size_t)2 * 2 * TILE_G * 16 * threads;
 }
 
 template <int DT, int TDT>
-ropekit_status launch_rotary_pipe(const RotArgs &a, int threads, cudaStream_t st) {
-    void (*const ks[7])(RotArgs) = {
-        rotary_pipe_kernel_free<DT, TDT, TILE_G, 0>, rotary_pipe_kernel<DT, TDT, TILE_G, 48, 0>,
-        rotary_pipe_kernel<DT, TDT, TILE_G, 56, 0>,  rotary_pipe_kernel_free<DT, TDT, TILE_G, 2>,
-        rotary_pipe_kernel<DT, TDT, TILE_G, 48, 2>,  rotary_pipe_kernel<DT, TDT, TILE_G, 56, 2>,
-        rotary_pipe_kernel_free<DT, TDT, TILE_G, 3>};
-    void (*k)(RotArgs) = ks[mrope_pipe_mode() - 1];
-    const size_t shm = mrope_pipe_shm(a, threads);
-    cudaError_t ea = cudaFuncSetAttribute(reinterpret_cast<const void *>(k),
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm);
-    if (ea != cudaSuccess) return cuda_fail(ea, "rotary shared memory");
+ropekit_status launch_rotary_pipe(const RotArgs &a, int threads, int mode, cudaStream_t st) {
+    void (*const ks[6])(RotArgs) = {
+        rotary_pipe_kernel_free<DT, TDT, TILE_G, 0, false>, rotary_pipe_kernel<DT, TDT, TILE_G, 48, 0, false>,
+        rotary_pipe_kernel<DT, TDT, TILE_G, 56, 0, false>,  rotary_pipe_kernel_free<DT, TDT, TILE_G, 2, false>,
+        rotary_pipe_kernel_free<DT, TDT, TILE_G, 0, true>,  rotary_pipe_kernel<DT, TDT, TILE_G, 56, 0, true>};
+    void (*k)(RotArgs) = ks[mode - 1];
+    const size_t shm = mrope_pipe_shm(a, threads, mode);
+    if (shm > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(k),
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm);
+        if (e != cudaSuccess) return cuda_fail(e, "rotary shared memory");
+    }
     const long long nslots = (a.T + a.tpb - 1) / a.tpb;
     static const int iters_env = env_int("ROPEKIT_CUDA_MROPE_ITERS", 0, 1 << 20, 0);
     long long iters = iters_env;
-    if (iters == 0) {
+    if (iters == 0) { /* one wave of resident blocks, the slots split evenly */
         int per_sm = 0;
         cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads, shm);
         if (e != cudaSuccess) return cuda_fail(e, "rotary occupancy");
         const long long resident = (long long)(per_sm > 0 ? per_sm : 1) * sm_count();
         iters = (nslots + resident - 1) / resident;
     }
-    long long blocks = (nslots + iters - 1) / iters;
+    const long long blocks = (nslots + iters - 1) / iters;
     if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
     k<<<(unsigned)blocks, (unsigned)threads, shm, st>>>(a);
     return launched("rotary kernel launch");
