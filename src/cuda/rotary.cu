@@ -735,6 +735,8 @@ __global__ void __maxnreg__(TILE_CAP) rotary_tile_kernel_capped(const RotArgs a)
     rotary_tile_body<DT, TDT, IL, G, NM, RT>(a);
 }
 
+#include "mrope_pipe.cuh"
+
 /* ---- the bulk kernel (sm_90) -----------------------------------------------------------------
  * Work item: bulk_nh consecutive heads of one token (up to BULK_BYTES of x, the token's heads
  * split evenly). A warp brings its item's head rows into shared memory by bulk copies
@@ -1242,8 +1244,13 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
         a.bulk_stage = (int)((nh * rowb + 127) / 128 * 128);
         bulk = nh * rowb <= 64 * 1024 && bulk_shm(a) <= 200 * 1024;
     }
+    /* MRoPE's pipelined tile kernel (src/cuda/mrope_pipe.cuh) where the tile kernel would run */
+    const int mk = tile && p->rows == RK_ROWS_MROPE ? mrope_kernel(p) : 0;
+    const bool pipe = mk > 0 && !p->interleaved && p->R == p->H && a.small && tile_per_tok >= h &&
+                      mrope_pipe_shm(a, tile_thr, mk) <= 200 * 1024;
 #define RK_ROT(DT_, TDT_)                                                                        \
     return bulk && bulk_built<DT_, TDT_>(a) ? launch_rotary_bulk<DT_, TDT_>(a, st)              \
+           : pipe ? launch_rotary_pipe<DT_, TDT_>(a, tile_thr, mk, st)                           \
            : tile ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)         \
            : vec ? launch_rotary_flat<DT_, TDT_>(a, flat_total, st)                              \
                  : launch_rotary_scalar<DT_, TDT_>(a, smem, (unsigned)blocks, shm, st)
