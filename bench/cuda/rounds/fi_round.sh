@@ -24,10 +24,16 @@ ROWS='prefill B=1 S=8192 32+8 x128 float16|prefill B=1 S=8192 32+8 x128 bfloat16
 echo "t=$(( $(date +%s) - T0 ))s start bench_cuda"
 timeout $(left 20) $D/bin/bench_cuda "$ROWS" \
   >$OUT/bench_cuda.md 2>&1; echo "bench_cuda rc=$?"
-if [ "${NCU:-1}" = 1 ] && [ $(left 30) -ge 15 ]; then
-  echo "t=$(( $(date +%s) - T0 ))s start ncu"
-  timeout $(left 30) ncu --clock-control none --cache-control all -k 'regex:BatchQKApply|rotary_' -s 0 -c 2 \
-    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkload \
-    $D/bin/bench_flashinfer 'Llama-3-8B prefill B=1 S=8192' >$OUT/ncu.txt 2>&1; echo "ncu rc=$?"
+# Nsight Compute: the first FlashInfer and the first ropekit launch of a row (the agreement
+# calls; float16): decode B=256 with caches as they are (L2-resident, as in a decode step),
+# Llama S=8192 with caches flushed
+SECS="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis"
+if [ "${NCU:-1}" = 1 ]; then
+  for row in "decode B=256:none" "Llama-3-8B prefill B=1 S=8192:all"; do
+    [ $(left 30) -ge 8 ] || break
+    echo "t=$(( $(date +%s) - T0 ))s start ncu ${row%:*}"
+    timeout $(left 20) ncu --clock-control none --cache-control ${row##*:} -k 'regex:BatchQKApply|rotary_' -s 0 -c 2 $SECS \
+      $D/bin/bench_flashinfer "${row%:*}" >"$OUT/ncu-${row%% *}.txt" 2>&1; echo "ncu rc=$?"
+  done
 fi
 echo "t=$(( $(date +%s) - T0 ))s done"
