@@ -361,12 +361,16 @@ static void bench(const Shape &sh, int bf, FILE *agree_out) {
     };
     vs(fus, fv);
     vs(rus, rv);
+    char ctas[64] = "";
+    if (plan.kind < 3)
+        snprintf(ctas, sizeof ctas, " (token-parallel from %u blocks)", plan.resident_ctas);
     static const char *kinds[] = {"head-parallel", "token-parallel", "token-parallel split",
                                   "RopeQuantize"};
-    printf("| %s | %s | %.2f | %.2f | %.3f | %s | %s | %.2f | %s, %d regs, grid %ux%u, block %ux%u "
-           "| %.1f / %.1f |\n",
-           sh.name, bf ? "bf16" : "f16", f, rr, f / rr, fv, rv, med3(cus), kinds[plan.kind],
-           plan.regs, plan.grid_x, plan.grid_y, plan.block_x, plan.block_y, fh, rh);
+    printf(
+        "| %s | %s | %.2f | %.2f | %.3f | %s | %s | %.2f | %s, %d regs, grid %ux%u, block %ux%u%s "
+        "| %.1f / %.1f |\n",
+        sh.name, bf ? "bf16" : "f16", f, rr, f / rr, fv, rv, med3(cus), kinds[plan.kind], plan.regs,
+        plan.grid_x, plan.grid_y, plan.block_x, plan.block_y, ctas, fh, rh);
     fflush(stdout);
     int64_t cnt = 0;
     RK(ropekit_cuda_check_errors(g_err, g_st, &cnt));
