@@ -321,7 +321,7 @@ static void bench(const Shape &sh, int bf, FILE *agree_out) {
     }
 
     const double bytes = 2.0 * xbytes + tokens * (2.0 * h * 4 + 8);
-    double fus[3], rus[3], cus[3], fh = 0, rh = 0;
+    double fus[3], rus[3], cus[3], fl[3] = {0, 0, 0}, rl[3] = {0, 0, 0}, fh = 0, rh = 0;
     for (int r = 0; r < 3; ++r) {
         {
             void *a0 = dalloc(xbytes), *b0 = dalloc(xbytes);
@@ -334,11 +334,13 @@ static void bench(const Shape &sh, int bf, FILE *agree_out) {
         }
         for (int k = 0; k < 2; ++k) {
             const bool fi_now = (k == 0) == (r % 2 == 0);
-            if (sh.decode) {
+            if (sh.decode) { // graph of 20; plain stream launches (latency) in the last column
                 if (fi_now)
-                    fus[r] = graph_us(fi_call, 20, 100);
+                    fus[r] = graph_us(fi_call, 20, 100),
+                    fl[r] = median_us(fi_call, 200, false, &fh);
                 else
-                    rus[r] = graph_us(rk_call, 20, 100);
+                    rus[r] = graph_us(rk_call, 20, 100),
+                    rl[r] = median_us(rk_call, 200, false, &rh);
             } else {
                 if (fi_now)
                     fus[r] = median_us(fi_call, 30, true, &fh);
@@ -361,16 +363,17 @@ static void bench(const Shape &sh, int bf, FILE *agree_out) {
     };
     vs(fus, fv);
     vs(rus, rv);
-    char ctas[64] = "";
+    char ctas[64] = "", lat[96] = "";
+    if (sh.decode) snprintf(lat, sizeof lat, "; stream launch %.2f / %.2f us", med3(fl), med3(rl));
     if (plan.kind < 3)
         snprintf(ctas, sizeof ctas, " (token-parallel from %u blocks)", plan.resident_ctas);
     static const char *kinds[] = {"head-parallel", "token-parallel", "token-parallel split",
                                   "RopeQuantize"};
     printf(
         "| %s | %s | %.2f | %.2f | %.3f | %s | %s | %.2f | %s, %d regs, grid %ux%u, block %ux%u%s "
-        "| %.1f / %.1f |\n",
+        "| %.1f / %.1f%s |\n",
         sh.name, bf ? "bf16" : "f16", f, rr, f / rr, fv, rv, med3(cus), kinds[plan.kind], plan.regs,
-        plan.grid_x, plan.grid_y, plan.block_x, plan.block_y, ctas, fh, rh);
+        plan.grid_x, plan.grid_y, plan.block_x, plan.block_y, ctas, fh, rh, lat);
     fflush(stdout);
     int64_t cnt = 0;
     RK(ropekit_cuda_check_errors(g_err, g_st, &cnt));
