@@ -64,6 +64,12 @@ static const shp g_shapes[] = {
     {"rg", RG, 1, 256, 128, 512, 64, 0, 0, 0, 0},
     {"dec", ROT, 1, 1, 32, 128, 128, 0, 0, 0, 0},
     {"llama16k", ROT, 1, 16384, 40, 128, 128, 0, 0, 0, 0}, /* x + y larger than the Xeon's L3 */
+    /* 64 tokens: x and y (<= 1.3 MB) stay in the L2: the kernel's own speed, memory aside */
+    {"llama64", ROT, 1, 64, 40, 128, 128, 0, 0, 0, 0},
+    {"bnsh64", ROT, 1, 64, 32, 128, 128, 1, 0, 0, 0},
+    {"bnshnp64", ROT, 1, 64, 32, 128, 128, 1, 0, 1, 0},
+    {"phi64", ROT, 1, 64, 64, 80, 32, 0, 0, 0, 0},
+    {"mrope64", MROT, 1, 64, 32, 128, 128, 0, 0, 0, 0},
 };
 
 typedef struct job {

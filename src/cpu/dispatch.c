@@ -192,7 +192,9 @@ void rk_cpu_set_parallel_threshold(int64_t bytes) {
  * written. Below it, normal stores: on the Xeon EMR guest a call writing 20 MiB (Phi-2 16-bit,
  * 42 MB moved in all) ran 4-14% faster with them, one writing 32 MiB (BNSH bfloat16) 1.1-1.3x
  * slower (2026-12-01, one thread; the previous rule, 16 MiB per thread, streamed the first). */
+#ifndef RK_STREAM_MIN_BYTES /* -D for diagnostic builds */
 #define RK_STREAM_MIN_BYTES ((int64_t)24 << 20)
+#endif
 static _Atomic int64_t g_stream_bytes = RK_STREAM_MIN_BYTES;
 
 void rk_cpu_set_stream_threshold(int64_t bytes) {
