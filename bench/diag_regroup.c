@@ -4,20 +4,21 @@
  * here the same bytes are copied in the same orders, all in one process, alternated:
  *
  *   memcpy    one memcpy of the whole input (the results tables' reference)
- *   ntcopy    one streaming-store copy of the whole input (bench_ab.c's nt_copy)
+ *   ntcopy    one streaming-store copy of the whole input (as bench_ab.c's nt_copy)
  *   tok-nt    token by token, each token's G runs of F/G values to their G regions, streamed
- *             (the regroup's order before the group-major loop; G write streams)
+ *             (the regroup's order: G write streams N*F/G values apart)
  *   grp-nt    group by group, token by token (the output in memory order: one write stream,
  *             the input read in runs of F/G values)
  *   tok-cp / grp-cp   the same two orders with memcpy per run (normal stores)
- *   tok-w0 / tok-w2k  token order through an L1 window as ropekit's staged rows (win_run), the
- *             window at the source's address modulo 4 KiB (w0) or 2 KiB away from it (w2k)
  *
  * Streamed runs store their partial first and last lines normally, whole lines with streaming
  * stores (what ropekit's staged rows do). Prints min and median us per copy of each.
  *
- *   ropekit_diag_regroup N F G ES XOFF YOFF SECONDS
- *     (the bench rows' regroup: 256 65536 8 2 16 16 0.3) */
+ *   ropekit_diag_regroup N F G ES XOFF YOFF SECONDS [HUGE]
+ *     (the bench rows' regroup: 256 65536 8 2 16 16 0.3); HUGE 1 (default): the buffers are
+ *     madvise'd MADV_HUGEPAGE as bench_ab.c's, 0: MADV_NOHUGEPAGE (4 KiB pages). The process's
+ *     AnonHugePages (/proc/self/smaps_rollup) is printed: how much of it the kernel gave as
+ *     2 MiB pages. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -38,13 +39,14 @@ static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
+static int g_huge = 1;
 static void *xalloc(size_t n) { /* as bench_dl.h: 2 MiB aligned, huge pages asked for */
     void *p = NULL;
     if (posix_memalign(&p, (size_t)2 << 20, n + 64) != 0) {
         fprintf(stderr, "out of memory\n");
         exit(2);
     }
-    (void)madvise(p, n + 64, MADV_HUGEPAGE);
+    (void)madvise(p, n + 64, g_huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
     memset(p, 1, n + 64);
     return p;
 }
@@ -65,42 +67,13 @@ static void fence(void) {
 #endif
 }
 
-/* One run of `run` bytes s -> d as ropekit's staged rows do it: rows of hb bytes copied into an
- * L1 window laid out like the destination (window byte i = destination byte rb + i, rb the line
- * of d), each destination line streamed from the window once the rows written so far cover it,
- * the partial first and last lines stored normally. The window starts at win + ph: ph sets the
- * window's address modulo 4 KiB relative to the source (ph = 0: window = source mod 4 KiB). */
-static void win_run(char *d, const char *s, size_t run, size_t hb, char *win, size_t ph) {
-    char *rb = (char *)((uintptr_t)d & ~(uintptr_t)63);
-    char *w = win + ((((uintptr_t)s & 4095) + ph - ((uintptr_t)d & 63) - (uintptr_t)win) & 4032);
-    char *f = d; /* destination bytes below f are out */
-    for (size_t o = 0; o < run; o += hb) {
-        const size_t n = run - o < hb ? run - o : hb;
-        memcpy(w + (d + o - rb), s + o, n);
-        char *lim = (char *)((uintptr_t)(d + o + n) & ~(uintptr_t)63);
-        if (f < lim && ((uintptr_t)f & 63)) {
-            size_t k = 64 - ((uintptr_t)f & 63);
-            memcpy(f, w + (f - rb), k), f += k;
-        }
-#if defined(__SSE2__)
-        for (; f < lim; f += 64)
-            for (int k = 0; k < 64; k += 16)
-                _mm_stream_si128((__m128i *)(f + k),
-                                 _mm_load_si128((const __m128i *)(w + (f - rb) + k)));
-#endif
-    }
-    if (f < d + run) memcpy(f, w + (f - rb), (size_t)(d + run - f));
-}
-
-enum { M_MEMCPY, M_NT, M_TOKNT, M_GRPNT, M_TOKCP, M_GRPCP, M_TOKW0, M_TOKW2K, NM };
-static const char *g_names[NM] = {"memcpy", "ntcopy", "tok-nt", "grp-nt",
-                                  "tok-cp", "grp-cp", "tok-w0", "tok-w2k"};
+enum { M_MEMCPY, M_NT, M_TOKNT, M_GRPNT, M_TOKCP, M_GRPCP, NM };
+static const char *g_names[NM] = {"memcpy", "ntcopy", "tok-nt", "grp-nt", "tok-cp", "grp-cp"};
 #define MAXR 4000
-#define HB 1024 /* bytes per row through the window (a 16-bit head of 512) */
 static double g_t[NM][MAXR];
 
 static void run_mode(int m, char *y, const char *x, size_t N, size_t G, size_t row, size_t run,
-                     size_t total, size_t hb, char *win) {
+                     size_t total) {
     switch (m) {
     case M_MEMCPY: memcpy(y, x, total); break;
     case M_NT: nt_copy(y, x, total), fence(); break;
@@ -116,14 +89,6 @@ static void run_mode(int m, char *y, const char *x, size_t N, size_t G, size_t r
                     memcpy(d, s, run);
             }
         if (m == M_TOKNT) fence();
-        break;
-    case M_TOKW0:
-    case M_TOKW2K:
-        for (size_t n = 0; n < N; ++n)
-            for (size_t g = 0; g < G; ++g)
-                win_run(y + (g * N + n) * run, x + n * row + g * run, run, hb, win,
-                        m == M_TOKW0 ? 0 : 2048);
-        fence();
         break;
     default:
         for (size_t g = 0; g < G; ++g)
@@ -142,30 +107,24 @@ static void run_mode(int m, char *y, const char *x, size_t N, size_t G, size_t r
 
 int main(int argc, char **argv) {
     if (argc < 8) {
-        fprintf(stderr, "usage: %s N F G ES XOFF YOFF SECONDS\n", argv[0]);
+        fprintf(stderr, "usage: %s N F G ES XOFF YOFF SECONDS [HUGE]\n", argv[0]);
         return 2;
     }
     const size_t N = (size_t)atol(argv[1]), F = (size_t)atol(argv[2]), G = (size_t)atol(argv[3]);
     const size_t es = (size_t)atol(argv[4]), xo = (size_t)atol(argv[5]), yo = (size_t)atol(argv[6]);
     const double sec = atof(argv[7]);
+    if (argc > 8) g_huge = atoi(argv[8]);
     if (!N || !F || !G || F % G || !es || xo > 63 || yo > 63) {
         fprintf(stderr, "bad arguments\n");
         return 2;
     }
     const size_t row = F * es, run = row / G, total = N * row;
     char *x = (char *)xalloc(total) + xo, *y = (char *)xalloc(total) + yo;
-    const size_t hb = HB > run ? run : HB;
-    static char win_area[(64 << 10) + 8192] __attribute__((aligned(4096)));
-    char *win = win_area;
-    if (run > (64 << 10)) {
-        fprintf(stderr, "runs above 64 KiB not supported\n");
-        return 2;
-    }
     for (size_t i = 0; i < total; ++i) /* distinct bytes: the check below sees misplaced runs */
         x[i] = (char)(i * 2654435761u >> 13);
     for (int m = 0; m < NM; ++m) { /* every mode writes the regroup's output */
         memset(y, 0, total);
-        run_mode(m, y, x, N, G, row, run, total, hb, win);
+        run_mode(m, y, x, N, G, row, run, total);
         int bad = 0;
         for (size_t n = 0; n < N && !bad; ++n)
             for (size_t g = 0; g < G && !bad; ++g)
@@ -181,7 +140,7 @@ int main(int argc, char **argv) {
         for (int k = 0; k < NM; ++k) {
             const int m = (k + r) % NM;
             const double t0 = now_s();
-            run_mode(m, y, x, N, G, row, run, total, hb, win);
+            run_mode(m, y, x, N, G, row, run, total);
             g_t[m][r] = now_s() - t0;
         }
         ++r;
@@ -189,6 +148,12 @@ int main(int argc, char **argv) {
     printf("N %zu F %zu G %zu es %zu x +%zu y +%zu: %.1f MB copied, %d rounds; us min (median), "
            "memcpy min / min\n",
            N, F, G, es, xo, yo, (double)total * 1e-6, r);
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "AnonHugePages:", 14))
+            printf("  (huge pages %s) %s", g_huge ? "asked" : "refused", line);
+    if (f) fclose(f);
     for (int m = 0; m < NM; ++m)
         qsort(g_t[m], (size_t)r, sizeof(double), cmp_d);
     for (int m = 0; m < NM; ++m)
