@@ -1247,7 +1247,7 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
     /* MRoPE's pipelined tile kernel (src/cuda/mrope_pipe.cuh) where the tile kernel would run */
     const int mk = tile && p->rows == RK_ROWS_MROPE ? mrope_kernel(p) : 0;
     const bool pipe = mk > 0 && !p->interleaved && p->R == p->H && a.small && tile_per_tok >= h &&
-                      mrope_pipe_shm(a, tile_thr, mk) <= 200 * 1024;
+                      mrope_pipe_shm(a) <= 48 * 1024;
 #define RK_ROT(DT_, TDT_)                                                                        \
     return bulk && bulk_built<DT_, TDT_>(a) ? launch_rotary_bulk<DT_, TDT_>(a, st)              \
            : pipe ? launch_rotary_pipe<DT_, TDT_>(a, tile_thr, mk, st)                           \
