@@ -50,7 +50,9 @@
  *   environment (read once per process) makes the three rotary operators use that kernel on every
  *   call it can take (contiguous, 16-byte-aligned channels; tile: a token's threads fit one
  *   block; bulk: sm_90 or newer, not MRotaryEmbedding); same bits. Unset or any other value: the
- *   library chooses per call.
+ *   library chooses per call. ROPEKIT_CUDA_MROPE=tile, =pipe or =pipe56 picks MRotaryEmbedding's
+ *   kernel (the tile kernel or the pipelined one, uncapped or capped at 56 registers) on every
+ *   call that the tile kernel would take; same bits.
  *
  * Thread safety: as the CPU library. Calls on different streams may run concurrently.
  * Requires a GPU of compute capability 8.0 or newer (the library carries sm_80 and sm_90 code).
