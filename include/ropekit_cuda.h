@@ -43,8 +43,9 @@
  *   half-warp lane per CPU lane, the same butterfly), so it gives the CPU's bits too, except that
  *   logf in the fp8 block scale is CUDA's (within 1 ulp): the two can differ only when amax/448 is
  *   within an ulp of a power of two (see ropekit.h 3.4). tests/cuda/check_cuda measured 0 ulp of
- *   difference for every operator, option and dtype. NaN inputs give NaN; the payload of a
- *   float16 NaN output may differ from the CPU's.
+ *   difference for every operator, option and dtype. NaN inputs give NaN; the sign and payload
+ *   of a float16 NaN output, and of a bfloat16 NaN output of RotaryEmbedding with bfloat16
+ *   tables, may differ from the CPU's (ropekit.h section 5 leaves them unspecified).
  *
  * Kernel override (tests and benchmarks): ROPEKIT_CUDA_ROTARY_KERNEL=flat, =tile or =bulk in the
  *   environment (read once per process) makes the three rotary operators use that kernel on every

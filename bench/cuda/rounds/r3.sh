@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Device round R3 (session c-rot 7, 2026-12-02 07:00 UTC; the final measurements for
-# bench/results-cuda.md), run as .dev/rounds/c-rot/round.sh under a 90 s share. Files
+# bench/results-cuda.md), run as .dev/rounds/c-rot/round.sh under a 120 s share. Files
 # (pack.sh): bin/ (check_cuda, bench_cuda), lib/ (this revision), lib-base/ (main 28d0a66's
 # libropekit_cuda: the session's start). check_cuda and compute-sanitizer memcheck with the
 # default kernel choice and each kernel forced (ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile|bulk; the
 # eight runs concurrently, they are correctness runs), three alternating rounds base / this
 # revision on the rotary rows (prefill, Phi-2, decode; MRoPE: c-mr's round), bench_torch.py
-# (the PyTorch peers on the same rows, same call) last, alone.
+# (the PyTorch peers on the same rows, same call; TORCH_LOGS=output_code: the Triton kernels'
+# code into torch_code.log), then Nsight Compute on the rows below their targets (final
+# kernels) and on the decode kernels of ropekit and FlashInfer (c-fi's bench_flashinfer).
 set -u
-T0=$(date +%s); END=$((T0 + 80))
+T0=$(date +%s); END=$((T0 + 110))
 left() { local l=$((END - $(date +%s))); [ $l -lt 1 ] && l=1; [ $l -gt $1 ] && l=$1; echo $l; }
 S=$(cd "$(dirname "$0")" && pwd)
 D=/tmp/c-rot-d; rm -rf $D; mkdir -p $D; cp -r $S/bin $S/lib $S/lib-base $S/*.py $D/; chmod +x $D/bin/*
@@ -45,10 +47,28 @@ for i in 1 2 3; do
   stamp "ab round $i"
 done
 python3 $D/ab_summary.py $L/ab >$L/ab.md 2>&1
-PYTHONUNBUFFERED=1 timeout $(left 60) python3 $D/bench_torch.py 'prefill|Phi-2|decode B=256' >$L/torch.log 2>&1; stamp "torch rc=$?"
+TORCH_LOGS=output_code PYTHONUNBUFFERED=1 timeout $(left 55) python3 $D/bench_torch.py 'prefill|Phi-2|decode B=256' >$L/torch.log 2>$L/torch_code.log; stamp "torch rc=$?"
+xz -9 $L/torch_code.log 2>/dev/null
+NCU="ncu --clock-control none -s 3 -c 1 --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats --section ComputeWorkloadAnalysis"
+nc() { local n=$1 f=$2; shift 2
+  [ $(left 10) -lt 7 ] && return 0
+  echo "==== $n row: $f" >>$L/ncu.log
+  env "$@" timeout $(left 8) $NCU -k regex:rotary $B/bench_cuda "$f" >>$L/ncu.log 2>&1; stamp "ncu $n $f rc=$?"; }
+FI=$PWD/.dev/rounds/c-fi
+if [ -x $FI/bin/bench_flashinfer ] && [ $(left 12) -ge 9 ]; then
+  mkdir -p $D/fi; cp -r $FI/bin $FI/lib $D/fi/ 2>/dev/null; chmod +x $D/fi/bin/*
+  echo "==== flashinfer + ropekit, decode B=256 f16 (caches as they are)" >>$L/ncu.log
+  env LD_LIBRARY_PATH=$D/lib:$D/fi/lib timeout $(left 10) ncu --clock-control none --cache-control none -k 'regex:BatchQKApply|rotary_' -s 0 -c 2 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section InstructionStats --section ComputeWorkloadAnalysis \
+    $D/fi/bin/bench_flashinfer 'decode B=256' >>$L/ncu.log 2>&1; stamp "ncu flashinfer decode rc=$?"
+fi
+nc tile-fin "Llama-3-8B prefill B=1 S=4096 32+8 x128 bfloat16/bfloat16"
+nc tile "Llama-3-8B prefill B=1 S=8192 32+8 x128 float16/float16"
+nc bulk "Phi-2 partial B=1 S=8192 32+32 x80 R32 float16/float16"
 python3 $D/table.py $L/ab $L/torch.log 0base 1new >$L/table.md 2>&1
 tar czf $OUT/logs.tgz -C $L .
 cat $L/gpu.txt $L/summary.txt; grep -E "flat|tile|bulk" $L/regs.txt
 sed -e 's/bfloat16/bf16/g; s/float16/f16/g; s/float32/f32/g' $L/ab.md
 grep -E "^\|" $L/torch.log | cut -c1-140
+grep -E "^==== |Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Theoretical Occ|Eligible Warps|Issued Warp|Executed Instructions   |Block Size|Grid Size|rotary_|BatchQK|Pipe|pipe" $L/ncu.log 2>/dev/null | head -90
 cat $L/table.md
