@@ -25,15 +25,15 @@ echo "t=$(( $(date +%s) - T0 ))s start bench_cuda"
 timeout $(left 20) $D/bin/bench_cuda "$ROWS" \
   >$OUT/bench_cuda.md 2>&1; echo "bench_cuda rc=$?"
 # Nsight Compute: the first FlashInfer and the first ropekit launch of a row (the agreement
-# calls; float16): decode B=256 with caches as they are (L2-resident, as in a decode step),
-# Llama S=8192 with caches flushed
+# calls; float16): Phi-2 with caches flushed, decode B=64 with caches as they are (L2-resident,
+# as in a decode step). R2 profiled decode B=256 and Llama S=8192 the same way.
 SECS="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis"
 if [ "${NCU:-1}" = 1 ]; then
-  for row in "decode B=256:none" "Llama-3-8B prefill B=1 S=8192:all"; do
+  for row in "Phi-2:all" "decode B=64:none"; do
     [ $(left 30) -ge 8 ] || break
     echo "t=$(( $(date +%s) - T0 ))s start ncu ${row%:*}"
-    timeout $(left 20) ncu --clock-control none --cache-control ${row##*:} -k 'regex:BatchQKApply|rotary_' -s 0 -c 2 $SECS \
-      $D/bin/bench_flashinfer "${row%:*}" >"$OUT/ncu-${row%% *}.txt" 2>&1; echo "ncu rc=$?"
+    timeout $(left 20) ncu --clock-control none --cache-control ${row##*:} -k 'regex:BatchQKApply|RopeQuantize|rotary_' -s 0 -c 2 $SECS \
+      $D/bin/bench_flashinfer "${row%:*}" >"$OUT/ncu-$(echo "${row%:*}" | tr -c 'A-Za-z0-9\n' '_').txt" 2>&1; echo "ncu rc=$?"
   done
 fi
 echo "t=$(( $(date +%s) - T0 ))s done"
