@@ -8,10 +8,13 @@
  *                 to --offset)
  *
  * Bytes moved per call: read x + write y + the cos/sin values once per token (QKNorm: query,
- * kv, their outputs, cos/sin; the regroup: input, output, cos/sin). The memcpy copies half of
- * those bytes (so it also moves them: read + write). Times are medians of batches after a
- * warm-up; decode shapes fit in cache and are reported per call. The variant is the library's
- * (ROPEKIT_CPU_VARIANT=ref|avx2|avx512 to force one). */
+ * kv, their outputs, cos/sin; the regroup: input, output, cos/sin). The copy moves the same
+ * bytes (half of them read, half written): the faster of glibc's memcpy and a streaming-store
+ * copy, both timed. Large rows are timed cold (bench_mem.h: every call and every copy takes the
+ * next of K copies of its large buffers, >= 768 MiB in all, so none starts with its operands in
+ * the caches); ROPEKIT_BENCH_HOT=1 reuses one set (the method before session 7). Times are
+ * medians of batches after a warm-up; decode shapes fit in cache and are reported per call, in
+ * cache. The variant is the library's (ROPEKIT_CPU_VARIANT=ref|avx2|avx512 to force one). */
 #define _GNU_SOURCE /* madvise, MADV_HUGEPAGE */
 #include <math.h>
 #include <pthread.h>
@@ -22,29 +25,14 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "ropekit.h"
 #include "bench_data.h"
+#include "bench_mem.h"
+#include "ropekit.h"
 
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* Large buffers get transparent huge pages where the kernel offers them on request, as numpy
- * and PyTorch ask for them: the memcpy, ropekit and ORT (numpy arrays) all see the same pages. */
-static void *xalloc(size_t n) {
-    void *p = NULL;
-    size_t align = n >= ((size_t)4 << 20) ? (size_t)2 << 20 : 64;
-    if (posix_memalign(&p, align, n ? n : 64) != 0) {
-        fprintf(stderr, "out of memory (%zu bytes)\n", n);
-        exit(2);
-    }
-#ifdef MADV_HUGEPAGE
-    if (align > 64) (void)madvise(p, n, MADV_HUGEPAGE);
-#endif
-    memset(p, 0, n);
-    return p;
 }
 
 /* ---- memcpy over T threads (helpers sleep on a condition variable between copies; copies
@@ -54,6 +42,7 @@ typedef struct copy_job {
     char *dst;
     const char *src;
     size_t n;
+    int nt; /* streaming stores (bm_nt_copy) instead of memcpy */
 } copy_job;
 static copy_job g_copy;
 static pthread_mutex_t g_copy_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -66,7 +55,10 @@ static pthread_t g_copy_tid[16];
 static void copy_part(int i, int parts) {
     size_t b = g_copy.n * (size_t)i / (size_t)parts, e = g_copy.n * (size_t)(i + 1) / (size_t)parts;
     b &= ~(size_t)63, e = i == parts - 1 ? g_copy.n : e & ~(size_t)63;
-    memcpy(g_copy.dst + b, g_copy.src + b, e - b);
+    if (g_copy.nt)
+        bm_nt_copy(g_copy.dst + b, g_copy.src + b, e - b);
+    else
+        memcpy(g_copy.dst + b, g_copy.src + b, e - b);
 }
 
 static void *copy_worker(void *arg) {
@@ -103,10 +95,10 @@ static void copy_threads_stop(void) {
         pthread_join(g_copy_tid[i], NULL);
     g_copy_threads = 1;
 }
-static void par_memcpy(void *dst, const void *src, size_t n) {
-    g_copy.dst = dst, g_copy.src = src, g_copy.n = n;
+static void par_copy(void *dst, const void *src, size_t n, int nt) {
+    g_copy.dst = dst, g_copy.src = src, g_copy.n = n, g_copy.nt = nt;
     if (g_copy_threads == 1 || 2 * n < 1024 * 1024) {
-        memcpy(dst, src, n);
+        copy_part(0, 1);
         return;
     }
     pthread_mutex_lock(&g_copy_mu);
@@ -145,41 +137,44 @@ static int calibrate(call_fn f, void *ctx, double *one_out) {
     return one < 1e-3 ? (int)(1e-3 / one) + 1 : 1;
 }
 
-/* Median seconds per call of f and of g, their batches alternating (so a burst of load on the
- * shared machine hits both), after a warm-up. */
-static void time_pair(call_fn f, void *fc, call_fn g, void *gc, double *tf, double *tg, double *bf,
-                      double *bg) {
-    double of, og;
-    int kf = calibrate(f, fc, &of), kg = calibrate(g, gc, &og);
-    int batches = (int)(g_budget / (of * kf + og * kg)) + 1;
+/* Median (med) and fastest (best) seconds per call of each of the n items, their batches
+ * alternating (so a burst of load on the shared machine hits all), after a warm-up. */
+#define MAXITEM 3
+static void time_items(int n, call_fn *f, void **ctx, double *med, double *best) {
+    double one[MAXITEM], per_round = 0;
+    int k[MAXITEM];
+    for (int i = 0; i < n; ++i)
+        k[i] = calibrate(f[i], ctx[i], &one[i]), per_round += one[i] * k[i];
+    int batches = (int)(g_budget / per_round) + 1;
     if (batches < 7) batches = 7;
     if (batches > 2001) batches = 2001;
-    double *v = malloc(sizeof(double) * (size_t)batches),
-           *w = malloc(sizeof(double) * (size_t)batches);
-    for (int b = 0; b < batches; ++b) {
-        double t0 = now_s();
-        for (int i = 0; i < kf; ++i)
-            f(fc);
-        double t1 = now_s();
-        for (int i = 0; i < kg; ++i)
-            g(gc);
-        double t2 = now_s();
-        v[b] = (t1 - t0) / kf, w[b] = (t2 - t1) / kg;
+    double *v[MAXITEM];
+    for (int i = 0; i < n; ++i)
+        v[i] = malloc(sizeof(double) * (size_t)batches);
+    for (int b = 0; b < batches; ++b)
+        for (int i = 0; i < n; ++i) {
+            double t0 = now_s();
+            for (int r = 0; r < k[i]; ++r)
+                f[i](ctx[i]);
+            v[i][b] = (now_s() - t0) / k[i];
+        }
+    for (int i = 0; i < n; ++i) {
+        qsort(v[i], (size_t)batches, sizeof(double), cmp_d);
+        med[i] = v[i][batches / 2], best[i] = v[i][0];
+        free(v[i]);
     }
-    qsort(v, (size_t)batches, sizeof(double), cmp_d);
-    qsort(w, (size_t)batches, sizeof(double), cmp_d);
-    *tf = v[batches / 2], *tg = w[batches / 2];
-    *bf = v[0], *bg = w[0];
-    free(v), free(w);
 }
 
+/* the copies: the next pair of the pool per call (one pair for small rows: in cache) */
 typedef struct copy_ctx {
-    void *dst, *src;
-    size_t n;
+    bm_copies *pool;
+    int nt;
 } copy_ctx;
 static void call_copy(void *ctx) {
     copy_ctx *c = (copy_ctx *)ctx;
-    par_memcpy(c->dst, c->src, c->n);
+    bm_copies *p = c->pool;
+    par_copy(p->dst[p->next], p->src[p->next], p->n, c->nt);
+    p->next = (p->next + 1) % p->k;
 }
 
 /* ---- shapes ------------------------------------------------------------------------------- */
@@ -243,12 +238,26 @@ static void call_op(void *ctx) {
         exit(1);
     }
 }
+/* the call on the next of the row's K buffer sets */
+typedef struct rot_ctx {
+    run_ctx *c;
+    int k, next;
+} rot_ctx;
+static void call_rot(void *ctx) {
+    rot_ctx *r = (rot_ctx *)ctx;
+    call_op(&r->c[r->next]);
+    r->next = (r->next + 1) % r->k;
+}
+static run_ctx g_ctx[BM_MAXK];
+static bm_set g_set[BM_MAXK];
 
 typedef struct result {
     const char *shape, *dtype;
     int threads;
-    double sec, bytes, copy_sec;
+    double sec, bytes, copy_sec;    /* copy: the faster of memcpy and the streaming copy */
     double best_sec, best_copy_sec; /* fastest batch: less sensitive to a busy machine */
+    double memcpy_sec, nt_sec;
+    int sets; /* buffer sets the calls rotate over (1: in cache) */
 } result;
 
 static const char *dname(ropekit_dtype t) {
@@ -262,16 +271,17 @@ static result bench_one(const shape *sh, ropekit_dtype T, int threads) {
     c.kind = sh->kind;
     const int64_t B = sh->B, S = sh->S, N = sh->N, H = sh->H, R = sh->R, h = R / 2;
     double bytes = 0;
-    void *bufs[8] = {0};
-    int nb = 0;
+    bm_set *set = &g_set[0];
+    bm_reset();
+    memset(set, 0, sizeof *set);
     if (sh->kind == K_ROTARY || sh->kind == K_MROPE) {
         int64_t P = S < 4096 ? 4096 : S;
         size_t nx = (size_t)(B * S * N * H);
-        void *x = (char *)(bufs[nb++] = xalloc(nx * es + 128)) + g_xoff;
-        void *y = (char *)(bufs[nb++] = xalloc(nx * es + 128)) + g_yoff;
+        void *x = (char *)bm_set_alloc(set, nx * es + 128) + g_xoff;
+        void *y = (char *)bm_set_alloc(set, nx * es + 128) + g_yoff;
         fill(x, T, nx, -2, 2);
-        void *tc = bufs[nb++] = xalloc((size_t)(P * h) * es),
-             *ts = bufs[nb++] = xalloc((size_t)(P * h) * es);
+        void *tc = bm_set_alloc(set, (size_t)(P * h) * es),
+             *ts = bm_set_alloc(set, (size_t)(P * h) * es);
         fill_cos_sin(tc, ts, T, (size_t)(P * h)); /* a true rotation: in place keeps |x| */
         int64_t xs[3] = {B, S, N * H}, tsh[2] = {P, h};
         c.x = ropekit_tensor_contiguous(x, T, 3, xs);
@@ -283,7 +293,7 @@ static result bench_one(const shape *sh, ropekit_dtype T, int threads) {
         }
         if (sh->packed) { /* (B, S, (N + N/5) * H): q and k heads, then v (8 of 40 heads) */
             int64_t row = (N + N / 5) * H;
-            void *qkv = (char *)(bufs[nb++] = xalloc((size_t)(B * S * row) * es + 128)) + g_xoff;
+            void *qkv = (char *)bm_set_alloc(set, (size_t)(B * S * row) * es + 128) + g_xoff;
             fill(qkv, T, (size_t)(B * S * row), -2, 2);
             c.x = (ropekit_tensor){qkv, T, 3, {B, S, N * H}, {S * row, row, 1}};
             c.y = c.x;
@@ -298,7 +308,7 @@ static result bench_one(const shape *sh, ropekit_dtype T, int threads) {
             c.sin = ropekit_tensor_contiguous(ts, T, 3, t3);
         }
         int streams = sh->kind == K_MROPE ? 3 : 1;
-        int64_t *pos = bufs[nb++] = xalloc((size_t)(streams * B * S) * 8);
+        int64_t *pos = bm_set_alloc(set, (size_t)(streams * B * S) * 8);
         for (int64_t i = 0; i < streams * B * S; ++i)
             pos[i] = S == 1 ? (int64_t)(urand() * (double)(P - 1)) : (i % S);
         if (sh->kind == K_MROPE) {
@@ -313,12 +323,12 @@ static result bench_one(const shape *sh, ropekit_dtype T, int threads) {
         bytes = 2.0 * (double)nx * (double)es + (double)(B * S * R) * (double)es;
     } else if (sh->kind == K_QKNORM) {
         size_t nq = (size_t)(B * S * N * H), nk = (size_t)(B * S * H), nt = (size_t)(B * S * R);
-        void *q = (char *)(bufs[nb++] = xalloc(nq * es + 128)) + g_xoff;
-        void *qo = (char *)(bufs[nb++] = xalloc(nq * es + 128)) + g_yoff;
-        void *kv = (char *)(bufs[nb++] = xalloc(nk * es + 128)) + g_xoff;
-        void *kvo = (char *)(bufs[nb++] = xalloc(nk * es + 128)) + g_yoff;
-        float *w = bufs[nb++] = xalloc((size_t)H * 4);
-        float *cs = bufs[nb++] = xalloc(nt * 4), *sn = bufs[nb++] = xalloc(nt * 4);
+        void *q = (char *)bm_set_alloc(set, nq * es + 128) + g_xoff;
+        void *qo = (char *)bm_set_alloc(set, nq * es + 128) + g_yoff;
+        void *kv = (char *)bm_set_alloc(set, nk * es + 128) + g_xoff;
+        void *kvo = (char *)bm_set_alloc(set, nk * es + 128) + g_yoff;
+        float *w = bm_set_alloc(set, (size_t)H * 4);
+        float *cs = bm_set_alloc(set, nt * 4), *sn = bm_set_alloc(set, nt * 4);
         fill(q, T, nq, -2, 2), fill(kv, T, nk, -2, 2),
             fill(w, ROPEKIT_FLOAT32, (size_t)H, 0.5, 1.5);
         fill(cs, ROPEKIT_FLOAT32, nt, -1, 1), fill(sn, ROPEKIT_FLOAT32, nt, -1, 1);
@@ -334,9 +344,9 @@ static result bench_one(const shape *sh, ropekit_dtype T, int threads) {
     } else {
         int64_t T_ = S * B, F = N * H, G = sh->groups;
         size_t nx = (size_t)(T_ * F), nt = (size_t)(T_ * R);
-        void *x = (char *)(bufs[nb++] = xalloc(nx * es + 128)) + g_xoff;
-        void *o = (char *)(bufs[nb++] = xalloc(nx * es + 128)) + g_yoff;
-        float *cs = bufs[nb++] = xalloc(nt * 4), *sn = bufs[nb++] = xalloc(nt * 4);
+        void *x = (char *)bm_set_alloc(set, nx * es + 128) + g_xoff;
+        void *o = (char *)bm_set_alloc(set, nx * es + 128) + g_yoff;
+        float *cs = bm_set_alloc(set, nt * 4), *sn = bm_set_alloc(set, nt * 4);
         fill(x, T, nx, -2, 2), fill(cs, ROPEKIT_FLOAT32, nt, -1, 1),
             fill(sn, ROPEKIT_FLOAT32, nt, -1, 1);
         c.x = ropekit_tensor_contiguous(x, T, 2, (int64_t[]){T_, F});
@@ -347,17 +357,38 @@ static result bench_one(const shape *sh, ropekit_dtype T, int threads) {
         bytes = 2.0 * (double)nx * (double)es + 2.0 * (double)nt * 4;
     }
     ropekit_set_num_threads(threads);
-    result r = {sh->name, dname(T), threads, 0, bytes, 0, 0, 0};
-    /* memcpy of half the bytes (read + write = the same bytes moved), same thread count */
+    result r = {sh->name, dname(T), threads, 0, bytes, 0, 0, 0, 0, 0, 1};
+    const char *hot_env = getenv("ROPEKIT_BENCH_HOT");
+    const int hot = hot_env && *hot_env == '1';
+    const size_t large = bm_set_large_bytes(set);
+    const int K = hot ? 1 : bm_sets_for(large);
+    g_ctx[0] = c;
+    for (int k = 1; k < K; ++k) { /* the same call on clones of the large buffers */
+        bm_clone(set, &g_set[k]);
+        g_ctx[k] = c;
+        ropekit_tensor *t[] = {&g_ctx[k].x,   &g_ctx[k].y,  &g_ctx[k].cos, &g_ctx[k].sin,
+                               &g_ctx[k].pos, &g_ctx[k].kv, &g_ctx[k].kvo, &g_ctx[k].w};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; ++i)
+            if (t[i]->data) t[i]->data = bm_rebase(t[i]->data, set, &g_set[k]);
+    }
+    r.sets = K;
+    rot_ctx rc = {g_ctx, K, 0};
+    /* copies of half the bytes (read + write = the same bytes moved), same thread count, at the
+     * arrays' offsets, cold (pairs rotated) where the row is */
     size_t half = (size_t)(bytes / 2);
-    copy_ctx cc = {xalloc(half), xalloc(half), half};
-    memset(cc.src, 1, half);
+    bm_copies pool;
+    bm_copies_init(&pool, half, (size_t)g_xoff, (size_t)g_yoff, !hot && large > 0);
+    copy_ctx cm = {&pool, 0}, cn = {&pool, 1};
     copy_threads_start(threads);
-    time_pair(call_op, &c, call_copy, &cc, &r.sec, &r.copy_sec, &r.best_sec, &r.best_copy_sec);
+    call_fn f[3] = {call_rot, call_copy, call_copy};
+    void *ctx[3] = {&rc, &cm, &cn};
+    double med[3], best[3];
+    time_items(3, f, ctx, med, best);
     copy_threads_stop();
-    free(cc.dst), free(cc.src);
-    for (int i = 0; i < nb; ++i)
-        free(bufs[i]);
+    r.sec = med[0], r.best_sec = best[0];
+    r.memcpy_sec = med[1], r.nt_sec = med[2];
+    r.copy_sec = med[1] < med[2] ? med[1] : med[2];
+    r.best_copy_sec = best[1] < best[2] ? best[1] : best[2];
     return r;
 }
 
@@ -409,12 +440,13 @@ int main(int argc, char **argv) {
     if (json)
         printf("{\"variant\": \"%s\", \"results\": [\n", variant);
     else {
-        printf("variant %s; median per call; GB/s = bytes moved / time; ratio = that / memcpy "
-               "GB/s of the same bytes, same threads; best = the same ratio from the fastest "
-               "batches\n",
+        printf("variant %s; median per call; GB/s = bytes moved / time; ratio = that / the copy's "
+               "GB/s (the faster of memcpy and a streaming copy of the same bytes, same threads, "
+               "same cache state); best = the same ratio from the fastest batches; sets: buffer "
+               "sets rotated (1: in cache)\n",
                variant);
-        printf("%-22s %-5s %3s %12s %10s %9s %9s %8s %8s\n", "shape", "dtype", "thr", "time",
-               "MB moved", "GB/s", "memcpy", "ratio", "best");
+        printf("%-22s %-5s %3s %12s %10s %9s %9s %8s %8s %8s %8s %4s\n", "shape", "dtype", "thr",
+               "time", "MB moved", "GB/s", "copy", "ratio", "best", "memcpy", "ntcopy", "sets");
     }
     shape shapes[64];
     char names[64][32];
@@ -437,24 +469,25 @@ int main(int argc, char **argv) {
                 result r = bench_one(&shapes[s], dts[d], threads[t]);
                 double gbs = r.bytes / r.sec * 1e-9, cgbs = r.bytes / r.copy_sec * 1e-9;
                 if (json) {
-                    printf(
-                        "%s  {\"shape\": \"%s\", \"dtype\": \"%s\", \"threads\": %d, "
-                        "\"seconds\": %.9g, \"bytes\": %.0f, \"gbps\": %.4g, "
-                        "\"memcpy_seconds\": %.9g, \"memcpy_gbps\": %.4g, \"ratio_memcpy\": %.4g, "
-                        "\"best_seconds\": %.9g, \"best_memcpy_seconds\": %.9g, "
-                        "\"best_ratio_memcpy\": %.4g, \"variant\": \"%s\"}",
-                        first ? "" : ",\n", r.shape, r.dtype, r.threads, r.sec, r.bytes, gbs,
-                        r.copy_sec, cgbs, gbs / cgbs, r.best_sec, r.best_copy_sec,
-                        r.best_copy_sec / r.best_sec, variant);
+                    printf("%s  {\"shape\": \"%s\", \"dtype\": \"%s\", \"threads\": %d, "
+                           "\"seconds\": %.9g, \"bytes\": %.0f, \"gbps\": %.4g, "
+                           "\"copy_seconds\": %.9g, \"copy_gbps\": %.4g, \"ratio_copy\": %.4g, "
+                           "\"best_seconds\": %.9g, \"best_copy_seconds\": %.9g, "
+                           "\"best_ratio_copy\": %.4g, \"memcpy_seconds\": %.9g, "
+                           "\"ntcopy_seconds\": %.9g, \"sets\": %d, \"variant\": \"%s\"}",
+                           first ? "" : ",\n", r.shape, r.dtype, r.threads, r.sec, r.bytes, gbs,
+                           r.copy_sec, cgbs, gbs / cgbs, r.best_sec, r.best_copy_sec,
+                           r.best_copy_sec / r.best_sec, r.memcpy_sec, r.nt_sec, r.sets, variant);
                 } else {
                     char tbuf[32];
                     if (r.sec < 1e-3)
                         snprintf(tbuf, sizeof tbuf, "%.0f ns", r.sec * 1e9);
                     else
                         snprintf(tbuf, sizeof tbuf, "%.3f ms", r.sec * 1e3);
-                    printf("%-22s %-5s %3d %12s %10.2f %9.2f %9.2f %8.2f %8.2f\n", r.shape, r.dtype,
-                           r.threads, tbuf, r.bytes * 1e-6, gbs, cgbs, gbs / cgbs,
-                           r.best_copy_sec / r.best_sec);
+                    printf("%-22s %-5s %3d %12s %10.2f %9.2f %9.2f %8.2f %8.2f %8.2f %8.2f %4d\n",
+                           r.shape, r.dtype, r.threads, tbuf, r.bytes * 1e-6, gbs, cgbs, gbs / cgbs,
+                           r.best_copy_sec / r.best_sec, r.bytes / r.memcpy_sec * 1e-9,
+                           r.bytes / r.nt_sec * 1e-9, r.sets);
                 }
                 fflush(stdout);
                 first = 0;

@@ -6,7 +6,7 @@ GPU time alone, as in bench_cuda), eager and torch.compile. Decode shapes are al
 CUDA graph (torch.cuda.CUDAGraph) so the comparison with bench_cuda's graph figures is fair.
 FlashInfer is not installed on the benchmark machine, so it is not measured (bench/results-cuda.md
 says why).
-Usage: bench_torch.py [substring of a shape name]"""
+Usage: bench_torch.py [substring of a shape name, or several separated by '|']"""
 import os
 import sys
 
@@ -51,7 +51,8 @@ def graph_us(f, k=20):
 def main():
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
-    only = sys.argv[1] if len(sys.argv) > 1 else None  # run only the rows whose name has it
+    # run only the rows whose name has one of the '|'-separated parts
+    only = [p for p in sys.argv[1].split("|") if p] if len(sys.argv) > 1 else None
 
     def table(D, dt):
         inv = 1.0 / (500000.0 ** (torch.arange(0, D, 2, device=dev, dtype=torch.float32) / D))
@@ -84,7 +85,7 @@ def main():
     print("\n| shape (HF arithmetic, tables in x's dtype) | x | eager us | torch.compile us | eager graph us | compile graph us | MB moved | compile TB/s |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for name, B, S, NQ, NK, D, R, mrope, dts, do_compile in shapes:
-        if only and only not in name:
+        if only and not any(p in name for p in only):
             continue
         for dt in dts:
             Rr = R or D

@@ -189,10 +189,14 @@ void rk_cpu_set_parallel_threshold(int64_t bytes) {
 /* Calls that write at least this many bytes in all (whatever the thread count: the last-level
  * cache is shared) bypass the caches with streaming stores, as memcpy does for large copies:
  * their lines would not stay in the caches anyway, and need not be read before they are
- * written. Below it, normal stores: on the Xeon EMR guest a call writing 20 MiB (Phi-2 16-bit,
- * 42 MB moved in all) ran 4-14% faster with them, one writing 32 MiB (BNSH bfloat16) 1.1-1.3x
- * slower (2026-12-01, one thread; the previous rule, 16 MiB per thread, streamed the first). */
-#define RK_STREAM_MIN_BYTES ((int64_t)24 << 20)
+ * written. Below it, normal stores. 8 MiB: on the Xeon EMR guest (300 MiB L3) a call writing
+ * 21 MB (Phi-2 16-bit, 42 MB moved in all) ran 1.29-1.33x faster streamed (R1 of session 7,
+ * one thread, one-process A/B, medians, avx512 and avx2, buffers out of the caches; 1.30x with
+ * its buffers reused); the 24 MiB of session 6 came from timings on reused buffers before
+ * f77bd57 that found it 4-14% slower. */
+#ifndef RK_STREAM_MIN_BYTES /* -D for diagnostic builds */
+#define RK_STREAM_MIN_BYTES ((int64_t)8 << 20)
+#endif
 static _Atomic int64_t g_stream_bytes = RK_STREAM_MIN_BYTES;
 
 void rk_cpu_set_stream_threshold(int64_t bytes) {

@@ -267,7 +267,9 @@ RK_INLINE void pair_scalar(int wide, const char *x, char *y, ropekit_dtype dt, i
 
 /* Table entries per table held for a block of tokens (floats or doubles): a block is as many
  * tokens as fit, so that every head reuses the block's gathered rows. */
+#ifndef RK_TABE /* -D for diagnostic builds */
 #define RK_TABE 1024
+#endif
 #define RK_TB_MAX 64 /* tokens per block at most */
 
 /* bfloat16 rows as even/odd halves of 32-bit words (RK_HAVE_BF16_EO: ld_bf16_eo / st_bf16_eo):

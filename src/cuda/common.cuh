@@ -1,6 +1,7 @@
 /* Shared pieces of libropekit_cuda (the .cu files of src/cuda): element types and their exact
  * conversions, raw and 16-byte accesses with cache hints, 16-bit pair rounding, fast division,
- * the device error state, and the host helpers and per-family launch entries (run_rotary,
+ * the device error state, shared-memory addresses and per-warp mbarriers (the sm_90 bulk-copy
+ * kernels), and the host helpers and per-family launch entries (run_rotary,
  * run_qknorm, run_regroup) that src/cuda/ropekit_cuda.cu's public functions call. Everything
  * here is inline or a declaration: each .cu file compiles its own copy of the device code. */
 #pragma once
@@ -199,6 +200,32 @@ __device__ __forceinline__ unsigned &word(uint4 &v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
+/* ---- shared memory addresses and per-warp mbarriers (the sm_90 bulk-copy kernels: rotary.cu's
+ * bulk kernel, qknorm.cu's TMA kernel) ------------------------------------------------------- */
+
+/* The 32-bit shared-window address of p (PTX .shared operands). */
+__device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+/* A warp's n mbarriers, each expecting `count` arrivals per phase: lane 0 initialises them and
+ * fences the initialisation for the async proxy (the bulk copies complete on them); the warp
+ * then synchronises. Called by the whole warp. */
+__device__ __forceinline__ void warp_mbar_init(unsigned long long *bars, int n, unsigned count) {
+    if ((threadIdx.x & 31) == 0) {
+        for (int i = 0; i < n; ++i)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_u32(bars + i)), "r"(count) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncwarp();
+}
+/* Waits until the mbarrier at `bar` (shared address) has completed the phase of parity `par`. */
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned par) {
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{ .reg .pred P; mbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2; selp.u32 %0, 1, 0, P; }"
+                     : "=r"(done) : "r"(bar), "r"(par) : "memory");
+}
+#endif
+
 /* ---- host side (src/cuda/ropekit_cuda.cu) ------------------------------------------------- */
 
 ropekit_status cuda_fail(cudaError_t e, const char *what);
@@ -209,7 +236,7 @@ inline bool aligned(const void *p, long long elems_ok) { return ((uintptr_t)p % 
  * on x and y in the flat and QKNorm kernels, default 5: x L1::no_allocate, y .cs),
  * ROPEKIT_CUDA_QKNORM_PIECE=8|16 (qknorm_piece), ROPEKIT_CUDA_QKNORM_KERNEL=0..5 and
  * ROPEKIT_CUDA_QKNORM_ITEMS=0..64 (qknorm.cu: qknorm_reg_variant, qknorm_items). The rotary kernels' only override is
- * ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile (ropekit_cuda.h; src/cuda/rotary.cu forced_kernel). */
+ * ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile|bulk (ropekit_cuda.h; src/cuda/rotary.cu forced_kernel). */
 int env_int(const char *name, int lo, int hi, int dflt);
 int flat_hints();
 

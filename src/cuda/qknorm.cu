@@ -600,9 +600,8 @@ __global__ void __launch_bounds__(256, MINB) qknorm_reg_kernel(const QkArgs a) {
  * word t + 8u of their rows, are free of bank conflicts). Needs 16-byte aligned rows. */
 #define RK_QP_RW (8 * RK_QR_MAXW + 8)
 
-__device__ __forceinline__ unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void cp_async_x16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(dst)), "l"(src) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() {
@@ -732,13 +731,7 @@ __global__ void __launch_bounds__(32 * RK_QT_WARPS, MINB) qknorm_tma_kernel(cons
     const unsigned rbytes = (unsigned)a.hd * 2u;
     unsigned long long *bars = reinterpret_cast<unsigned long long *>(qt_smem) + wid * NS;
     unsigned char *wb = qt_smem + 128 + (size_t)wid * NS * 8 * rs;
-    if (lane == 0) {
-#pragma unroll
-        for (int i = 0; i < NS; ++i)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_addr(bars + i)), "r"(8) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncwarp();
+    warp_mbar_init(bars, NS, 8);
     /* The work: items j = 0, 1, ... of one list, the kv batches (rows 8j .. 8j+7 of the T kv
      * rows: a kv batch, whose weight and fp8 passes cost about 4 query batches, comes first) and
      * then the query batches (flat rows T + 8f ..); warp w's k-th item is j = w + k*nw. */
@@ -758,14 +751,14 @@ __global__ void __launch_bounds__(32 * RK_QT_WARPS, MINB) qknorm_tma_kernel(cons
      * stage's barrier completes when all 8 have arrived and all bytes have landed */
     auto issue = [&](long long base, long long lim, int st) {
         if (p != 0) return;
-        const unsigned bar = smem_addr(bars + st);
+        const unsigned bar = smem_u32(bars + st);
         const long long gr = base + g;
         if (gr < lim) {
             long long b, s;
             const raw *x;
             raw *y;
             (void)decode_row<DT>(a, gr, b, s, x, y);
-            const unsigned dst = smem_addr(wb + (size_t)(st * 8 + g) * rs);
+            const unsigned dst = smem_u32(wb + (size_t)(st * 8 + g) * rs);
             asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(rbytes) : "memory");
             asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                          :: "r"(dst), "l"(x), "r"(rbytes), "r"(bar) : "memory");
@@ -786,11 +779,7 @@ __global__ void __launch_bounds__(32 * RK_QT_WARPS, MINB) qknorm_tma_kernel(cons
         const long long base = item(k, lim);
         if (base < 0) break;
         {
-            const unsigned bar = smem_addr(bars + st), par = (phase >> st) & 1u;
-            unsigned done = 0;
-            while (!done)
-                asm volatile("{ .reg .pred P; mbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2; selp.u32 %0, 1, 0, P; }"
-                             : "=r"(done) : "r"(bar), "r"(par) : "memory");
+            mbar_wait(smem_u32(bars + st), (phase >> st) & 1u);
             phase ^= 1u << st;
         }
         const long long gr = base + g;
@@ -928,7 +917,7 @@ __global__ void __launch_bounds__(32 * RK_QT_WARPS, MINB) qknorm_tma_kernel(cons
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             __syncwarp();
             if (p == 0 && gr < lim) {
-                const unsigned src = smem_addr(wb + (size_t)(st * 8 + g) * rs);
+                const unsigned src = smem_u32(wb + (size_t)(st * 8 + g) * rs);
                 asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" :: "l"(y), "r"(src), "r"(rbytes) : "memory");
                 asm volatile("cp.async.bulk.commit_group;" ::: "memory");
             }

@@ -77,6 +77,7 @@ struct RotArgs {
     FastDiv d_h;
     int bulk_nh, bulk_groups; /* bulk kernel: heads per item, items per token */
     int bulk_stage;           /* bulk kernel: bytes of one stage (bulk_nh head rows) */
+    int flat_g1;              /* EXPERIMENT: flat kernel with one head per thread */
 };
 
 #include "mrope.cuh"
@@ -287,9 +288,22 @@ __device__ __forceinline__ void load_cols(const char *base, long long off, long 
  * bfloat16 rows +1.5-2.5 points of the copy on an H200). SKIP keeps that branch for the
  * half-split 16-bit columns: the flat kernel's float16 rows measured 1-4 points slower without
  * it (bench/results-cuda.md), so they keep the earlier code. */
-template <int DT, int TDT, bool IL, int G, bool SKIP>
-__device__ __forceinline__ void rotate_chunk(uint4 (&va)[G], uint4 (&vb)[G], const float *cf,
-                                             const float *sf, unsigned good) {
+/* EXPERIMENT (R1 of session 7): NaN handling of the bfloat16 rounding. NM 0: pack2 (the CPU's
+ * NaN rule, exact bits for NaNs too); 1: pack2_finite (a NaN result is a NaN, payload as the
+ * hardware makes it); 2: pack2_finite, NaN results detected (nan_bits) so the caller redoes the
+ * chunk with NM 0. */
+template <int DT, int NM> __device__ __forceinline__ unsigned pack2_nm(float lo, float hi) {
+    if constexpr (NM == 0) return pack2<DT>(lo, hi);
+    else return pack2_finite<DT>(lo, hi);
+}
+/* bit 15 / 31 set where a bfloat16 half of w is a NaN ((h & 0x7fff) >= 0x7f81; no carry
+ * crosses the halves) */
+__device__ __forceinline__ unsigned nan_bits_bf16(unsigned w) { return (w & 0x7fff7fffu) + 0x007f007fu; }
+
+template <int DT, int TDT, bool IL, int G, bool SKIP, int NM = 0>
+__device__ __forceinline__ unsigned rotate_chunk(uint4 (&va)[G], uint4 (&vb)[G], const float *cf,
+                                                 const float *sf, unsigned good) {
+    unsigned nanacc = 0;
     constexpr bool WIDE = DT == ROPEKIT_FLOAT32 || TDT == ROPEKIT_FLOAT32;
     typedef typename std::conditional<WIDE, double, float>::type W;
     typedef typename Elt<DT>::raw raw;
@@ -318,7 +332,8 @@ __device__ __forceinline__ void rotate_chunk(uint4 (&va)[G], uint4 (&vb)[G], con
                 unsigned &w = word(va[g], j);
                 float y0, y1;
                 rotate<WIDE>(lo_of<DT>(w), hi_of<DT>(w), c, sn, &y0, &y1);
-                const unsigned n = pack2<DT>(y0, y1);
+                const unsigned n = pack2_nm<DT, NM>(y0, y1);
+                if constexpr (NM == 2) nanacc |= nan_bits_bf16(n);
                 w = ok ? n : w;
             }
         }
@@ -336,11 +351,13 @@ __device__ __forceinline__ void rotate_chunk(uint4 (&va)[G], uint4 (&vb)[G], con
                 float ya0, yb0, ya1, yb1;
                 rotate<WIDE>(lo_of<DT>(wa), lo_of<DT>(wb), c0, s0, &ya0, &yb0);
                 rotate<WIDE>(hi_of<DT>(wa), hi_of<DT>(wb), c1, s1, &ya1, &yb1);
-                const unsigned na = pack2<DT>(ya0, ya1), nb = pack2<DT>(yb0, yb1);
+                const unsigned na = pack2_nm<DT, NM>(ya0, ya1), nb = pack2_nm<DT, NM>(yb0, yb1);
+                if constexpr (NM == 2) nanacc |= nan_bits_bf16(na) | nan_bits_bf16(nb);
                 wa = (na & ~keep) | (wa & keep), wb = (nb & ~keep) | (wb & keep);
             }
         }
     }
+    return nanacc & 0x80008000u;
 }
 
 /* Flat kernel for 16-byte chunks (contiguous channels).
@@ -367,7 +384,7 @@ __device__ __forceinline__ void rotate_chunk(uint4 (&va)[G], uint4 (&vb)[G], con
  * (81 -> 84-85%), Phi-2 float32 93.0 -> 90.8 µs. */
 constexpr int FLAT_G = 2;
 
-template <int DT, int TDT, bool IL, int G>
+template <int DT, int TDT, bool IL, int G, int NM>
 __device__ __forceinline__ void rotary_flat_body(const RotArgs &a) {
     typedef typename Elt<DT>::raw raw;
     constexpr int V = 16 / sizeof(raw);
@@ -484,7 +501,7 @@ __device__ __forceinline__ void rotary_flat_body(const RotArgs &a) {
         }
         if (a.inverse) sf[j] = -sf[j];
     }
-    rotate_chunk<DT, TDT, IL, G, DT == ROPEKIT_FLOAT16>(va, vb, cf, sf, good);
+    rotate_chunk<DT, TDT, IL, G, DT == ROPEKIT_FLOAT16, NM>(va, vb, cf, sf, good);
 #pragma unroll
     for (int g = 0; g < G; ++g) {
         if (n0 + g >= a.N) continue;
@@ -496,9 +513,9 @@ __device__ __forceinline__ void rotary_flat_body(const RotArgs &a) {
 
 /* (A cap of 56 registers, 36 warps per SM, spilled 8-40 bytes and lost up to 11% on the
  * bfloat16 rows: R2 of 2026-12-02.) */
-template <int DT, int TDT, bool IL, int G>
+template <int DT, int TDT, bool IL, int G, int NM = 0>
 __global__ void __launch_bounds__(256, 4) rotary_flat_kernel(const RotArgs a) {
-    rotary_flat_body<DT, TDT, IL, G>(a);
+    rotary_flat_body<DT, TDT, IL, G, NM>(a);
 }
 
 /* Tile kernel (16-byte chunks, contiguous channels, as the flat kernel): a block takes `tpb`
@@ -516,16 +533,25 @@ __global__ void __launch_bounds__(256, 4) rotary_flat_kernel(const RotArgs a) {
  * tables need 8 float<->double conversions per pair); G = 2 is faster on MRoPE and on most
  * 16-bit rows, slower on float32 and partial-rotary rows: tile_preferred chooses. */
 constexpr int TILE_G = 2;
-template <int DT, int TDT, bool IL, int G>
+/* EXPERIMENT (R2 of session 7, ROPEKIT_CUDA_EXP_RT=1): RT = the staged columns kept in the
+ * tables' 16-bit type (exact: fetch_cs's values are the table's, scaled and rounded to it, or
+ * negated), 16 bytes per 8 columns, converted by each thread where it uses them (16-bit x,
+ * 16-bit tables, half-split only). */
+template <int DT, int TDT, bool IL, int G, int NM, bool RT = false>
 __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
     typedef typename Elt<DT>::raw raw;
+    typedef typename Elt<TDT>::raw traw;
     constexpr int V = 16 / sizeof(raw);
     constexpr int NC = IL ? V / 2 : V; /* table columns per chunk: 2, 4 or 8 */
+    static_assert(!RT || (sizeof(traw) == 2 && !IL && NC == 8), "RT: 16-bit half-split only");
     extern __shared__ __align__(16) unsigned char smem[];
     const int hp = a.hp; /* row stride of the staged columns, a multiple of 8 */
     float *cw = reinterpret_cast<float *>(smem);
     float *sw = cw + (size_t)a.tpb * hp;
-    unsigned char *ok = reinterpret_cast<unsigned char *>(sw + (size_t)a.tpb * hp);
+    traw *cw16 = reinterpret_cast<traw *>(smem);
+    traw *sw16 = cw16 + (size_t)a.tpb * hp;
+    unsigned char *ok = RT ? reinterpret_cast<unsigned char *>(sw16 + (size_t)a.tpb * hp)
+                           : reinterpret_cast<unsigned char *>(sw + (size_t)a.tpb * hp);
 
     const long long tok0 = (long long)blockIdx.x * a.tpb;
     const int ntok = (int)min((long long)a.tpb, a.T - tok0);
@@ -593,8 +619,13 @@ __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
         }
         float c, sn;
         const bool good = fetch_cs<TDT>(a, bb, ss, k, &c, &sn);
-        cw[t * hp + k] = good ? c : 1.0f;
-        sw[t * hp + k] = good ? sn : 0.0f;
+        if constexpr (RT) {
+            cw16[t * hp + k] = Elt<TDT>::st(good ? c : 1.0f);
+            sw16[t * hp + k] = Elt<TDT>::st(good ? sn : 0.0f);
+        } else {
+            cw[t * hp + k] = good ? c : 1.0f;
+            sw[t * hp + k] = good ? sn : 0.0f;
+        }
         ok[t * hp + k] = good;
     }
     /* out-of-range ids: counted once per (token, stream) */
@@ -611,10 +642,28 @@ __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
     /* the chunk's columns from shared memory (hp and k0 are multiples of NC) */
     float cf[NC], sf[NC];
     unsigned good = 0;
-    {
+    auto read_cols = [&]() {
+        good = 0;
         const float *cp = cw + tl * hp + k0, *sp = sw + tl * hp + k0;
         const unsigned char *op = ok + tl * hp + k0;
-        if constexpr (NC >= 4) {
+        if constexpr (RT) {
+            const uint4 c8 = *reinterpret_cast<const uint4 *>(cw16 + tl * hp + k0);
+            const uint4 s8 = *reinterpret_cast<const uint4 *>(sw16 + tl * hp + k0);
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const unsigned cq = q == 0 ? c8.x : q == 1 ? c8.y : q == 2 ? c8.z : c8.w;
+                const unsigned sq = q == 0 ? s8.x : q == 1 ? s8.y : q == 2 ? s8.z : s8.w;
+                cf[2 * q] = lo_of<TDT>(cq), cf[2 * q + 1] = hi_of<TDT>(cq);
+                sf[2 * q] = lo_of<TDT>(sq), sf[2 * q + 1] = hi_of<TDT>(sq);
+            }
+            const uint2 o = *reinterpret_cast<const uint2 *>(op);
+            unsigned m = 0;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) m |= ((o.x >> (8 * j)) & 1u) << j;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) m |= ((o.y >> (8 * j)) & 1u) << (4 + j);
+            good = m;
+        } else if constexpr (NC >= 4) {
 #pragma unroll
             for (int v = 0; v < NC / 4; ++v) {
                 const float4 c4 = reinterpret_cast<const float4 *>(cp)[v];
@@ -642,8 +691,22 @@ __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
             const unsigned o = *reinterpret_cast<const unsigned short *>(op);
             good = (o & 1u) | ((o >> 7) & 2u);
         }
+    };
+    read_cols();
+    if (rotate_chunk<DT, TDT, IL, G, false, NM>(va, vb, cf, sf, good)) {
+        if constexpr (NM == 2) { /* a NaN result: the chunk again with the CPU's NaN rule */
+#pragma unroll
+            for (int g = 0; g < G; ++g)
+                if (n0 + g < a.N) {
+                    const raw *q = xp + g * a.xs[2];
+                    va[g] = ld_x(q + (IL ? 2 * k0 : k0), hints);
+                    if (!IL) vb[g] = ld_x(q + k0 + a.h, hints);
+                }
+            asm volatile("" ::: "memory"); /* the columns read again: not kept live for this */
+            read_cols();
+            rotate_chunk<DT, TDT, IL, G, false, 0>(va, vb, cf, sf, good);
+        }
     }
-    rotate_chunk<DT, TDT, IL, G, false>(va, vb, cf, sf, good);
 #pragma unroll
     for (int g = 0; g < G; ++g) {
         if (n0 + g >= a.N) continue;
@@ -663,14 +726,16 @@ __device__ __forceinline__ void rotary_tile_body(const RotArgs &a) {
  * 1-3% slower capped; a cap of 40 spilled 16-96 bytes and was 2-20% slower everywhere.
  * (__maxnreg__ excludes __launch_bounds__; 48 registers admit 1024-thread blocks.) */
 constexpr int TILE_CAP = 48;
-template <int DT, int TDT, bool IL, int G>
+template <int DT, int TDT, bool IL, int G, int NM = 0, bool RT = false>
 __global__ void __launch_bounds__(1024) rotary_tile_kernel(const RotArgs a) {
-    rotary_tile_body<DT, TDT, IL, G>(a);
+    rotary_tile_body<DT, TDT, IL, G, NM, RT>(a);
 }
-template <int DT, int TDT, bool IL, int G>
+template <int DT, int TDT, bool IL, int G, int NM = 0, bool RT = false>
 __global__ void __maxnreg__(TILE_CAP) rotary_tile_kernel_capped(const RotArgs a) {
-    rotary_tile_body<DT, TDT, IL, G>(a);
+    rotary_tile_body<DT, TDT, IL, G, NM, RT>(a);
 }
+
+#include "mrope_pipe.cuh"
 
 /* ---- the bulk kernel (sm_90) -----------------------------------------------------------------
  * Work item: bulk_nh consecutive heads of one token (up to BULK_BYTES of x, the token's heads
@@ -704,7 +769,6 @@ __device__ __forceinline__ RbCols rb_cols(const RotArgs &a, long long b, long lo
     return r;
 }
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900 /* (used by the sm_90 kernel body only) */
-__device__ __forceinline__ unsigned rb_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 /* The lane's first unit (its columns are fetched before the item's rows have landed). */
 __device__ __forceinline__ int rb_first(const RotArgs &a, int lane) {
     const int hu = a.h >> 1, CL = hu < 32 ? hu : 32;
@@ -713,7 +777,7 @@ __device__ __forceinline__ int rb_first(const RotArgs &a, int lane) {
 }
 #endif
 
-template <int DT, int TDT, bool IL, int UNR>
+template <int DT, int TDT, bool IL, int UNR, int NM>
 __device__ __forceinline__ void rb_rotate(const RotArgs &a, unsigned char *stage, int nh, long long b,
                                           long long s, int lane, const RbCols &first) {
     constexpr bool WIDE = DT == ROPEKIT_FLOAT32 || TDT == ROPEKIT_FLOAT32;
@@ -743,7 +807,7 @@ __device__ __forceinline__ void rb_rotate(const RotArgs &a, unsigned char *stage
                 rotate<WIDE>(lo_of<DT>(wa), lo_of<DT>(wb), c0, s0, &ya0, &yb0);
                 rotate<WIDE>(hi_of<DT>(wa), hi_of<DT>(wb), c1, s1, &ya1, &yb1);
                 const unsigned keep = (g0 ? 0u : 0xffffu) | (g1 ? 0u : 0xffff0000u);
-                const unsigned na = pack2<DT>(ya0, ya1), nb = pack2<DT>(yb0, yb1);
+                const unsigned na = pack2_nm<DT, NM>(ya0, ya1), nb = pack2_nm<DT, NM>(yb0, yb1);
                 *pa = (na & ~keep) | (wa & keep), *pb = (nb & ~keep) | (wb & keep);
             } else if constexpr (sizeof(raw) == 2) { /* 2 adjacent pairs: word j = pair of column 2c+j */
                 uint2 *pp = reinterpret_cast<uint2 *>(row) + c;
@@ -751,7 +815,7 @@ __device__ __forceinline__ void rb_rotate(const RotArgs &a, unsigned char *stage
                 float y0, y1, z0, z1;
                 rotate<WIDE>(lo_of<DT>(w.x), hi_of<DT>(w.x), c0, s0, &y0, &y1);
                 rotate<WIDE>(lo_of<DT>(w.y), hi_of<DT>(w.y), c1, s1, &z0, &z1);
-                const unsigned n0 = pack2<DT>(y0, y1), n1 = pack2<DT>(z0, z1);
+                const unsigned n0 = pack2_nm<DT, NM>(y0, y1), n1 = pack2_nm<DT, NM>(z0, z1);
                 w.x = g0 ? n0 : w.x, w.y = g1 ? n1 : w.y;
                 *pp = w;
             } else if constexpr (!IL) { /* float32: 2 columns of each half */
@@ -778,7 +842,7 @@ __device__ __forceinline__ void rb_rotate(const RotArgs &a, unsigned char *stage
     }
 }
 
-template <int DT, int TDT, bool IL, int NS, int MINB>
+template <int DT, int TDT, bool IL, int NS, int MINB, int NM = 0>
 __global__ void __launch_bounds__(32 * RK_RB_WARPS, MINB) rotary_bulk_kernel(const RotArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     typedef typename Elt<DT>::raw raw;
@@ -788,13 +852,7 @@ __global__ void __launch_bounds__(32 * RK_RB_WARPS, MINB) rotary_bulk_kernel(con
     unsigned char *wb = rb_smem + 128 + (size_t)wid * NS * a.bulk_stage;
     const unsigned rowb = (unsigned)a.H * (unsigned)sizeof(raw);
     const bool xrun = a.xs[2] == a.H, yrun = a.ys[2] == a.H; /* an item's rows are one run */
-    if (lane == 0) {
-#pragma unroll
-        for (int i = 0; i < NS; ++i)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(rb_smem_addr(bars + i)), "r"(1) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncwarp();
+    warp_mbar_init(bars, NS, 1);
     const long long nw = (long long)gridDim.x * RK_RB_WARPS, w = (long long)blockIdx.x * RK_RB_WARPS + wid;
     const long long items = a.T * a.bulk_groups;
     /* item j -> token (b, s), first head n0, head count nh */
@@ -809,7 +867,7 @@ __global__ void __launch_bounds__(32 * RK_RB_WARPS, MINB) rotary_bulk_kernel(con
         long long b, s;
         int n0, nh;
         decode(j, b, s, n0, nh);
-        const unsigned bar = rb_smem_addr(bars + st);
+        const unsigned bar = smem_u32(bars + st);
         unsigned char *dst = wb + (size_t)st * a.bulk_stage;
         const raw *x = reinterpret_cast<const raw *>(a.x) + b * a.xs[0] + s * a.xs[1] + n0 * a.xs[2];
         if (lane == 0)
@@ -818,11 +876,11 @@ __global__ void __launch_bounds__(32 * RK_RB_WARPS, MINB) rotary_bulk_kernel(con
         if (xrun) {
             if (lane == 0)
                 asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                             :: "r"(rb_smem_addr(dst)), "l"(x), "r"((unsigned)nh * rowb), "r"(bar) : "memory");
+                             :: "r"(smem_u32(dst)), "l"(x), "r"((unsigned)nh * rowb), "r"(bar) : "memory");
         } else {
             for (int r = lane; r < nh; r += 32)
                 asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                             :: "r"(rb_smem_addr(dst + (size_t)r * rowb)), "l"(x + r * a.xs[2]), "r"(rowb), "r"(bar) : "memory");
+                             :: "r"(smem_u32(dst + (size_t)r * rowb)), "l"(x + r * a.xs[2]), "r"(rowb), "r"(bar) : "memory");
         }
     };
 #pragma unroll
@@ -841,17 +899,13 @@ __global__ void __launch_bounds__(32 * RK_RB_WARPS, MINB) rotary_bulk_kernel(con
         const int c1st = rb_first(a, lane);
         if (c1st >= 0) first = rb_cols<TDT>(a, b, s, c1st);
         {
-            const unsigned bar = rb_smem_addr(bars + st), par = (phase >> st) & 1u;
-            unsigned done = 0;
-            while (!done)
-                asm volatile("{ .reg .pred P; mbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2; selp.u32 %0, 1, 0, P; }"
-                             : "=r"(done) : "r"(bar), "r"(par) : "memory");
+            mbar_wait(smem_u32(bars + st), (phase >> st) & 1u);
             phase ^= 1u << st;
         }
         unsigned char *stage = wb + (size_t)st * a.bulk_stage;
         /* out-of-range ids: counted once per token (by the item of its first heads) */
         if (a.err && lane == 0 && n0 == 0 && a.rows != RK_ROWS_TABLE_3D) record_if_bad(a, b, s, 0);
-        rb_rotate<DT, TDT, IL, MINB >= 10 ? 2 : 4>(a, stage, nh, b, s, lane, first);
+        rb_rotate<DT, TDT, IL, MINB >= 10 ? 2 : 4, NM>(a, stage, nh, b, s, lane, first);
         /* the rotated rows (generic-proxy writes) before the bulk stores (async proxy) read them */
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncwarp();
@@ -859,13 +913,13 @@ __global__ void __launch_bounds__(32 * RK_RB_WARPS, MINB) rotary_bulk_kernel(con
         if (yrun) {
             if (lane == 0) {
                 asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
-                             :: "l"(y), "r"(rb_smem_addr(stage)), "r"((unsigned)nh * rowb) : "memory");
+                             :: "l"(y), "r"(smem_u32(stage)), "r"((unsigned)nh * rowb) : "memory");
                 asm volatile("cp.async.bulk.commit_group;" ::: "memory");
             }
         } else if (lane < nh) {
             for (int r = lane; r < nh; r += 32)
                 asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
-                             :: "l"(y + r * a.ys[2]), "r"(rb_smem_addr(stage + (size_t)r * rowb)), "r"(rowb) : "memory");
+                             :: "l"(y + r * a.ys[2]), "r"(smem_u32(stage + (size_t)r * rowb)), "r"(rowb) : "memory");
             asm volatile("cp.async.bulk.commit_group;" ::: "memory");
         }
         /* refill the stage once its bulk stores have read it */
@@ -906,6 +960,21 @@ int forced_kernel() {
     return k;
 }
 
+/* EXPERIMENT (R1 of session 7): ROPEKIT_CUDA_EXP_NAN=1|2 (bfloat16 x, half-split pairs): NaN mode
+ * of the bfloat16 rounding (pack2_nm): 1 = pack2_finite in the tile and bulk kernels;
+ * 2 = pack2_finite with NaN detection and redo in the tile kernel (the others as 0); 3 = as 1 with
+ * the tile kernel uncapped. */
+int exp_nan() {
+    static const int k = env_int("ROPEKIT_CUDA_EXP_NAN", 0, 3, 0);
+    return k;
+}
+
+/* EXPERIMENT (R2 of session 7): ROPEKIT_CUDA_EXP_DEC=1: calls of at most one wave (decode) take
+ * the flat kernel with one head per thread (half-split) instead of 2; 2: the same in blocks of 64. */
+int exp_dec() {
+    static const int k = env_int("ROPEKIT_CUDA_EXP_DEC", 0, 2, 0);
+    return k;
+}
 template <int DT, int TDT>
 ropekit_status launch_rotary_flat(const RotArgs &a, long long threads_total, cudaStream_t st) {
     /* blocks of 128 (full rotary: faster than 256 on the 16-bit rows, finer tail; Llama S=8192
@@ -914,12 +983,14 @@ ropekit_status launch_rotary_flat(const RotArgs &a, long long threads_total, cud
      * pairs level; 64 was slower on Phi-2: H200, R2 of 2026-12-02), or smaller ones when that is
      * needed to give every SM two blocks */
     long long bs = a.copy_items > 0 ? 256 : 128;
+    if (a.flat_g1 && exp_dec() == 2) bs = 64;
     const long long sms = sm_count();
     while (bs > 64 && (threads_total + bs - 1) / bs < 2 * sms) bs /= 2;
     const long long blocks = (threads_total + bs - 1) / bs;
     if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
     const dim3 grid((unsigned)blocks), block((unsigned)bs);
     if (a.interleaved) rotary_flat_kernel<DT, TDT, true, FLAT_G><<<grid, block, 0, st>>>(a);
+    else if (a.flat_g1) rotary_flat_kernel<DT, TDT, false, 1><<<grid, block, 0, st>>>(a);
     else rotary_flat_kernel<DT, TDT, false, FLAT_G><<<grid, block, 0, st>>>(a);
     return launched("rotary kernel launch");
 }
@@ -948,13 +1019,36 @@ constexpr int TILE_THREADS = 128;
 /* The capped tile kernel (TILE_CAP) for every dtype pair but float16 x with float16 tables
  * (its capped build spills). */
 bool tile_capped(int dt, int tdt) { return !(dt == ROPEKIT_FLOAT16 && tdt == ROPEKIT_FLOAT16); }
+/* EXPERIMENT (R2 of session 7): ROPEKIT_CUDA_EXP_RT=1|2: the tile kernel with its staged columns
+ * in the tables' 16-bit type (RT) on 16-bit x with tables in x's dtype (half-split, not MRoPE),
+ * capped at 48 registers (1) or not (2); with ROPEKIT_CUDA_EXP_NAN=1, bfloat16 as pack2_finite. */
+int exp_rt() {
+    static const int k = env_int("ROPEKIT_CUDA_EXP_RT", 0, 2, 0);
+    return k;
+}
 template <int DT, int TDT>
 ropekit_status launch_rotary_tile(const RotArgs &a, long long blocks, int threads, size_t shm,
                                   cudaStream_t st) {
     if (blocks > INT_MAX) return rk_fail(ROPEKIT_ERROR_UNSUPPORTED, "too many tokens for one launch");
     const dim3 grid((unsigned)blocks), block((unsigned)threads);
-    if (tile_capped(DT, TDT)) {
+    constexpr bool RTOK = DT != ROPEKIT_FLOAT32 && TDT == DT;
+    if (RTOK && !a.interleaved && a.rows != RK_ROWS_MROPE && exp_rt()) {
+        const bool n1 = DT == ROPEKIT_BFLOAT16 && exp_nan() == 1;
+        if (exp_rt() == 1) {
+            if (n1) rotary_tile_kernel_capped<DT, TDT, false, TILE_G, RTOK && DT == ROPEKIT_BFLOAT16 ? 1 : 0, RTOK><<<grid, block, shm, st>>>(a);
+            else rotary_tile_kernel_capped<DT, TDT, false, TILE_G, 0, RTOK><<<grid, block, shm, st>>>(a);
+        } else {
+            if (n1) rotary_tile_kernel<DT, TDT, false, TILE_G, RTOK && DT == ROPEKIT_BFLOAT16 ? 1 : 0, RTOK><<<grid, block, shm, st>>>(a);
+            else rotary_tile_kernel<DT, TDT, false, TILE_G, 0, RTOK><<<grid, block, shm, st>>>(a);
+        }
+    } else if (DT == ROPEKIT_BFLOAT16 && !a.interleaved && exp_nan() == 3)
+        rotary_tile_kernel<DT, TDT, false, TILE_G, DT == ROPEKIT_BFLOAT16 ? 1 : 0><<<grid, block, shm, st>>>(a);
+    else if (tile_capped(DT, TDT)) {
         if (a.interleaved) rotary_tile_kernel_capped<DT, TDT, true, TILE_G><<<grid, block, shm, st>>>(a);
+        else if (DT == ROPEKIT_BFLOAT16 && exp_nan() == 1)
+            rotary_tile_kernel_capped<DT, TDT, false, TILE_G, DT == ROPEKIT_BFLOAT16 ? 1 : 0><<<grid, block, shm, st>>>(a);
+        else if (DT == ROPEKIT_BFLOAT16 && exp_nan() == 2)
+            rotary_tile_kernel_capped<DT, TDT, false, TILE_G, DT == ROPEKIT_BFLOAT16 ? 2 : 0><<<grid, block, shm, st>>>(a);
         else rotary_tile_kernel_capped<DT, TDT, false, TILE_G><<<grid, block, shm, st>>>(a);
     } else {
         if (a.interleaved) rotary_tile_kernel<DT, TDT, true, TILE_G><<<grid, block, shm, st>>>(a);
@@ -981,6 +1075,8 @@ constexpr int BULK_NS = 1; /* stages per warp (2, the next item in flight while 
 constexpr int BULK_MINB = 8;
 size_t bulk_shm(const RotArgs &a) { return 128 + (size_t)RK_RB_WARPS * BULK_NS * a.bulk_stage; }
 template <int DT, int TDT> void (*bulk_kernel_of(const RotArgs &a))(RotArgs) {
+    if (!a.interleaved && DT == ROPEKIT_BFLOAT16 && (exp_nan() == 1 || exp_nan() == 3))
+        return rotary_bulk_kernel<DT, TDT, false, BULK_NS, BULK_MINB, DT == ROPEKIT_BFLOAT16 ? 1 : 0>;
     return a.interleaved ? rotary_bulk_kernel<DT, TDT, true, BULK_NS, BULK_MINB> : rotary_bulk_kernel<DT, TDT, false, BULK_NS, BULK_MINB>;
 }
 
@@ -1093,7 +1189,8 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
     const long long hp = (h + 7) / 8 * 8;
     const bool tile = vec && tile_per_tok >= 1 && tile_per_tok <= 1024 && hp * 9 <= 48 * 1024 &&
                       tile_preferred(p, one_wave);
-    const int G = tile ? TILE_G : FLAT_G;
+    a.flat_g1 = !tile && one_wave && exp_dec() && !p->interleaved;
+    const int G = tile ? TILE_G : a.flat_g1 ? 1 : FLAT_G;
     a.ngroups = (int)((p->N + G - 1) / G);
     a.rot_total = a.ngroups * a.rot_items;
     a.copy_items = a.items - a.rot_items;
@@ -1147,8 +1244,13 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
         a.bulk_stage = (int)((nh * rowb + 127) / 128 * 128);
         bulk = nh * rowb <= 64 * 1024 && bulk_shm(a) <= 200 * 1024;
     }
+    /* MRoPE's pipelined tile kernel (src/cuda/mrope_pipe.cuh) where the tile kernel would run */
+    const int mk = tile && p->rows == RK_ROWS_MROPE ? mrope_kernel(p) : 0;
+    const bool pipe = mk > 0 && !p->interleaved && p->R == p->H && a.small && tile_per_tok >= h &&
+                      mrope_pipe_shm(a, tile_thr, mk) <= 200 * 1024;
 #define RK_ROT(DT_, TDT_)                                                                        \
     return bulk && bulk_built<DT_, TDT_>(a) ? launch_rotary_bulk<DT_, TDT_>(a, st)              \
+           : pipe ? launch_rotary_pipe<DT_, TDT_>(a, tile_thr, mk, st)                           \
            : tile ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)         \
            : vec ? launch_rotary_flat<DT_, TDT_>(a, flat_total, st)                              \
                  : launch_rotary_scalar<DT_, TDT_>(a, smem, (unsigned)blocks, shm, st)

@@ -414,6 +414,52 @@ static void rotary_suite(ropekit_cuda_error_state *err) {
 
 /* ---- out-of-range ids --------------------------------------------------------------------- */
 
+/* bad_ids_suite's MRoPE data: x [B, S, N*H] float32, ids [3, B, S] (host views, then the device
+ * views), its reference output r. */
+typedef struct bad_mrope_ctx {
+    ropekit_tensor x, mt, ct, st, r, dx, dmt, dc, ds, dy;
+    buf *xb, *yb, *ref;
+    int64_t *ids;
+    int64_t B, S, N, H, h;
+} bad_mrope_ctx;
+
+/* One MRoPE launch whose only bad id any column reads is the H-stream id of token (1, 2) (99,
+ * set by the caller): one error counted with its message, and the output equal to the CPU's with
+ * that id replaced by 0 and then the token's columns [k0, k1) (those of the H stream) copied from
+ * x. err NULL: the default error state. */
+static void bad_mrope_check(const bad_mrope_ctx *c, const ropekit_mrotary_embedding_attrs *mra,
+                            ropekit_cuda_error_state *err, int64_t k0, int64_t k1, const char *what) {
+    const int64_t B = c->B, S = c->S, N = c->N, H = c->H, h = c->h;
+    ropekit_cuda_error_state_reset(err, NULL);
+    poison(c->yb);
+    ropekit_status s = ropekit_cuda_mrotary_embedding(&c->dx, &c->dmt, &c->dc, &c->ds, mra, &c->dy, NULL, err);
+    int64_t count = 0;
+    ropekit_status cs = ropekit_cuda_check_errors(err, NULL, &count);
+    const char *msg = ropekit_cuda_last_error();
+    int64_t *bad = c->ids + B * S + S + 2, saved = *bad;
+    *bad = 0;
+    ropekit_status s3 = cpu_mrope(&c->x, &c->mt, &c->ct, &c->st, mra, &c->r);
+    *bad = saved;
+    float *rf = (float *)c->ref->h;
+    const float *xf = (const float *)c->xb->h;
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = k0; k < k1; ++k) {
+            int64_t base = (S + 2) * N * H + n * H;
+            rf[base + k] = xf[base + k], rf[base + k + h] = xf[base + k + h];
+        }
+    void *got = down(c->yb);
+    int64_t mu;
+    int64_t d = compare("out-of-range ids", ROPEKIT_FLOAT32, c->ref->h, got, (size_t)(B * S * N * H), &mu);
+    result(s == ROPEKIT_OK && s3 == ROPEKIT_OK && cs == ROPEKIT_ERROR_POSITION_OUT_OF_RANGE && count == 1 &&
+               strstr(msg, "position_ids[1][1][2] = 99 is outside cos_cache rows [0, 16)") && d == 0,
+           "%s: count %lld, only its stream's pairs copied (%lld differ): \"%s\"", what, (long long)count,
+           (long long)d, msg);
+    free(got);
+    ropekit_cuda_error_state_reset(err, NULL);
+}
+
+static void bad_ids_prefill(ropekit_cuda_error_state *err, int layout);
+
 static void bad_ids_suite(void) {
     ropekit_cuda_error_state *err = NULL;
     if (ropekit_cuda_error_state_create(&err) != ROPEKIT_OK) {
@@ -496,59 +542,19 @@ static void bad_ids_suite(void) {
     up(&pb);
     int64_t ms3[3] = {3, B, S};
     ropekit_tensor mt = view(pb.h, ROPEKIT_INT64, 3, ms3, NULL), dmt = dview(&mt, &pb);
+    bad_mrope_ctx c3 = {x, mt, ct, st, r, dx, dmt, dc, ds, dy, &xb, &yb, &ref, ids, B, S, N, H, h};
     ropekit_mrotary_embedding_attrs mra = ROPEKIT_MROTARY_EMBEDDING_ATTRS_INIT;
     mra.mrope_section[0] = 2, mra.mrope_section[1] = 3, mra.mrope_section[2] = 3;
     mra.num_heads = N;
-    ropekit_cuda_error_state_reset(NULL, NULL);
-    poison(&yb);
-    s = ropekit_cuda_mrotary_embedding(&dx, &dmt, &dc, &ds, &mra, &dy, NULL, NULL);
-    cs = ropekit_cuda_check_errors(NULL, NULL, &count);
-    msg = ropekit_cuda_last_error();
-    /* expected: CPU with the id fixed, then the H-stream columns (2..4) of that token copied */
-    int64_t saved = ids[B * S + S + 2];
-    ids[B * S + S + 2] = 0;
-    ropekit_status s3 = cpu_mrope(&x, &mt, &ct, &st, &mra, &r);
-    ids[B * S + S + 2] = saved;
-    for (int64_t n = 0; n < N; ++n)
-        for (int64_t k = 2; k < 5; ++k) {
-            int64_t base = (S + 2) * N * H + n * H;
-            rf[base + k] = xf[base + k], rf[base + k + h] = xf[base + k + h];
-        }
-    got = down(&yb);
-    d = compare("out-of-range ids", T, ref.h, got, (size_t)(B * S * N * H), &mu);
-    result(s == ROPEKIT_OK && s3 == ROPEKIT_OK && cs == ROPEKIT_ERROR_POSITION_OUT_OF_RANGE && count == 1 &&
-               strstr(msg, "position_ids[1][1][2] = 99 is outside cos_cache rows [0, 16)") && d == 0,
-           "bad MRoPE id (default state): count %lld, only its stream's pairs copied (%lld differ): \"%s\"",
-           (long long)count, (long long)d, msg);
-    free(got);
-    ropekit_cuda_error_state_reset(NULL, NULL);
+    bad_mrope_check(&c3, &mra, NULL, 2, 5, "bad MRoPE id (default state)");
 
-    /* 3b. MRoPE sections [4, 4, 0]: every 16-byte chunk reads one stream (the MRoPE kernel's
+    /* 3b. MRoPE sections [4, 4, 0]: every 16-byte chunk reads one stream (the flat kernel's
      * one-stream path); the bad H id of 3. again, and a bad W id that no column reads (not an
      * error, as on the CPU) */
     mra.mrope_section[0] = 4, mra.mrope_section[1] = 4, mra.mrope_section[2] = 0;
     ids[2 * B * S + 0 * S + 4] = 5000;
     up(&pb);
-    poison(&yb);
-    s = ropekit_cuda_mrotary_embedding(&dx, &dmt, &dc, &ds, &mra, &dy, NULL, err);
-    cs = ropekit_cuda_check_errors(err, NULL, &count);
-    msg = ropekit_cuda_last_error();
-    ids[B * S + S + 2] = 0;
-    s3 = cpu_mrope(&x, &mt, &ct, &st, &mra, &r);
-    ids[B * S + S + 2] = saved;
-    for (int64_t n = 0; n < N; ++n)
-        for (int64_t k = 4; k < 8; ++k) {
-            int64_t base = (S + 2) * N * H + n * H;
-            rf[base + k] = xf[base + k], rf[base + k + h] = xf[base + k + h];
-        }
-    got = down(&yb);
-    d = compare("out-of-range ids", T, ref.h, got, (size_t)(B * S * N * H), &mu);
-    result(s == ROPEKIT_OK && s3 == ROPEKIT_OK && cs == ROPEKIT_ERROR_POSITION_OUT_OF_RANGE && count == 1 &&
-               strstr(msg, "position_ids[1][1][2] = 99 is outside cos_cache rows [0, 16)") && d == 0,
-           "bad MRoPE id, sections [4,4,0]: count %lld, only its stream's pairs copied (%lld differ): \"%s\"",
-           (long long)count, (long long)d, msg);
-    free(got);
-    ropekit_cuda_error_state_reset(err, NULL);
+    bad_mrope_check(&c3, &mra, err, 4, 8, "bad MRoPE id, sections [4,4,0]");
 
     /* 4. validation happens before launch, with the CPU's messages */
     a.rotary_embedding_dim = 5;
@@ -556,7 +562,77 @@ static void bad_ids_suite(void) {
     result(s == ROPEKIT_ERROR_INVALID_ATTRIBUTE && strstr(ropekit_cuda_last_error(), "odd"),
            "odd rotary width refused before launch: \"%s\"", ropekit_cuda_last_error());
     CK(cudaDeviceSynchronize());
+    bad_ids_prefill(err, 0);
+    bad_ids_prefill(err, 1);
     ropekit_cuda_error_state_destroy(err);
+    buf_free(&xb), buf_free(&yb), buf_free(&ref), buf_free(&cb), buf_free(&sb), buf_free(&pb);
+}
+
+/* Out-of-range MRoPE ids on a prefill-sized call (more than one wave: the multi-wave MRoPE
+ * kernels, not the small calls' flat kernel), both section layouts: five bad ids in the three
+ * streams (the first and the last token, two bad streams of one token, ids just past the table,
+ * negative and huge). Expected: the CPU's output with the bad ids replaced by 0, then the
+ * columns of each bad (token, stream) copied from x; five errors counted, the message naming the
+ * smallest bad (stream, b, s). */
+static int mrope_col_stream(const int64_t sec[3], int layout, int64_t k) {
+    if (layout == 0) return k < sec[0] ? 0 : k < sec[0] + sec[1] ? 1 : 2;
+    if (k % 3 == 1 && k < 3 * sec[1]) return 1;
+    if (k % 3 == 2 && k < 3 * sec[2]) return 2;
+    return 0;
+}
+
+static void bad_ids_prefill(ropekit_cuda_error_state *err, int layout) {
+    const int64_t B = 2, S = 1000, N = 32, H = 128, P = 300, h = H / 2;
+    const ropekit_dtype T = ROPEKIT_FLOAT32;
+    int64_t sec[3] = {16, 24, 24};
+    if (layout) sec[0] = 24, sec[1] = 20, sec[2] = 20;
+    buf xb = buf_new((size_t)(B * S * N * H) * 4), yb = buf_new(xb.bytes), ref = buf_new(xb.bytes);
+    buf cb = buf_new((size_t)(P * h) * 4), sb = buf_new(cb.bytes), pb = buf_new((size_t)(3 * B * S) * 8);
+    fill(&xb, T, -4, 4);
+    fill(&cb, T, -1, 1);
+    fill(&sb, T, -1, 1);
+    int64_t xs[3] = {B, S, N * H}, ts[2] = {P, h}, ms3[3] = {3, B, S};
+    ropekit_tensor x = view(xb.h, T, 3, xs, NULL), y = view(yb.h, T, 3, xs, NULL), r = view(ref.h, T, 3, xs, NULL);
+    ropekit_tensor ct = view(cb.h, T, 2, ts, NULL), st = view(sb.h, T, 2, ts, NULL);
+    ropekit_tensor mt = view(pb.h, ROPEKIT_INT64, 3, ms3, NULL);
+    ropekit_tensor dx = dview(&x, &xb), dy = dview(&y, &yb), dc = dview(&ct, &cb), ds = dview(&st, &sb);
+    ropekit_tensor dmt = dview(&mt, &pb);
+    int64_t *ids = (int64_t *)pb.h;
+    for (int64_t i = 0; i < 3 * B * S; ++i) ids[i] = (int64_t)(rnd() % (uint64_t)P);
+    const struct { int64_t st, b, s, v; } bad[5] = {
+        {1, 0, 0, P}, {0, 1, 999, -1}, {2, 0, 517, (int64_t)1 << 40}, {0, 1, 3, -7}, {2, 1, 3, P + 5}};
+    for (int i = 0; i < 5; ++i) ids[(bad[i].st * B + bad[i].b) * S + bad[i].s] = bad[i].v;
+    up(&pb);
+    ropekit_mrotary_embedding_attrs mra = ROPEKIT_MROTARY_EMBEDDING_ATTRS_INIT;
+    memcpy(mra.mrope_section, sec, sizeof sec);
+    mra.mrope_layout = layout, mra.num_heads = N;
+    ropekit_cuda_error_state_reset(err, NULL);
+    poison(&yb);
+    ropekit_status s = ropekit_cuda_mrotary_embedding(&dx, &dmt, &dc, &ds, &mra, &dy, NULL, err);
+    int64_t count = 0;
+    ropekit_status cs = ropekit_cuda_check_errors(err, NULL, &count);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", ropekit_cuda_last_error());
+    for (int i = 0; i < 5; ++i) ids[(bad[i].st * B + bad[i].b) * S + bad[i].s] = 0;
+    ropekit_status s3 = cpu_mrope(&x, &mt, &ct, &st, &mra, &r);
+    float *rf = (float *)ref.h;
+    const float *xf = (const float *)xb.h;
+    for (int i = 0; i < 5; ++i)
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t k = 0; k < h; ++k) {
+                if (mrope_col_stream(sec, layout, k) != bad[i].st) continue;
+                const int64_t base = (bad[i].b * S + bad[i].s) * N * H + n * H;
+                rf[base + k] = xf[base + k], rf[base + k + h] = xf[base + k + h];
+            }
+    void *got = down(&yb);
+    int64_t mu;
+    int64_t d = compare("out-of-range ids", T, ref.h, got, (size_t)(B * S * N * H), &mu);
+    result(s == ROPEKIT_OK && s3 == ROPEKIT_OK && cs == ROPEKIT_ERROR_POSITION_OUT_OF_RANGE && count == 5 &&
+               strstr(msg, "position_ids[0][1][3] = -7 is outside cos_cache rows [0, 300)") && d == 0,
+           "bad MRoPE ids, prefill B2 S1000 N32 layout %d: count %lld, bad streams' pairs copied (%lld differ): \"%s\"",
+           layout, (long long)count, (long long)d, msg);
+    free(got);
+    ropekit_cuda_error_state_reset(err, NULL);
     buf_free(&xb), buf_free(&yb), buf_free(&ref), buf_free(&cb), buf_free(&sb), buf_free(&pb);
 }
 

@@ -13,7 +13,7 @@ cp "$BLD"/check_cuda "$BLD"/bench_cuda "$DST"/bin/
 cp -L "$BLD"/libropekit_cuda.so.0 "$BLD"/libropekit.so.0 "$DST"/lib/
 cp -L "$BASE"/libropekit_cuda.so.0 "$DST"/lib-base/
 strip --strip-unneeded "$DST"/bin/* "$DST"/lib/* "$DST"/lib-base/*
-cp "$S"/ab_summary.py "$S"/bench_torch.py "$S"/torch_timing.py "$S"/rounds/table.py "$DST"/
+cp "$S"/ab_summary.py "$S"/bench_torch.py "$S"/torch_timing.py "$S"/rounds/table.py "$S"/rounds/triton_probe.py "$DST"/
 cp "$R" "$DST"/round.sh
 du -sh "$DST"
 echo "xz -6 of the folder: $(tar cf - -C "$DST" . | xz -6 | wc -c) bytes"

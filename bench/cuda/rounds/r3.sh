@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Device round R3 (session c-rot 4, 2026-12-02 03:45 UTC; the final measurements for
+# Device round R3 (session c-rot 7, 2026-12-02 07:00 UTC; the final measurements for
 # bench/results-cuda.md), run as .dev/rounds/c-rot/round.sh under a 90 s share. Files
-# (pack.sh): bin/ (check_cuda, bench_cuda), lib/ (this revision), lib-base/ (main e94836b's
-# libropekit_cuda: the session's start; main has this branch's bulk kernel since 03:15). check_cuda and compute-sanitizer memcheck with the default
-# kernel choice and each kernel forced (ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile|bulk; the eight runs
-# concurrently, they are correctness runs), three alternating rounds base / this revision on
-# every rotary row, Nsight Compute on two rows, bench_torch.py (the PyTorch peers, same run)
-# last, alone.
+# (pack.sh): bin/ (check_cuda, bench_cuda), lib/ (this revision), lib-base/ (main 28d0a66's
+# libropekit_cuda: the session's start). check_cuda and compute-sanitizer memcheck with the
+# default kernel choice and each kernel forced (ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile|bulk; the
+# eight runs concurrently, they are correctness runs), three alternating rounds base / this
+# revision on the rotary rows (prefill, Phi-2, decode; MRoPE: c-mr's round), bench_torch.py
+# (the PyTorch peers on the same rows, same call) last, alone.
 set -u
 T0=$(date +%s); END=$((T0 + 80))
 left() { local l=$((END - $(date +%s))); [ $l -lt 1 ] && l=1; [ $l -gt $1 ] && l=$1; echo $l; }
@@ -33,7 +33,7 @@ for k in default flat tile bulk; do
   cat $L/rc-mem-$k.txt >>$L/summary.txt; grep -E "ERROR SUMMARY|checks," $L/memcheck-$k.log | tail -2 >>$L/summary.txt
 done
 stamp "checks done"
-ROWS='prefill|Phi|MRoPE|decode'
+ROWS='prefill|Phi|decode'
 run_v() {
   local v=$1; shift
   local lp=$NEW; [ "${v#0base}" != "$v" ] && lp=$BASE
@@ -45,18 +45,10 @@ for i in 1 2 3; do
   stamp "ab round $i"
 done
 python3 $D/ab_summary.py $L/ab >$L/ab.md 2>&1
-NCU="ncu --clock-control none -s 3 -c 1 -k regex:rotary --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats"
-nc() { local n=$1 f=$2; shift 2
-  [ $(left 10) -lt 6 ] && return 0
-  echo "==== $n row: $f" >>$L/ncu.log
-  env "$@" timeout $(left 8) $NCU $B/bench_cuda "$f" >>$L/ncu.log 2>&1; stamp "ncu $n $f rc=$?"; }
-nc new "Phi-2 partial B=1 S=8192 32+32 x80 R32 float16/float16"
-nc base "Phi-2 partial B=1 S=8192 32+32 x80 R32 float16/float16" LD_LIBRARY_PATH=$BASE
-PYTHONUNBUFFERED=1 timeout $(left 52) python3 $D/bench_torch.py >$L/torch.log 2>&1; stamp "torch rc=$?"
+PYTHONUNBUFFERED=1 timeout $(left 60) python3 $D/bench_torch.py 'prefill|Phi-2|decode B=256' >$L/torch.log 2>&1; stamp "torch rc=$?"
 python3 $D/table.py $L/ab $L/torch.log 0base 1new >$L/table.md 2>&1
 tar czf $OUT/logs.tgz -C $L .
 cat $L/gpu.txt $L/summary.txt; grep -E "flat|tile|bulk" $L/regs.txt
 sed -e 's/bfloat16/bf16/g; s/float16/f16/g; s/float32/f32/g' $L/ab.md
-grep -E "^==== |Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Theoretical Occ|Eligible Warps|Issued Warp|Local Memory Spilling Req|Executed Instructions   |rotary_[a-z_]*kernel" $L/ncu.log 2>/dev/null | head -40
 grep -E "^\|" $L/torch.log | cut -c1-140
 cat $L/table.md
