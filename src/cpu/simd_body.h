@@ -1066,6 +1066,10 @@ static void RK_SUFFIX(qknorm)(const rk_qknorm_plan *p) {
 RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt, int stg) {
     const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
     float v[RK_MAXROPE] __attribute__((aligned(64)));
+    /* rope_dim a multiple of VL: the token's cos/sin widened to doubles once, not per head
+     * (avx2 callgrind, dsv4 regroup float16: 21.9 -> 17.6 M instructions per call) */
+    double cwb[RK_QTW] __attribute__((aligned(64))), swb[RK_QTW] __attribute__((aligned(64)));
+    const int tw = rd > 0 && rd % VL == 0 && rd <= RK_QTW;
 #ifdef RK_HAVE_NT
     rk_sw sw; /* stg: each head's output row computed in the window */
     sw_init(&sw);
@@ -1076,6 +1080,11 @@ RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt, 
         const char *xn = p->x + n * p->xs[0] * es;
         const float *cs = rd ? p->cos + n * p->cos_s[0] : NULL;
         const float *sn = rd ? p->sin + n * p->sin_s[0] : NULL;
+        if (tw) /* the token's tables widened once for all its heads */
+            for (int64_t t = 0; t < rd; t += VL / 2) {
+                d_st(cwb + t, d_ldf(cs + t));
+                d_st(swb + t, d_ldf(sn + t));
+            }
         for (int64_t h = 0; h < p->num_heads; ++h) {
             int64_t f0 = h * hd, g = f0 / p->group_dim, gc = f0 % p->group_dim;
             const char *x = xn + f0 * es;
@@ -1092,11 +1101,25 @@ RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt, 
             }
             const char *xr = x + nope * es;
             int64_t t = 0;
-            for (; t + VL <= rd; t += VL)
-                f_st(v + t, ld_t(xr + t * es, dt));
-            for (; t < rd; ++t)
-                v[t] = rk_load(xr, dt, t);
-            tail_rotate(v, cs, sn, rd, 1, y + nope * es, dt, nt, 0);
+            if (tw) { /* tail_rotate's inverse operations, the tables already widened */
+                for (; t < rd; t += VL) {
+                    vf xv = ld_t(xr + t * es, dt);
+                    vd r[2];
+                    for (int hh = 0; hh < 2; ++hh) {
+                        vd xd = hh ? d_hi(xv) : d_lo(xv);
+                        vd P = d_mul(xd, d_ld(cwb + t + hh * (VL / 2)));
+                        vd Q = d_mul(d_swap(xd), d_ld(swb + t + hh * (VL / 2)));
+                        r[hh] = d_subadd_neg(P, Q);
+                    }
+                    st_q(y + (nope + t) * es, dt, 0, d_pack(r[0], r[1]), nt);
+                }
+            } else {
+                for (; t + VL <= rd; t += VL)
+                    f_st(v + t, ld_t(xr + t * es, dt));
+                for (; t < rd; ++t)
+                    v[t] = rk_load(xr, dt, t);
+                tail_rotate(v, cs, sn, rd, 1, y + nope * es, dt, nt, 0);
+            }
 #ifdef RK_HAVE_NT
             if (stg) sw_done(&sw, hd * es);
 #endif
