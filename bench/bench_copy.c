@@ -18,7 +18,11 @@
  *   cp cold0    the same, 64-byte aligned
  *   nt cold     the streaming-store copy on the next pair
  * --sweep: memcpy and the streaming copy of n bytes, hot (one pair reused) and cold (pairs
- * rotated over >= 768 MiB), GB/s as 2n / time (read + write), median of the rounds. */
+ * rotated over >= 768 MiB), GB/s as 2n / time (read + write), median of the rounds.
+ * A reused item stays in the L3 only while the round's other traffic leaves it there: with the
+ * cold items' 600+ MB per round the "hot" and "warm" items of a large row are not (R1 of session
+ * 7: all its copies of a row ran alike), while a tool that reuses one set with little traffic
+ * in between gets an L3-resident copy for some rows and not for others. */
 #define _GNU_SOURCE /* madvise, MADV_HUGEPAGE */
 #include <stdint.h>
 #include <stdio.h>
