@@ -4,8 +4,8 @@ cos/sin gathered per token from a 131072-row table (as the ropekit benchmark rea
 timed with CUDA events (median; prefill rows with the stream held while the call is enqueued, so
 GPU time alone, as in bench_cuda), eager and torch.compile. Decode shapes are also timed inside a
 CUDA graph (torch.cuda.CUDAGraph) so the comparison with bench_cuda's graph figures is fair.
-FlashInfer is not installed on the benchmark machine, so it is not measured (bench/results-cuda.md
-says why).
+FlashInfer, the other CUDA peer, has its own program (bench/cuda/bench_flashinfer.cu, built by
+bench/cuda/build_flashinfer.sh; bench/results-cuda.md, "FlashInfer (peer)").
 Usage: bench_torch.py [substring of a shape name, or several separated by '|']"""
 import os
 import sys
