@@ -899,8 +899,8 @@ ropekit_status launch_rotary_t(const RotArgs &a, unsigned blocks, size_t shm, cu
     return launched("rotary kernel launch");
 }
 
-/* ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile (ropekit_cuda.h, for tests and benchmarks): the flat
- * or the tile kernel on every call it can take; unset (or any other value): run_rotary's
+/* ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile|bulk (ropekit_cuda.h, for tests and benchmarks): that
+ * kernel on every call it can take; unset (or any other value): run_rotary's
  * choice. Read once. */
 enum { FORCE_NONE = 0, FORCE_FLAT = 1, FORCE_TILE = 2, FORCE_BULK = 3 };
 int forced_kernel() {
