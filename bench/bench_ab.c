@@ -16,7 +16,8 @@
  *              (Qwen2.5-VL, 1, 4096, 32*128), qk (DeepSeek-V4 QKNorm S = 256), rg (its
  *              regroup), dec (one decode token, 32 x 128), llama16k (llama at S = 16384: x and y
  *              larger than the Xeon's L3), llama64, bnsh64, bnshnp64, phi64, mrope64 (64 tokens:
- *              in the L2, the kernel's speed without the memory's)
+ *              in the L2, the kernel's speed without the memory's), llama16, bnsh16 (16
+ *              tokens: float32 in the L2 too)
  *
  * Buffers (bench_mem.h, the method of bench/results-cpu.md): every call of a large row takes the
  * next of K copies of its large buffers and every copy the next of K source/destination pairs

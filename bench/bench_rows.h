@@ -44,6 +44,10 @@ static const shp g_shapes[] = {
     {"bnshnp64", NULL, ROT, 1, 64, 32, 128, 128, 1, 0, 1, 0},
     {"phi64", NULL, ROT, 1, 64, 64, 80, 32, 0, 0, 0, 0},
     {"mrope64", NULL, MROT, 1, 64, 32, 128, 128, 0, 0, 0, 0},
+    /* 16 tokens: float32 x and y (0.66 / 0.52 MB) in the L2 too (64 float32 tokens are 2.6 /
+     * 2.1 MB, beyond a 2 MiB L2) */
+    {"llama16", NULL, ROT, 1, 16, 40, 128, 128, 0, 0, 0, 0},
+    {"bnsh16", NULL, ROT, 1, 16, 32, 128, 128, 1, 0, 0, 0},
 };
 #define N_SHAPES (sizeof g_shapes / sizeof g_shapes[0])
 
