@@ -25,15 +25,9 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "bench_data.h"
-#include "bench_mem.h"
+#include "bench_dl.h" /* the api struct, bench_mem.h, bench_time.h */
+#include "bench_rows.h"
 #include "ropekit.h"
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* ---- memcpy over T threads (helpers sleep on a condition variable between copies; copies
  * under 1 MiB stay on one thread, as ropekit's calls do) ------------------------------------ */
@@ -117,11 +111,6 @@ static void par_copy(void *dst, const void *src, size_t n, int nt) {
 
 typedef void (*call_fn)(void *ctx);
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double g_budget = 0.4;  /* seconds per measurement */
 static int64_t g_xoff, g_yoff; /* --offset / --yoffset: bytes past 64-byte alignment */
 
@@ -138,17 +127,27 @@ static int calibrate(call_fn f, void *ctx, double *one_out) {
 }
 
 /* Median (med) and fastest (best) seconds per call of each of the n items, their batches
- * alternating (so a burst of load on the shared machine hits all), after a warm-up. */
+ * alternating (a round: one batch of each, so that a burst of load on the shared machine or a
+ * change of the guest's memory speed hits all), after a warm-up. With 3 items (the call, memcpy,
+ * the streaming copy) also the per-round ratios: the round's faster copy / the call's time, min
+ * and median over the rounds (rmin, rmed), and the faster copy's time in its fastest and slowest
+ * round (cfast, cslow: how much the copy itself moved). */
 #define MAXITEM 3
-static void time_items(int n, call_fn *f, void **ctx, double *med, double *best) {
+#define MIN_ROUNDS 15
+typedef struct rounds {
+    int n;
+    double rmin, rmed, cfast, cslow;
+} rounds;
+static void time_items(int n, call_fn *f, void **ctx, double *med, double *best, rounds *ro) {
     double one[MAXITEM], per_round = 0;
     int k[MAXITEM];
     for (int i = 0; i < n; ++i)
         k[i] = calibrate(f[i], ctx[i], &one[i]), per_round += one[i] * k[i];
     int batches = (int)(g_budget / per_round) + 1;
-    if (batches < 7) batches = 7;
+    if (batches < MIN_ROUNDS) batches = MIN_ROUNDS;
     if (batches > 2001) batches = 2001;
-    double *v[MAXITEM];
+    double *v[MAXITEM], *rr = malloc(sizeof(double) * (size_t)batches),
+                        *cr = malloc(sizeof(double) * (size_t)batches);
     for (int i = 0; i < n; ++i)
         v[i] = malloc(sizeof(double) * (size_t)batches);
     for (int b = 0; b < batches; ++b)
@@ -158,11 +157,20 @@ static void time_items(int n, call_fn *f, void **ctx, double *med, double *best)
                 f[i](ctx[i]);
             v[i][b] = (now_s() - t0) / k[i];
         }
+    ro->n = batches;
+    if (n == 3) {
+        for (int b = 0; b < batches; ++b)
+            cr[b] = v[1][b] < v[2][b] ? v[1][b] : v[2][b], rr[b] = cr[b] / v[0][b];
+        qsort(rr, (size_t)batches, sizeof(double), cmp_d);
+        qsort(cr, (size_t)batches, sizeof(double), cmp_d);
+        ro->rmin = rr[0], ro->rmed = rr[batches / 2], ro->cfast = cr[0], ro->cslow = cr[batches - 1];
+    }
     for (int i = 0; i < n; ++i) {
         qsort(v[i], (size_t)batches, sizeof(double), cmp_d);
         med[i] = v[i][batches / 2], best[i] = v[i][0];
         free(v[i]);
     }
+    free(rr), free(cr);
 }
 
 /* the copies: the next pair of the pool per call (one pair for small rows: in cache) */
@@ -177,78 +185,24 @@ static void call_copy(void *ctx) {
     p->next = (p->next + 1) % p->k;
 }
 
-/* ---- shapes ------------------------------------------------------------------------------- */
+/* ---- shapes, data, buffers, the call: bench_rows.h (the rows of every CPU benchmark) ---------- */
 
-enum { K_ROTARY, K_MROPE, K_QKNORM, K_REGROUP };
-typedef struct shape {
-    const char *name;
-    int kind;
-    int64_t B, S, N, H, R; /* rotary: N = q+kv heads. qknorm: N heads, H head_dim, R rope. */
-    int64_t groups;        /* regroup */
-    int packed;            /* rotary: x is the q+k part of a packed QKV buffer, rotated in place */
-    int bnsh;              /* rotary: rank-4 x (B, N, S, H), as fused dynamo models run it */
-    int inplace;           /* rotary: y = x */
-    int nopos;             /* rotary: no position ids, 3-D tables (B, S, R/2): row per token */
-} shape;
-
-static const shape g_shapes[] = {
-    {"llama3-8b prefill", K_ROTARY, 1, 4096, 40, 128, 128, 0, 0, 0, 0, 0},
-    {"llama3-8b QKV in place", K_ROTARY, 1, 4096, 40, 128, 128, 0, 1, 0, 0, 0},
-    {"bnsh 1x32x4096x128", K_ROTARY, 1, 4096, 32, 128, 128, 0, 0, 1, 0, 0},
-    {"bnsh in place", K_ROTARY, 1, 4096, 32, 128, 128, 0, 0, 1, 1, 0},
-    {"bnsh no position ids", K_ROTARY, 1, 4096, 32, 128, 128, 0, 0, 1, 0, 1},
-    {"llama3-8b no position ids", K_ROTARY, 1, 4096, 40, 128, 128, 0, 0, 0, 0, 1},
-    {"qwen3-0.6b prefill", K_ROTARY, 4, 2048, 24, 128, 128, 0, 0, 0, 0, 0},
-    {"phi-2 partial R=32", K_ROTARY, 1, 2048, 64, 80, 32, 0, 0, 0, 0, 0},
-    {"qwen2.5-vl mrope", K_MROPE, 1, 4096, 32, 128, 128, 0, 0, 0, 0, 0},
-    {"decode B=1 32x128", K_ROTARY, 1, 1, 32, 128, 128, 0, 0, 0, 0, 0},
-    {"decode B=64 40x128", K_ROTARY, 64, 1, 40, 128, 128, 0, 0, 0, 0, 0},
-    {"dsv4 qknorm S=256", K_QKNORM, 1, 256, 128, 512, 64, 0, 0, 0, 0, 0},
-    {"dsv4 regroup N=256", K_REGROUP, 1, 256, 128, 512, 64, 8, 0, 0, 0, 0},
-};
-
-typedef struct run_ctx {
-    int kind, nopos;
-    ropekit_tensor x, y, cos, sin, pos, kv, kvo, w;
-    ropekit_rotary_embedding_attrs a;
-    ropekit_mrotary_embedding_attrs ma;
-    ropekit_qknorm_rotary_embedding_attrs qa;
-    ropekit_inverse_rotary_regroup_attrs ra;
-} run_ctx;
-
-static void call_op(void *ctx) {
-    run_ctx *c = (run_ctx *)ctx;
-    ropekit_status st = ROPEKIT_OK;
-    switch (c->kind) {
-    case K_ROTARY:
-        st = ropekit_rotary_embedding(&c->x, &c->cos, &c->sin, c->nopos ? NULL : &c->pos, &c->a,
-                                      &c->y);
-        break;
-    case K_MROPE:
-        st = ropekit_mrotary_embedding(&c->x, &c->pos, &c->cos, &c->sin, &c->ma, &c->y);
-        break;
-    case K_QKNORM:
-        st = ropekit_qknorm_rotary_embedding(&c->x, &c->kv, &c->w, &c->cos, &c->sin, &c->qa, &c->y,
-                                             &c->kvo);
-        break;
-    default: st = ropekit_inverse_rotary_regroup(&c->x, &c->cos, &c->sin, &c->ra, &c->y); break;
-    }
-    if (st != ROPEKIT_OK) {
-        fprintf(stderr, "bench call failed: %s\n", ropekit_last_error());
-        exit(1);
-    }
-}
+/* bench_rows.h's calls through the entry points this program links */
+static const api g_api = {ropekit_rotary_embedding,        ropekit_mrotary_embedding,
+                          ropekit_qknorm_rotary_embedding, ropekit_inverse_rotary_regroup,
+                          ropekit_set_cpu_variant,         ropekit_set_num_threads,
+                          ropekit_last_error};
 /* the call on the next of the row's K buffer sets */
 typedef struct rot_ctx {
-    run_ctx *c;
+    const job *j;
     int k, next;
 } rot_ctx;
 static void call_rot(void *ctx) {
     rot_ctx *r = (rot_ctx *)ctx;
-    call_op(&r->c[r->next]);
+    call(&g_api, &r->j[r->next]);
     r->next = (r->next + 1) % r->k;
 }
-static run_ctx g_ctx[BM_MAXK];
+static job g_jobs[BM_MAXK];
 static bm_set g_set[BM_MAXK];
 
 typedef struct result {
@@ -257,6 +211,7 @@ typedef struct result {
     double sec, bytes, copy_sec;    /* copy: the faster of memcpy and the streaming copy */
     double best_sec, best_copy_sec; /* fastest batch: less sensitive to a busy machine */
     double memcpy_sec, nt_sec;
+    rounds ro; /* per-round ratios and the copy's spread */
     int sets; /* buffer sets the calls rotate over (1: in cache) */
 } result;
 
@@ -264,115 +219,23 @@ static const char *dname(ropekit_dtype t) {
     return t == ROPEKIT_FLOAT32 ? "f32" : t == ROPEKIT_FLOAT16 ? "f16" : "bf16";
 }
 
-static result bench_one(const shape *sh, ropekit_dtype T, int threads) {
-    const size_t es = ropekit_dtype_size(T);
-    run_ctx c;
-    memset(&c, 0, sizeof c);
-    c.kind = sh->kind;
-    const int64_t B = sh->B, S = sh->S, N = sh->N, H = sh->H, R = sh->R, h = R / 2;
-    double bytes = 0;
+static result bench_one(const shp *sh, ropekit_dtype T, int threads) {
     bm_set *set = &g_set[0];
     bm_reset();
     memset(set, 0, sizeof *set);
-    if (sh->kind == K_ROTARY || sh->kind == K_MROPE) {
-        int64_t P = S < 4096 ? 4096 : S;
-        size_t nx = (size_t)(B * S * N * H);
-        void *x = (char *)bm_set_alloc(set, nx * es + 128) + g_xoff;
-        void *y = (char *)bm_set_alloc(set, nx * es + 128) + g_yoff;
-        fill(x, T, nx, -2, 2);
-        void *tc = bm_set_alloc(set, (size_t)(P * h) * es),
-             *ts = bm_set_alloc(set, (size_t)(P * h) * es);
-        fill_cos_sin(tc, ts, T, (size_t)(P * h)); /* a true rotation: in place keeps |x| */
-        int64_t xs[3] = {B, S, N * H}, tsh[2] = {P, h};
-        c.x = ropekit_tensor_contiguous(x, T, 3, xs);
-        c.y = ropekit_tensor_contiguous(y, T, 3, xs);
-        if (sh->bnsh) { /* rank 4 (B, N, S, H): num_heads comes from the shape */
-            int64_t x4[4] = {B, N, S, H};
-            c.x = ropekit_tensor_contiguous(x, T, 4, x4);
-            c.y = ropekit_tensor_contiguous(y, T, 4, x4);
-        }
-        if (sh->packed) { /* (B, S, (N + N/5) * H): q and k heads, then v (8 of 40 heads) */
-            int64_t row = (N + N / 5) * H;
-            void *qkv = (char *)bm_set_alloc(set, (size_t)(B * S * row) * es + 128) + g_xoff;
-            fill(qkv, T, (size_t)(B * S * row), -2, 2);
-            c.x = (ropekit_tensor){qkv, T, 3, {B, S, N * H}, {S * row, row, 1}};
-            c.y = c.x;
-        }
-        if (sh->inplace) c.y = c.x;
-        c.cos = ropekit_tensor_contiguous(tc, T, 2, tsh);
-        c.sin = ropekit_tensor_contiguous(ts, T, 2, tsh);
-        c.nopos = sh->nopos;
-        if (sh->nopos) { /* the first B*S rows of the table, as (B, S, h) */
-            int64_t t3[3] = {B, S, h};
-            c.cos = ropekit_tensor_contiguous(tc, T, 3, t3);
-            c.sin = ropekit_tensor_contiguous(ts, T, 3, t3);
-        }
-        int streams = sh->kind == K_MROPE ? 3 : 1;
-        int64_t *pos = bm_set_alloc(set, (size_t)(streams * B * S) * 8);
-        for (int64_t i = 0; i < streams * B * S; ++i)
-            pos[i] = S == 1 ? (int64_t)(urand() * (double)(P - 1)) : (i % S);
-        if (sh->kind == K_MROPE) {
-            int64_t psh[3] = {3, B, S};
-            c.pos = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 3, psh);
-            c.ma = (ropekit_mrotary_embedding_attrs){{16, 24, 24}, 0, 0, R, N, 1.0f, 0, 0};
-        } else {
-            int64_t psh[2] = {B, S};
-            c.pos = ropekit_tensor_contiguous(pos, ROPEKIT_INT64, 2, psh);
-            c.a = (ropekit_rotary_embedding_attrs){0, R, sh->bnsh ? 0 : N, 0};
-        }
-        bytes = 2.0 * (double)nx * (double)es + (double)(B * S * R) * (double)es;
-    } else if (sh->kind == K_QKNORM) {
-        size_t nq = (size_t)(B * S * N * H), nk = (size_t)(B * S * H), nt = (size_t)(B * S * R);
-        void *q = (char *)bm_set_alloc(set, nq * es + 128) + g_xoff;
-        void *qo = (char *)bm_set_alloc(set, nq * es + 128) + g_yoff;
-        void *kv = (char *)bm_set_alloc(set, nk * es + 128) + g_xoff;
-        void *kvo = (char *)bm_set_alloc(set, nk * es + 128) + g_yoff;
-        float *w = bm_set_alloc(set, (size_t)H * 4);
-        float *cs = bm_set_alloc(set, nt * 4), *sn = bm_set_alloc(set, nt * 4);
-        fill(q, T, nq, -2, 2), fill(kv, T, nk, -2, 2),
-            fill(w, ROPEKIT_FLOAT32, (size_t)H, 0.5, 1.5);
-        fill(cs, ROPEKIT_FLOAT32, nt, -1, 1), fill(sn, ROPEKIT_FLOAT32, nt, -1, 1);
-        c.x = ropekit_tensor_contiguous(q, T, 3, (int64_t[]){B, S, N * H});
-        c.y = ropekit_tensor_contiguous(qo, T, 4, (int64_t[]){B, S, N, H});
-        c.kv = ropekit_tensor_contiguous(kv, T, 3, (int64_t[]){B, S, H});
-        c.kvo = ropekit_tensor_contiguous(kvo, T, 3, (int64_t[]){B, S, H});
-        c.w = ropekit_tensor_contiguous(w, ROPEKIT_FLOAT32, 1, (int64_t[]){H});
-        c.cos = ropekit_tensor_contiguous(cs, ROPEKIT_FLOAT32, 3, (int64_t[]){B, S, R});
-        c.sin = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 3, (int64_t[]){B, S, R});
-        c.qa = (ropekit_qknorm_rotary_embedding_attrs){N, H, R, 1e-6f, 1};
-        bytes = 2.0 * (double)(nq + nk) * (double)es + 2.0 * (double)nt * 4;
-    } else {
-        int64_t T_ = S * B, F = N * H, G = sh->groups;
-        size_t nx = (size_t)(T_ * F), nt = (size_t)(T_ * R);
-        void *x = (char *)bm_set_alloc(set, nx * es + 128) + g_xoff;
-        void *o = (char *)bm_set_alloc(set, nx * es + 128) + g_yoff;
-        float *cs = bm_set_alloc(set, nt * 4), *sn = bm_set_alloc(set, nt * 4);
-        fill(x, T, nx, -2, 2), fill(cs, ROPEKIT_FLOAT32, nt, -1, 1),
-            fill(sn, ROPEKIT_FLOAT32, nt, -1, 1);
-        c.x = ropekit_tensor_contiguous(x, T, 2, (int64_t[]){T_, F});
-        c.y = ropekit_tensor_contiguous(o, T, 3, (int64_t[]){G, T_, F / G});
-        c.cos = ropekit_tensor_contiguous(cs, ROPEKIT_FLOAT32, 2, (int64_t[]){T_, R});
-        c.sin = ropekit_tensor_contiguous(sn, ROPEKIT_FLOAT32, 2, (int64_t[]){T_, R});
-        c.ra = (ropekit_inverse_rotary_regroup_attrs){N, H, R, G};
-        bytes = 2.0 * (double)nx * (double)es + 2.0 * (double)nt * 4;
-    }
+    const double bytes = setup(sh, T, (size_t)g_xoff, (size_t)g_yoff, &g_jobs[0], set);
     ropekit_set_num_threads(threads);
-    result r = {sh->name, dname(T), threads, 0, bytes, 0, 0, 0, 0, 0, 1};
+    result r = {sh->title, dname(T), threads, 0, bytes, 0, 0, 0, 0, 0, {0, 0, 0, 0, 0}, 1};
     const char *hot_env = getenv("ROPEKIT_BENCH_HOT");
     const int hot = hot_env && *hot_env == '1';
     const size_t large = bm_set_large_bytes(set);
     const int K = hot ? 1 : bm_sets_for(large);
-    g_ctx[0] = c;
     for (int k = 1; k < K; ++k) { /* the same call on clones of the large buffers */
         bm_clone(set, &g_set[k]);
-        g_ctx[k] = c;
-        ropekit_tensor *t[] = {&g_ctx[k].x,   &g_ctx[k].y,  &g_ctx[k].cos, &g_ctx[k].sin,
-                               &g_ctx[k].pos, &g_ctx[k].kv, &g_ctx[k].kvo, &g_ctx[k].w};
-        for (size_t i = 0; i < sizeof t / sizeof t[0]; ++i)
-            if (t[i]->data) t[i]->data = bm_rebase(t[i]->data, set, &g_set[k]);
+        g_jobs[k] = job_on(&g_jobs[0], set, &g_set[k]);
     }
     r.sets = K;
-    rot_ctx rc = {g_ctx, K, 0};
+    rot_ctx rc = {g_jobs, K, 0};
     /* copies of half the bytes (read + write = the same bytes moved), same thread count, at the
      * arrays' offsets, cold (pairs rotated) where the row is */
     size_t half = (size_t)(bytes / 2);
@@ -383,7 +246,7 @@ static result bench_one(const shape *sh, ropekit_dtype T, int threads) {
     call_fn f[3] = {call_rot, call_copy, call_copy};
     void *ctx[3] = {&rc, &cm, &cn};
     double med[3], best[3];
-    time_items(3, f, ctx, med, best);
+    time_items(3, f, ctx, med, best, &r.ro);
     copy_threads_stop();
     r.sec = med[0], r.best_sec = best[0];
     r.memcpy_sec = med[1], r.nt_sec = med[2];
@@ -442,27 +305,31 @@ int main(int argc, char **argv) {
     else {
         printf("variant %s; median per call; GB/s = bytes moved / time; ratio = that / the copy's "
                "GB/s (the faster of memcpy and a streaming copy of the same bytes, same threads, "
-               "same cache state); best = the same ratio from the fastest batches; sets: buffer "
+               "same cache state); best = the same ratio from the fastest batches; rnd min/med: the "
+               "ratio per round (one batch of the call, then of each copy), min and median; copy "
+               "fast/slow: the faster copy's GB/s in its fastest / slowest round; sets: buffer "
                "sets rotated (1: in cache)\n",
                variant);
-        printf("%-22s %-5s %3s %12s %10s %9s %9s %8s %8s %8s %8s %4s\n", "shape", "dtype", "thr",
-               "time", "MB moved", "GB/s", "copy", "ratio", "best", "memcpy", "ntcopy", "sets");
+        printf("%-22s %-5s %3s %12s %10s %9s %9s %8s %8s %8s %8s %8s %8s %8s %8s %4s\n", "shape",
+               "dtype", "thr", "time", "MB moved", "GB/s", "copy", "ratio", "best", "rnd min",
+               "rnd med", "cp fast", "cp slow", "memcpy", "ntcopy", "sets");
     }
-    shape shapes[64];
+    shp shapes[64];
     char names[64][32];
     size_t nshapes = 0;
     if (sweep) {
         for (int64_t S = 1; S <= 8192; S *= 2, ++nshapes) {
             snprintf(names[nshapes], sizeof names[0], "sweep S=%lld", (long long)S);
-            shapes[nshapes] = (shape){names[nshapes], K_ROTARY, 1, S, 40, 128, 128, 0, 0, 0, 0, 0};
+            shapes[nshapes] = g_shapes[0]; /* llama3-8b prefill's heads at S tokens */
+            shapes[nshapes].title = names[nshapes], shapes[nshapes].S = S;
         }
     } else {
-        nshapes = sizeof g_shapes / sizeof g_shapes[0];
-        memcpy(shapes, g_shapes, sizeof g_shapes);
+        for (size_t i = 0; i < N_SHAPES; ++i)
+            if (g_shapes[i].title) shapes[nshapes++] = g_shapes[i];
     }
     int first = 1;
     for (size_t s = 0; s < nshapes; ++s) {
-        if (filter && !strstr(shapes[s].name, filter)) continue;
+        if (filter && !strstr(shapes[s].title, filter)) continue;
         for (int d = 0; d < 3; ++d) {
             if (!dt_on[d]) continue;
             for (int t = 0; t < nthreads; ++t) {
@@ -474,19 +341,25 @@ int main(int argc, char **argv) {
                            "\"copy_seconds\": %.9g, \"copy_gbps\": %.4g, \"ratio_copy\": %.4g, "
                            "\"best_seconds\": %.9g, \"best_copy_seconds\": %.9g, "
                            "\"best_ratio_copy\": %.4g, \"memcpy_seconds\": %.9g, "
-                           "\"ntcopy_seconds\": %.9g, \"sets\": %d, \"variant\": \"%s\"}",
+                           "\"ntcopy_seconds\": %.9g, \"rounds\": %d, \"round_ratio_min\": %.4g, "
+                           "\"round_ratio_median\": %.4g, \"copy_fast_seconds\": %.9g, "
+                           "\"copy_slow_seconds\": %.9g, \"sets\": %d, \"variant\": \"%s\"}",
                            first ? "" : ",\n", r.shape, r.dtype, r.threads, r.sec, r.bytes, gbs,
                            r.copy_sec, cgbs, gbs / cgbs, r.best_sec, r.best_copy_sec,
-                           r.best_copy_sec / r.best_sec, r.memcpy_sec, r.nt_sec, r.sets, variant);
+                           r.best_copy_sec / r.best_sec, r.memcpy_sec, r.nt_sec, r.ro.n, r.ro.rmin,
+                           r.ro.rmed, r.ro.cfast, r.ro.cslow, r.sets, variant);
                 } else {
                     char tbuf[32];
                     if (r.sec < 1e-3)
                         snprintf(tbuf, sizeof tbuf, "%.0f ns", r.sec * 1e9);
                     else
                         snprintf(tbuf, sizeof tbuf, "%.3f ms", r.sec * 1e3);
-                    printf("%-22s %-5s %3d %12s %10.2f %9.2f %9.2f %8.2f %8.2f %8.2f %8.2f %4d\n",
+                    printf("%-22s %-5s %3d %12s %10.2f %9.2f %9.2f %8.2f %8.2f %8.2f %8.2f %8.2f "
+                           "%8.2f %8.2f %8.2f %4d\n",
                            r.shape, r.dtype, r.threads, tbuf, r.bytes * 1e-6, gbs, cgbs, gbs / cgbs,
-                           r.best_copy_sec / r.best_sec, r.bytes / r.memcpy_sec * 1e-9,
+                           r.best_copy_sec / r.best_sec, r.ro.rmin, r.ro.rmed,
+                           r.bytes / r.ro.cfast * 1e-9, r.bytes / r.ro.cslow * 1e-9,
+                           r.bytes / r.memcpy_sec * 1e-9,
                            r.bytes / r.nt_sec * 1e-9, r.sets);
                 }
                 fflush(stdout);

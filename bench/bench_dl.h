@@ -1,7 +1,6 @@
 /* Shared by the benchmark programs that load several builds of libropekit.so into one process
  * (bench_ab.c, bench_threads.c): the public entry points they call, loaded with dlopen and
- * checked, a monotonic clock, a double comparison for qsort and bench_cpu.c's buffer allocator.
- * Include after _GNU_SOURCE is defined (madvise). */
+ * checked; the clock and comparator of bench_time.h and the arena of bench_mem.h come with it. */
 #ifndef ROPEKIT_BENCH_DL_H
 #define ROPEKIT_BENCH_DL_H
 #include <dlfcn.h>
@@ -11,6 +10,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "bench_mem.h"
+#include "bench_time.h"
 #include "ropekit.h"
 
 typedef struct api {
@@ -56,27 +57,9 @@ static inline api load(const char *path) {
     return a;
 }
 
-static inline double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-static inline int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* As bench_cpu.c: 2 MiB aligned with huge pages from 4 MiB on, 64 bytes of slack for offsets. */
+/* Buffers: bench_mem.h's arena (the one allocator of the CPU benchmarks; bm_reset() between rows). */
 static inline void *xalloc(size_t n) {
-    void *p = NULL;
-    size_t align = n >= ((size_t)4 << 20) ? (size_t)2 << 20 : 64;
-    if (posix_memalign(&p, align, n + 64) != 0) {
-        fprintf(stderr, "out of memory (%zu bytes)\n", n);
-        exit(2);
-    }
-    if (align > 64) (void)madvise(p, n + 64, MADV_HUGEPAGE);
-    memset(p, 0, n + 64);
-    return p;
+    return bm_alloc(n);
 }
 
 #endif

@@ -1,6 +1,7 @@
 /* The rows of ropekit_bench_ab and ropekit_bench_copy (bench_ab.c, bench_copy.c): the C
  * benchmark's shapes (bench_cpu.c), their buffers (in a bm_set, bench_mem.h) and one call of a
- * build loaded with bench_dl.h. Include after bench_dl.h and bench_mem.h. */
+ * build loaded with bench_dl.h; data from bench_data.h (the generator and fills of every CPU
+ * benchmark). Include after bench_dl.h and bench_mem.h. */
 #ifndef ROPEKIT_BENCH_ROWS_H
 #define ROPEKIT_BENCH_ROWS_H
 #include <math.h>
@@ -9,68 +10,46 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t g_seed = 12345;
-static float urand(void) {
-    g_seed = g_seed * 1664525u + 1013904223u;
-    return (float)(g_seed >> 8) * (1.0f / 16777216.0f);
-}
-static uint16_t to_16(float v, ropekit_dtype t) { /* truncated: any value of the type will do */
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    if (t == ROPEKIT_BFLOAT16) return (uint16_t)(u >> 16);
-    uint32_t sg = (u >> 16) & 0x8000u;
-    int e = (int)((u >> 23) & 0xff) - 127 + 15;
-    if (e <= 0) return (uint16_t)sg; /* |v| < 2^-14: zero */
-    return (uint16_t)(sg | (uint32_t)e << 10 | ((u >> 13) & 0x3ffu));
-}
-static void put(void *p, ropekit_dtype t, size_t i, float v) {
-    if (t == ROPEKIT_FLOAT32)
-        ((float *)p)[i] = v;
-    else
-        ((uint16_t *)p)[i] = to_16(v, t);
-}
-static void fill(void *p, ropekit_dtype t, size_t n, float lo, float hi) {
-    for (size_t i = 0; i < n; ++i)
-        put(p, t, i, lo + (hi - lo) * urand());
-}
-/* cos/sin of random angles: a true rotation, so in-place rows keep their magnitude call after
- * call (no drift into subnormals or overflow) */
-static void fill_cs(void *c, void *s, ropekit_dtype t, size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-        float a = 6.2831853f * urand();
-        put(c, t, i, cosf(a)), put(s, t, i, sinf(a));
-    }
-}
+#include "bench_data.h"
 
 enum { ROT, MROT, QK, RG };
+/* The shapes of every CPU benchmark: name (the rows of ropekit_bench_ab, ropekit_bench_copy and
+ * ropekit_bench_threads), title (the row of ropekit_bench's table and bench_ort.py, in that
+ * order; NULL: not in the table). */
 typedef struct shp {
-    const char *name;
+    const char *name, *title;
     int kind;
     int64_t B, S, N, H, R;
     int bnsh, inplace, nopos, packed;
 } shp;
 static const shp g_shapes[] = {
-    {"llama", ROT, 1, 4096, 40, 128, 128, 0, 0, 0, 0},
-    {"llamaip", ROT, 1, 4096, 40, 128, 128, 0, 1, 0, 0},
-    {"qkv", ROT, 1, 4096, 40, 128, 128, 0, 1, 0, 1},
-    {"llamanp", ROT, 1, 4096, 40, 128, 128, 0, 0, 1, 0},
-    {"qwen3", ROT, 4, 2048, 24, 128, 128, 0, 0, 0, 0},
-    {"phi", ROT, 1, 2048, 64, 80, 32, 0, 0, 0, 0},
-    {"bnsh", ROT, 1, 4096, 32, 128, 128, 1, 0, 0, 0},
-    {"bnship", ROT, 1, 4096, 32, 128, 128, 1, 1, 0, 0},
-    {"bnshnp", ROT, 1, 4096, 32, 128, 128, 1, 0, 1, 0},
-    {"mrope", MROT, 1, 4096, 32, 128, 128, 0, 0, 0, 0},
-    {"qk", QK, 1, 256, 128, 512, 64, 0, 0, 0, 0},
-    {"rg", RG, 1, 256, 128, 512, 64, 0, 0, 0, 0},
-    {"dec", ROT, 1, 1, 32, 128, 128, 0, 0, 0, 0},
-    {"llama16k", ROT, 1, 16384, 40, 128, 128, 0, 0, 0, 0}, /* x + y larger than the Xeon's L3 */
+    {"llama", "llama3-8b prefill", ROT, 1, 4096, 40, 128, 128, 0, 0, 0, 0},
+    {"qkv", "llama3-8b QKV in place", ROT, 1, 4096, 40, 128, 128, 0, 1, 0, 1},
+    {"bnsh", "bnsh 1x32x4096x128", ROT, 1, 4096, 32, 128, 128, 1, 0, 0, 0},
+    {"bnship", "bnsh in place", ROT, 1, 4096, 32, 128, 128, 1, 1, 0, 0},
+    {"bnshnp", "bnsh no position ids", ROT, 1, 4096, 32, 128, 128, 1, 0, 1, 0},
+    {"llamanp", "llama3-8b no position ids", ROT, 1, 4096, 40, 128, 128, 0, 0, 1, 0},
+    {"qwen3", "qwen3-0.6b prefill", ROT, 4, 2048, 24, 128, 128, 0, 0, 0, 0},
+    {"phi", "phi-2 partial R=32", ROT, 1, 2048, 64, 80, 32, 0, 0, 0, 0},
+    {"mrope", "qwen2.5-vl mrope", MROT, 1, 4096, 32, 128, 128, 0, 0, 0, 0},
+    {"dec", "decode B=1 32x128", ROT, 1, 1, 32, 128, 128, 0, 0, 0, 0},
+    {"dec64", "decode B=64 40x128", ROT, 64, 1, 40, 128, 128, 0, 0, 0, 0},
+    {"qk", "dsv4 qknorm S=256", QK, 1, 256, 128, 512, 64, 0, 0, 0, 0},
+    {"rg", "dsv4 regroup N=256", RG, 1, 256, 128, 512, 64, 0, 0, 0, 0},
+    {"llamaip", NULL, ROT, 1, 4096, 40, 128, 128, 0, 1, 0, 0},
+    {"llama16k", NULL, ROT, 1, 16384, 40, 128, 128, 0, 0, 0, 0}, /* x + y beyond the Xeon's L3 */
     /* 64 tokens: x and y (<= 1.3 MB) stay in the L2: the kernel's own speed, memory aside */
-    {"llama64", ROT, 1, 64, 40, 128, 128, 0, 0, 0, 0},
-    {"bnsh64", ROT, 1, 64, 32, 128, 128, 1, 0, 0, 0},
-    {"bnshnp64", ROT, 1, 64, 32, 128, 128, 1, 0, 1, 0},
-    {"phi64", ROT, 1, 64, 64, 80, 32, 0, 0, 0, 0},
-    {"mrope64", MROT, 1, 64, 32, 128, 128, 0, 0, 0, 0},
+    {"llama64", NULL, ROT, 1, 64, 40, 128, 128, 0, 0, 0, 0},
+    {"bnsh64", NULL, ROT, 1, 64, 32, 128, 128, 1, 0, 0, 0},
+    {"bnshnp64", NULL, ROT, 1, 64, 32, 128, 128, 1, 0, 1, 0},
+    {"phi64", NULL, ROT, 1, 64, 64, 80, 32, 0, 0, 0, 0},
+    {"mrope64", NULL, MROT, 1, 64, 32, 128, 128, 0, 0, 0, 0},
+    /* 16 tokens: float32 x and y (0.66 / 0.52 MB) in the L2 too (64 float32 tokens are 2.6 /
+     * 2.1 MB, beyond a 2 MiB L2) */
+    {"llama16", NULL, ROT, 1, 16, 40, 128, 128, 0, 0, 0, 0},
+    {"bnsh16", NULL, ROT, 1, 16, 32, 128, 128, 1, 0, 0, 0},
 };
+#define N_SHAPES (sizeof g_shapes / sizeof g_shapes[0])
 
 typedef struct job {
     int kind, nopos;
@@ -81,7 +60,7 @@ typedef struct job {
     ropekit_inverse_rotary_regroup_attrs ga;
 } job;
 
-static void call(const api *a, const job *j) {
+static inline void call(const api *a, const job *j) {
     ropekit_status st;
     if (j->kind == QK)
         st = a->qk(&j->x, &j->kv, &j->w, &j->cs, &j->sn, &j->qa, &j->y, &j->kvo);
@@ -98,7 +77,7 @@ static void call(const api *a, const job *j) {
 }
 
 /* row-major (the library's ropekit_tensor_contiguous; this program links no build) */
-static ropekit_tensor ten(void *d, ropekit_dtype t, int32_t r, const int64_t *sh) {
+static inline ropekit_tensor ten(void *d, ropekit_dtype t, int32_t r, const int64_t *sh) {
     ropekit_tensor x;
     memset(&x, 0, sizeof x);
     x.data = d, x.dtype = t, x.rank = r;
@@ -109,7 +88,7 @@ static ropekit_tensor ten(void *d, ropekit_dtype t, int32_t r, const int64_t *sh
 }
 
 /* The row's buffers and call; returns the bytes moved (as bench_cpu.c counts them). */
-static double setup(const shp *s, ropekit_dtype T, size_t xoff, size_t yoff, job *j, bm_set *set) {
+static inline double setup(const shp *s, ropekit_dtype T, size_t xoff, size_t yoff, job *j, bm_set *set) {
     const size_t es = T == ROPEKIT_FLOAT32 ? 4 : 2;
     const int64_t B = s->B, S = s->S, N = s->N, H = s->H, R = s->R, h = R / 2;
     memset(j, 0, sizeof *j);
@@ -119,7 +98,7 @@ static double setup(const shp *s, ropekit_dtype T, size_t xoff, size_t yoff, job
         const size_t nq = (size_t)(S * N * H), nt = (size_t)(S * R);
         char *q = (char *)BUF(nq * es) + xoff, *qo = (char *)BUF(nq * es) + yoff;
         float *cs = BUF(nt * 4), *sn = BUF(nt * 4);
-        fill(q, T, nq, -2, 2), fill_cs(cs, sn, ROPEKIT_FLOAT32, nt);
+        fill(q, T, nq, -2, 2), fill_cos_sin(cs, sn, ROPEKIT_FLOAT32, nt);
         if (s->kind == RG) {
             const int64_t G = 8, F = N * H;
             j->x = ten(q, T, 2, (int64_t[]){S, F});
@@ -132,7 +111,7 @@ static double setup(const shp *s, ropekit_dtype T, size_t xoff, size_t yoff, job
         const size_t nk = (size_t)(S * H);
         char *kv = (char *)BUF(nk * es) + xoff, *kvo = (char *)BUF(nk * es) + yoff;
         float *w = BUF((size_t)H * 4);
-        fill(kv, T, nk, -2, 2), fill(w, ROPEKIT_FLOAT32, (size_t)H, 0.5f, 1.5f);
+        fill(kv, T, nk, -2, 2), fill(w, ROPEKIT_FLOAT32, (size_t)H, 0.5, 1.5);
         j->x = ten(q, T, 3, (int64_t[]){1, S, N * H});
         j->y = ten(qo, T, 4, (int64_t[]){1, S, N, H});
         j->kv = ten(kv, T, 3, (int64_t[]){1, S, H});
@@ -148,7 +127,7 @@ static double setup(const shp *s, ropekit_dtype T, size_t xoff, size_t yoff, job
     char *x = (char *)BUF(nx * es) + xoff, *y = (char *)BUF(nx * es) + yoff;
     void *tc = BUF((size_t)(P * h) * es), *tsn = BUF((size_t)(P * h) * es);
     int64_t *pos = BUF((size_t)(streams * B * S) * 8);
-    fill(x, T, nx, -2, 2), fill_cs(tc, tsn, T, (size_t)(P * h));
+    fill(x, T, nx, -2, 2), fill_cos_sin(tc, tsn, T, (size_t)(P * h));
     for (int64_t i = 0; i < streams * B * S; ++i)
         pos[i] = S == 1 ? (i * 977) % P : i % S;
     if (s->bnsh) {
@@ -186,7 +165,7 @@ static double setup(const shp *s, ropekit_dtype T, size_t xoff, size_t yoff, job
 }
 
 /* the job j of set s, moved onto the clone c (the large buffers c's own, the small ones shared) */
-static job job_on(const job *j, const bm_set *s, const bm_set *c) {
+static inline job job_on(const job *j, const bm_set *s, const bm_set *c) {
     job k = *j;
     ropekit_tensor *t[] = {&k.x, &k.y, &k.kv, &k.kvo, &k.w, &k.cs, &k.sn, &k.pos};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; ++i)
@@ -195,7 +174,7 @@ static job job_on(const job *j, const bm_set *s, const bm_set *c) {
 }
 
 /* "shape:dtype" -> the shape (NULL: unknown) and the dtype */
-static const shp *parse_row(const char *arg, ropekit_dtype *T) {
+static inline const shp *parse_row(const char *arg, ropekit_dtype *T) {
     char nm[32];
     snprintf(nm, sizeof nm, "%s", arg);
     char *colon = strchr(nm, ':');
@@ -206,7 +185,7 @@ static const shp *parse_row(const char *arg, ropekit_dtype *T) {
     *T = !strcmp(dn, "f32")   ? ROPEKIT_FLOAT32
          : !strcmp(dn, "f16") ? ROPEKIT_FLOAT16
                               : ROPEKIT_BFLOAT16;
-    for (size_t i = 0; i < sizeof g_shapes / sizeof g_shapes[0]; ++i)
+    for (size_t i = 0; i < N_SHAPES; ++i)
         if (!strcmp(g_shapes[i].name, nm)) return &g_shapes[i];
     return NULL;
 }

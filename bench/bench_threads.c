@@ -22,17 +22,7 @@
 #include <time.h>
 
 #include "bench_dl.h"
-#include "bench_data.h"
-
-static ropekit_tensor tc(void *d, ropekit_dtype t, int32_t r, const int64_t *sh) {
-    ropekit_tensor x;
-    memset(&x, 0, sizeof x);
-    x.data = d, x.dtype = t, x.rank = r;
-    int64_t st = 1;
-    for (int i = r - 1; i >= 0; --i)
-        x.shape[i] = sh[i], x.strides[i] = st, st *= sh[i];
-    return x;
-}
+#include "bench_rows.h" /* shapes, data, buffers and the call: as ropekit_bench_ab */
 
 /* ---- a 2-thread memcpy: the helper sleeps on a condition variable ---- */
 static pthread_mutex_t cmu = PTHREAD_MUTEX_INITIALIZER;
@@ -67,136 +57,6 @@ static void copy2(char *d, const char *s, size_t n) {
     while (cleft > 0)
         pthread_cond_wait(&cdone, &cmu);
     pthread_mutex_unlock(&cmu);
-}
-
-enum { ROT, MROT, QK, RG };
-typedef struct job {
-    int kind, nopos;
-    ropekit_tensor x, y, kv, kvo, w, cs, sn, pos;
-    ropekit_rotary_embedding_attrs ra;
-    ropekit_mrotary_embedding_attrs ma;
-    ropekit_qknorm_rotary_embedding_attrs qa;
-    ropekit_inverse_rotary_regroup_attrs ga;
-} job;
-static void call(api *a, job *j) {
-    ropekit_status st;
-    if (j->kind == QK)
-        st = a->qk(&j->x, &j->kv, &j->w, &j->cs, &j->sn, &j->qa, &j->y, &j->kvo);
-    else if (j->kind == RG)
-        st = a->rg(&j->x, &j->cs, &j->sn, &j->ga, &j->y);
-    else if (j->kind == MROT)
-        st = a->mrot(&j->x, &j->pos, &j->cs, &j->sn, &j->ma, &j->y);
-    else
-        st = a->rot(&j->x, &j->cs, &j->sn, j->nopos ? NULL : &j->pos, &j->ra, &j->y);
-    if (st) {
-        fprintf(stderr, "call failed: %s\n", a->err());
-        exit(1);
-    }
-}
-typedef struct shp {
-    const char *name;
-    int kind;
-    int64_t B, S, N, H, R;
-    int bnsh, inplace, nopos, packed;
-} shp;
-static const shp g_sh[] = {
-    {"llama", ROT, 1, 4096, 40, 128, 128, 0, 0, 0, 0},
-    {"qkv", ROT, 1, 4096, 40, 128, 128, 0, 1, 0, 1},
-    {"bnsh", ROT, 1, 4096, 32, 128, 128, 1, 0, 0, 0},
-    {"bnship", ROT, 1, 4096, 32, 128, 128, 1, 1, 0, 0},
-    {"bnshnp", ROT, 1, 4096, 32, 128, 128, 1, 0, 1, 0},
-    {"llamanp", ROT, 1, 4096, 40, 128, 128, 0, 0, 1, 0},
-    {"qwen3", ROT, 4, 2048, 24, 128, 128, 0, 0, 0, 0},
-    {"phi", ROT, 1, 2048, 64, 80, 32, 0, 0, 0, 0},
-    {"mrope", MROT, 1, 4096, 32, 128, 128, 0, 0, 0, 0},
-    {"qk", QK, 1, 256, 128, 512, 64, 0, 0, 0, 0},
-    {"rg", RG, 1, 256, 128, 512, 64, 0, 0, 0, 0},
-    {"dec", ROT, 1, 1, 32, 128, 128, 0, 0, 0, 0},
-    {"dec64", ROT, 64, 1, 40, 128, 128, 0, 0, 0, 0},
-};
-static double build(job *j, const shp *s0, ropekit_dtype T, int64_t Sover, void **bufs, int *nb) {
-    shp s = *s0;
-    if (Sover > 0) {
-        if (!strcmp(s.name, "dec64"))
-            s.B = Sover;
-        else
-            s.S = Sover;
-    }
-    size_t es = T == ROPEKIT_FLOAT32 ? 4 : 2;
-    memset(j, 0, sizeof *j);
-    j->kind = s.kind;
-    int64_t B = s.B, S = s.S, N = s.N, H = s.H, R = s.R, h = R / 2;
-    if (s.kind == QK) {
-        size_t nq = S * N * H, nk = S * H, nt = S * R;
-        void *q = bufs[(*nb)++] = xalloc(nq * es), *qo = bufs[(*nb)++] = xalloc(nq * es);
-        void *kv = bufs[(*nb)++] = xalloc(nk * es), *kvo = bufs[(*nb)++] = xalloc(nk * es);
-        float *w = bufs[(*nb)++] = xalloc(H * 4), *cs = bufs[(*nb)++] = xalloc(nt * 4),
-              *sn = bufs[(*nb)++] = xalloc(nt * 4);
-        fill(q, T, nq, -2, 2), fill(kv, T, nk, -2, 2), fill(w, ROPEKIT_FLOAT32, H, .5, 1.5);
-        fill(cs, ROPEKIT_FLOAT32, nt, -1, 1), fill(sn, ROPEKIT_FLOAT32, nt, -1, 1);
-        j->x = tc(q, T, 3, (int64_t[]){1, S, N * H});
-        j->y = tc(qo, T, 4, (int64_t[]){1, S, N, H});
-        j->kv = tc(kv, T, 3, (int64_t[]){1, S, H});
-        j->kvo = tc(kvo, T, 3, (int64_t[]){1, S, H});
-        j->w = tc(w, ROPEKIT_FLOAT32, 1, (int64_t[]){H});
-        j->cs = tc(cs, ROPEKIT_FLOAT32, 3, (int64_t[]){1, S, R});
-        j->sn = tc(sn, ROPEKIT_FLOAT32, 3, (int64_t[]){1, S, R});
-        j->qa = (ropekit_qknorm_rotary_embedding_attrs){N, H, R, 1e-6f, 1};
-        return 2.0 * (nq + nk) * es + 2.0 * nt * 4;
-    }
-    if (s.kind == RG) {
-        int64_t Tn = S, F = N * H, G = 8;
-        size_t nx = Tn * F, nt = Tn * R;
-        void *x = bufs[(*nb)++] = xalloc(nx * es), *o = bufs[(*nb)++] = xalloc(nx * es);
-        float *cs = bufs[(*nb)++] = xalloc(nt * 4), *sn = bufs[(*nb)++] = xalloc(nt * 4);
-        fill(x, T, nx, -2, 2), fill(cs, ROPEKIT_FLOAT32, nt, -1, 1),
-            fill(sn, ROPEKIT_FLOAT32, nt, -1, 1);
-        j->x = tc(x, T, 2, (int64_t[]){Tn, F});
-        j->y = tc(o, T, 3, (int64_t[]){G, Tn, F / G});
-        j->cs = tc(cs, ROPEKIT_FLOAT32, 2, (int64_t[]){Tn, R});
-        j->sn = tc(sn, ROPEKIT_FLOAT32, 2, (int64_t[]){Tn, R});
-        j->ga = (ropekit_inverse_rotary_regroup_attrs){N, H, R, G};
-        return 2.0 * nx * es + 2.0 * nt * 4;
-    }
-    int64_t P = S < 4096 ? 4096 : S;
-    size_t nx = B * S * N * H;
-    void *x = bufs[(*nb)++] = xalloc(nx * es), *y = bufs[(*nb)++] = xalloc(nx * es);
-    void *tcb = bufs[(*nb)++] = xalloc(P * h * es), *tsb = bufs[(*nb)++] = xalloc(P * h * es);
-    fill(x, T, nx, -2, 2), fill_cos_sin(tcb, tsb, T, P * h);
-    int streams = s.kind == MROT ? 3 : 1;
-    int64_t *pos = bufs[(*nb)++] = xalloc(streams * B * S * 8);
-    for (int64_t i = 0; i < streams * B * S; ++i)
-        pos[i] = S == 1 ? (int64_t)(urand() * (P - 1)) : i % S;
-    if (s.bnsh) {
-        j->x = tc(x, T, 4, (int64_t[]){B, N, S, H});
-        j->y = tc(y, T, 4, (int64_t[]){B, N, S, H});
-    } else {
-        j->x = tc(x, T, 3, (int64_t[]){B, S, N * H});
-        j->y = tc(y, T, 3, (int64_t[]){B, S, N * H});
-    }
-    if (s.packed) {
-        int64_t row = (N + N / 5) * H;
-        void *qkv = bufs[(*nb)++] = xalloc(B * S * row * es);
-        fill(qkv, T, B * S * row, -2, 2);
-        j->x = (ropekit_tensor){qkv, T, 3, {B, S, N * H}, {S * row, row, 1}};
-    }
-    if (s.inplace) j->y = j->x;
-    j->nopos = s.nopos;
-    if (s.nopos) {
-        j->cs = tc(tcb, T, 3, (int64_t[]){B, S, h});
-        j->sn = tc(tsb, T, 3, (int64_t[]){B, S, h});
-    } else {
-        j->cs = tc(tcb, T, 2, (int64_t[]){P, h});
-        j->sn = tc(tsb, T, 2, (int64_t[]){P, h});
-    }
-    if (s.kind == MROT) {
-        j->pos = tc(pos, ROPEKIT_INT64, 3, (int64_t[]){3, B, S});
-        j->ma = (ropekit_mrotary_embedding_attrs){{16, 24, 24}, 0, 0, R, N, 1.0f, 0, 0};
-    } else {
-        j->pos = tc(pos, ROPEKIT_INT64, 2, (int64_t[]){B, S});
-        j->ra = (ropekit_rotary_embedding_attrs){0, R, s.bnsh ? 0 : N, 0};
-    }
-    return 2.0 * nx * es + (double)B * S * R * es;
 }
 
 #define MAXL 4
@@ -247,16 +107,24 @@ int main(int argc, char **argv) {
                           : !strcmp(dn, "f16") ? ROPEKIT_FLOAT16
                                                : ROPEKIT_BFLOAT16;
         const shp *s = NULL;
-        for (size_t i = 0; i < sizeof g_sh / sizeof g_sh[0]; ++i)
-            if (!strcmp(g_sh[i].name, nm)) s = &g_sh[i];
+        for (size_t i = 0; i < N_SHAPES; ++i)
+            if (!strcmp(g_shapes[i].name, nm)) s = &g_shapes[i];
         if (!s) {
             fprintf(stderr, "no row %s\n", nm);
             continue;
         }
-        void *bufs[12];
-        int nb = 0;
+        shp s1 = *s; /* :S overrides the tokens (dec64: the batch) */
+        if (Sover > 0) {
+            if (!strcmp(s1.name, "dec64"))
+                s1.B = Sover;
+            else
+                s1.S = Sover;
+        }
         job j;
-        double bytes = build(&j, s, T, Sover, bufs, &nb);
+        bm_set set;
+        memset(&set, 0, sizeof set);
+        bm_reset(); /* the previous row's buffers */
+        double bytes = setup(&s1, T, 0, 0, &j, &set);
         size_t half = (size_t)(bytes / 2);
         char *k0 = xalloc(half), *k1 = xalloc(half);
         memset(k0, 1, half);
@@ -324,9 +192,6 @@ int main(int argc, char **argv) {
                    tt[2 * l][m] / tt[2 * l + 1][m]);
         printf("  n=%d r=%d\n", n, reps);
         fflush(stdout);
-        free(k0), free(k1);
-        for (int i = 0; i < nb; ++i)
-            free(bufs[i]);
     }
     return 0;
 }

@@ -30,15 +30,8 @@
 #include <emmintrin.h>
 #endif
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "bench_time.h"
+
 static int g_huge = 1;
 static void *xalloc(size_t n) { /* as bench_dl.h: 2 MiB aligned, huge pages asked for */
     void *p = NULL;

@@ -6,18 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-/* Monotonic wall clock in seconds. */
-static inline double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* qsort comparator of doubles, ascending. */
-static inline int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "../bench_time.h" /* now_s, cmp_d */
 
 /* float32 -> float16 bits for the benchmarks' inputs: values in [-1, 1) (normal float16);
  * truncation is fine here. */

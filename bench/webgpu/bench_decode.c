@@ -285,23 +285,23 @@ int main(int argc, char **argv) {
     printf("| variant: %s | | | |\n", ropekit_webgpu_last_variant(g_ctx));
     double cpu[64];
     for (int k = 0; k < g_turns; ++k) {
-        double t0 = now(), c0 = cpu_now();
+        double t0 = now_s(), c0 = cpu_now();
         for (int i = 0; i < g_calls; ++i) op_call(&d);
         ropekit_webgpu_wait(g_ctx);
-        t[k] = (now() - t0) / g_calls;
+        t[k] = (now_s() - t0) / g_calls;
         cpu[k] = (cpu_now() - c0) / g_calls;
     }
     report("op: back-to-back calls", t);
     if (!op_only) {
         const int64_t p0 = pos[0];
         for (int k = 0; k < g_turns; ++k) {
-            double t0 = now();
+            double t0 = now_s();
             for (int i = 0; i < g_calls; ++i) {
                 pos[0] = (p0 + 1 + i) % P; /* a new id each call (never the one before) */
                 op_call(&d);
             }
             ropekit_webgpu_wait(g_ctx);
-            t[k] = (now() - t0) / g_calls;
+            t[k] = (now_s() - t0) / g_calls;
         }
         pos[0] = p0;
         report("op, new ids: back-to-back calls, one id changed before each", t);
@@ -313,12 +313,12 @@ int main(int argc, char **argv) {
         return g_bad;
     }
     for (int k = 0; k < g_turns; ++k) {
-        double t0 = now();
+        double t0 = now_s();
         for (int i = 0; i < g_calls / 4; ++i) {
             op_call(&d);
             ropekit_webgpu_wait(g_ctx);
         }
-        t[k] = (now() - t0) / (g_calls / 4);
+        t[k] = (now_s() - t0) / (g_calls / 4);
     }
     report("op+wait: each call waited for", t);
     typedef ropekit_status (*set_batch_fn)(ropekit_webgpu *, int);
@@ -332,10 +332,10 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 200; ++i) op_call(&d);
         ropekit_webgpu_wait(g_ctx);
         for (int k = 0; k < g_turns; ++k) {
-            double t0 = now();
+            double t0 = now_s();
             for (int i = 0; i < g_calls; ++i) op_call(&d);
             ropekit_webgpu_wait(g_ctx);
-            t[k] = (now() - t0) / g_calls;
+            t[k] = (now_s() - t0) / g_calls;
         }
         char name[64];
         snprintf(name, sizeof name, "op, batch %d: back-to-back calls", batches[j]);
@@ -358,10 +358,10 @@ raw_rows:
             for (int m = 0; m < R_N; ++m) {
                 for (int i = 0; i < 64; ++i) raw_call(&r, m, i);
                 ropekit_webgpu_wait(g_ctx);
-                double t0 = now(), c0 = cpu_now();
+                double t0 = now_s(), c0 = cpu_now();
                 for (int i = 0; i < g_calls; ++i) raw_call(&r, m, i);
                 ropekit_webgpu_wait(g_ctx);
-                tr[m][k] = (now() - t0) / g_calls;
+                tr[m][k] = (now_s() - t0) / g_calls;
                 cr[m][k] = (cpu_now() - c0) / g_calls;
             }
         for (int m = 0; m < R_N; ++m) report(raw_names[m], tr[m]);

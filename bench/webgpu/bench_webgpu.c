@@ -203,7 +203,7 @@ static void run_row(const row *r) {
      * an H200 drops its clock), then 0.25 s of calls bring the clock back before batch 0 */
     r->op(r->arg);
     ropekit_webgpu_wait(g_ctx);
-    for (const double tw = now(); !g_bad && now() - tw < 0.25;) {
+    for (const double tw = now_s(); !g_bad && now_s() - tw < 0.25;) {
         for (int i = 0; i < g_reps; ++i) r->op(r->arg);
         ropekit_webgpu_wait(g_ctx);
     }
@@ -211,13 +211,13 @@ static void run_row(const row *r) {
         double kop = -1, ksc = -1, sec = 0;
         uint32_t passes = 0;
         if (ts) ropekit_webgpu_kernel_time(g_ctx, &sec, &passes); /* reset the counters */
-        double t0 = now();
+        double t0 = now_s();
         for (int i = 0; i < g_reps; ++i) r->op(r->arg);
         ropekit_webgpu_wait(g_ctx);
-        double t1 = now();
+        double t1 = now_s();
         if (ts && ropekit_webgpu_kernel_time(g_ctx, &sec, &passes) == ROPEKIT_OK && passes)
             kop = sec / passes;
-        const double t1b = now();
+        const double t1b = now_s();
         for (int i = 0; i < g_reps; ++i) { /* the copy: one command buffer per repetition too */
             WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(dev, NULL);
             wgpuCommandEncoderCopyBufferToBuffer(enc, r->src, 0, r->dst, 0, (r->act + 3) & ~(size_t)3);
@@ -229,17 +229,17 @@ static void run_row(const row *r) {
             wgpuCommandEncoderRelease(enc);
         }
         ropekit_webgpu_wait(g_ctx);
-        double t2 = now();
+        double t2 = now_s();
         sc.ts_n = 0;
         for (int i = 0; i < g_reps; ++i) shader_copy_submit(dev, &sc);
         ropekit_webgpu_wait(g_ctx);
-        const double t3 = now();
+        const double t3 = now_s();
         const int nsc = (int)sc.ts_n;
         if (ts) ksc = shader_copy_time(dev, &sc);
         if (ksc > 0 && nsc) ksc = ksc / nsc * scale;
-        const double t3b = now();
+        const double t3b = now_s();
         if (!g_no_cpu) r->cpu(r->arg);
-        const double t4 = now();
+        const double t4 = now_s();
         if (b > 0) {
             t_op[b - 1] = (t1 - t0) / g_reps;
             t_cp[b - 1] = (t2 - t1b) / g_reps;

@@ -274,7 +274,9 @@ RK_INLINE void pair_scalar(int wide, const char *x, char *y, ropekit_dtype dt, i
 #ifndef RK_TABE /* -D for diagnostic builds */
 #define RK_TABE 4096
 #endif
+#ifndef RK_TB_MAX
 #define RK_TB_MAX 64 /* tokens per block at most */
+#endif
 
 /* bfloat16 rows as even/odd halves of 32-bit words (RK_HAVE_BF16_EO: ld_bf16_eo / st_bf16_eo):
  * no widening shuffle on the way in, no narrowing pack on the way out. The tables of such a row
@@ -615,6 +617,9 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
  * 64-byte aligned, every head is rotated whole (R = H) by vector stores only (no scalar tail),
  * and heads, tokens and batches start on line boundaries. */
 static int use_streaming(const rk_rotary_plan *p) {
+#ifdef RK_DIAG_NO_NT /* diagnostic builds: normal stores only */
+    return 0;
+#endif
     const int64_t es = (int64_t)esz(p->dtype), h = p->R / 2;
     if (p->x == p->y || !large_output(p->B * p->S * p->N * p->H * es)) return 0;
     if (p->R != p->H || (p->interleaved ? 2 * h : h) % VL != 0 || (p->H * es) % 64) return 0;
@@ -629,7 +634,7 @@ static int use_streaming(const rk_rotary_plan *p) {
 /* Streaming stores through the staging window (rk_sw) where use_streaming's direct ones cannot be
  * used: large, out of place, rows of at most RK_STAGE bytes rotated in one gather chunk. */
 static int use_staging(const rk_rotary_plan *p) {
-#ifdef RK_HAVE_NT
+#if defined(RK_HAVE_NT) && !defined(RK_DIAG_NO_NT)
     const int64_t es = (int64_t)esz(p->dtype);
     return p->x != p->y && p->H * es <= RK_STAGE && p->R / 2 <= RK_CHUNK &&
            large_output(p->B * p->S * p->N * p->H * es);
