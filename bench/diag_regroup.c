@@ -65,35 +65,30 @@ static const char *g_names[NM] = {"memcpy", "ntcopy", "tok-nt", "grp-nt", "tok-c
 #define MAXR 4000
 static double g_t[NM][MAXR];
 
+/* The regroup's runs copied token by token (grp 0) or group by group (grp 1); nt: streamed. */
+static void copy_runs(char *y, const char *x, size_t N, size_t G, size_t row, size_t run, int grp,
+                      int nt) {
+    const size_t outer = grp ? G : N, inner = grp ? N : G;
+    for (size_t a = 0; a < outer; ++a)
+        for (size_t b = 0; b < inner; ++b) {
+            const size_t n = grp ? b : a, g = grp ? a : b;
+            char *d = y + (g * N + n) * run;
+            const char *s = x + n * row + g * run;
+            if (nt)
+                nt_copy(d, s, run);
+            else
+                memcpy(d, s, run);
+        }
+    if (nt) fence();
+}
+
 static void run_mode(int m, char *y, const char *x, size_t N, size_t G, size_t row, size_t run,
                      size_t total) {
     switch (m) {
     case M_MEMCPY: memcpy(y, x, total); break;
     case M_NT: nt_copy(y, x, total), fence(); break;
-    case M_TOKNT:
-    case M_TOKCP:
-        for (size_t n = 0; n < N; ++n)
-            for (size_t g = 0; g < G; ++g) {
-                char *d = y + (g * N + n) * run;
-                const char *s = x + n * row + g * run;
-                if (m == M_TOKNT)
-                    nt_copy(d, s, run);
-                else
-                    memcpy(d, s, run);
-            }
-        if (m == M_TOKNT) fence();
-        break;
     default:
-        for (size_t g = 0; g < G; ++g)
-            for (size_t n = 0; n < N; ++n) {
-                char *d = y + (g * N + n) * run;
-                const char *s = x + n * row + g * run;
-                if (m == M_GRPNT)
-                    nt_copy(d, s, run);
-                else
-                    memcpy(d, s, run);
-            }
-        if (m == M_GRPNT) fence();
+        copy_runs(y, x, N, G, row, run, m == M_GRPNT || m == M_GRPCP, m == M_TOKNT || m == M_GRPNT);
         break;
     }
 }

@@ -188,7 +188,13 @@ RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
  * validation), so holding a line's bytes back changes nothing that is read later. */
 #ifdef RK_HAVE_NT
 #define RK_STAGE 4096               /* bytes of one staged row at most */
-#define RK_SWB (2 * RK_STAGE + 128) /* window bytes */
+#ifndef RK_NOSTG /* -D1 for diagnostic builds: no staged rows (normal stores where unaligned) */
+#define RK_NOSTG 0
+#endif
+#ifndef RK_SWLAG /* -D for diagnostic builds: lines written out this many bytes behind the row */
+#define RK_SWLAG 0
+#endif
+#define RK_SWB (2 * RK_STAGE + RK_SWLAG + 128) /* window bytes */
 typedef struct rk_sw {
     char buf[RK_SWB] __attribute__((aligned(64)));
     char *rb; /* destination line of buf[0] (NULL: no run) */
@@ -203,9 +209,23 @@ RK_INLINE void sw_init(rk_sw *w) {
 RK_INLINE char *sw_line(char *a) {
     return (char *)((uintptr_t)a & ~(uintptr_t)63);
 }
+/* One window line out as four 16-byte loads and streaming stores. The rows' stores into the
+ * window keep the destination's offset in its line (numpy's +16 B: every store 16 bytes past a
+ * 16-byte boundary), so a vector-wide load of a line spans two of them and cannot be forwarded
+ * from the store buffer: it waits until both reach L1, behind the streaming stores queued to
+ * memory. A 16-byte load at a 16-byte offset lies inside one store (outputs at other offsets
+ * are no worse off than with wide loads). */
 RK_INLINE void wr_line_nt(char *dst, const char *src) { /* both 64-byte aligned */
+#if defined(RK_SWNORMAL) /* diagnostic: the window's lines out with normal stores */
+    for (int i = 0; i < 64; i += 4 * VL)
+        f_st((float *)(dst + i), f_ld((const float *)(src + i)));
+#elif defined(RK_SWWIDE) /* diagnostic: the vector-wide loads of 84825c0 */
     for (int i = 0; i < 64; i += 4 * VL)
         f_st_nt((float *)(dst + i), f_ld((const float *)(src + i)));
+#else
+    for (int i = 0; i < 64; i += 16)
+        _mm_stream_si128((__m128i *)(dst + i), _mm_load_si128((const __m128i *)(src + i)));
+#endif
 }
 /* The run's bytes [fp, lim) out (lim a line address; whole lines streamed, the run's first line
  * from its first byte stored normally). */
@@ -245,7 +265,12 @@ RK_INLINE char *sw_row(rk_sw *w, char *dst, int64_t n) {
     return w->buf + (dst - w->rb);
 }
 RK_INLINE void sw_done(rk_sw *w, int64_t n) {
+#if RK_SWLAG
+    if ((uintptr_t)w->rs - (uintptr_t)w->rb > RK_SWLAG)
+        sw_out(w, sw_line(w->rs - RK_SWLAG));
+#else
     sw_out(w, sw_line(w->rs)); /* the lines only earlier rows write into */
+#endif
     w->wp = w->rs + n;
 }
 #endif
@@ -810,6 +835,25 @@ RK_INLINE void sum_sq_rows(const char *x, int64_t stride, ropekit_dtype dt, int6
     }
 }
 
+/* A token's rd cos/sin widened to doubles once for all its heads (rd a multiple of VL). */
+RK_INLINE void widen_tables(double *cw, double *sw, const float *cs, const float *sn, int64_t rd) {
+    for (int64_t t = 0; t < rd; t += VL / 2) {
+        d_st(cw + t, d_ldf(cs + t));
+        d_st(sw + t, d_ldf(sn + t));
+    }
+}
+/* VL rounded values xv rotated with widened tables cw/sw: tail_rotate's operations (inverse:
+ * the regroup's sign), without its widening of cos/sin. */
+RK_INLINE vf rot_wide(vf xv, const double *cw, const double *sw, int inverse) {
+    vd r[2];
+    for (int hh = 0; hh < 2; ++hh) {
+        vd xd = hh ? d_hi(xv) : d_lo(xv);
+        vd P = d_mul(xd, d_ld(cw + hh * (VL / 2))), Q = d_mul(d_swap(xd), d_ld(sw + hh * (VL / 2)));
+        r[hh] = inverse ? d_subadd_neg(P, Q) : d_addsub(P, Q);
+    }
+    return d_pack(r[0], r[1]);
+}
+
 /* The pre-interleaved tail rotation of `rd` values v (already rounded, as floats in vbuf) with
  * float tables cs/sn, stored to y as dt. inverse: the regroup's sign. ref.c: rotate_tail_pair. */
 RK_INLINE void tail_rotate(const float *v, const float *cs, const float *sn, int64_t rd,
@@ -877,17 +921,9 @@ RK_INLINE void qknorm_head(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
     int64_t t = 0;
     if (cw) { /* the token's tables as doubles (rd a multiple of VL): tail_rotate's operations,
                * on the rounded values in registers, without the widening of cos/sin per head */
-        for (; t < rd; t += VL) {
-            vf xv = rt_q(f_mul(RK_X(nope + t), rv), dt, hw);
-            vd yd[2];
-            for (int hh = 0; hh < 2; ++hh) {
-                vd xd = hh ? d_hi(xv) : d_lo(xv);
-                vd P = d_mul(xd, d_ld(cw + t + hh * (VL / 2)));
-                vd Q = d_mul(d_swap(xd), d_ld(sw + t + hh * (VL / 2)));
-                yd[hh] = d_addsub(P, Q);
-            }
-            st_q(y + (nope + t) * es, dt, hw, d_pack(yd[0], yd[1]), nt);
-        }
+        for (; t < rd; t += VL)
+            st_q(y + (nope + t) * es, dt, hw,
+                 rot_wide(rt_q(f_mul(RK_X(nope + t), rv), dt, hw), cw + t, sw + t, 0), nt);
         return;
     }
     for (; t + VL <= rd; t += VL)
@@ -923,11 +959,7 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
             const float *sn = rd ? p->sin + b * p->sin_s[0] + s * p->sin_s[1] : NULL;
             const char *xt = p->q + (b * p->qs[0] + s * p->qs[1]) * es;
             char *yt = p->q_out + (b * p->qos[0] + s * p->qos[1]) * es;
-            if (tw) /* the token's tables widened once for all its heads */
-                for (int64_t t = 0; t < rd; t += VL / 2) {
-                    d_st(cwb + t, d_ldf(cs + t));
-                    d_st(swb + t, d_ldf(sn + t));
-                }
+            if (tw) widen_tables(cwb, swb, cs, sn, rd); /* once for all the token's heads */
             /* The rows RK_QPF heads ahead (in this token or the next) are prefetched: the
              * hardware prefetchers alone leave this loop waiting on memory. Addresses as
              * integers: a prefetch past the buffer is harmless, pointer arithmetic would not be. */
@@ -1032,7 +1064,7 @@ static int qknorm_staging(const rk_qknorm_plan *p) {
     /* not with 8 lanes: there the kernel is compute bound (the sums of squares), the window's
      * copy costs more than the streaming saves (Xeon EMR, avx2, dsv4 rows at +16 bytes:
      * bfloat16 0.88-0.90x of direct normal stores, R1/R2 2026-12-01) */
-    return VL >= 16 && p->q != p->q_out && p->head_dim * es <= RK_STAGE &&
+    return !RK_NOSTG && VL >= 16 && p->q != p->q_out && p->head_dim * es <= RK_STAGE &&
            large_output(p->B * p->S * p->num_heads * p->head_dim * es);
 #else
     (void)p;
@@ -1089,11 +1121,7 @@ RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt, 
         const char *xn = p->x + n * p->xs[0] * es;
         const float *cs = rd ? p->cos + n * p->cos_s[0] : NULL;
         const float *sn = rd ? p->sin + n * p->sin_s[0] : NULL;
-        if (tw) /* the token's tables widened once for all its heads */
-            for (int64_t t = 0; t < rd; t += VL / 2) {
-                d_st(cwb + t, d_ldf(cs + t));
-                d_st(swb + t, d_ldf(sn + t));
-            }
+        if (tw) widen_tables(cwb, swb, cs, sn, rd); /* once for all the token's heads */
         for (int64_t h = 0; h < p->num_heads; ++h) {
             int64_t f0 = h * hd, g = f0 / p->group_dim, gc = f0 % p->group_dim;
             const char *x = xn + f0 * es;
@@ -1111,17 +1139,9 @@ RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt, 
             const char *xr = x + nope * es;
             int64_t t = 0;
             if (tw) { /* tail_rotate's inverse operations, the tables already widened */
-                for (; t < rd; t += VL) {
-                    vf xv = ld_t(xr + t * es, dt);
-                    vd r[2];
-                    for (int hh = 0; hh < 2; ++hh) {
-                        vd xd = hh ? d_hi(xv) : d_lo(xv);
-                        vd P = d_mul(xd, d_ld(cwb + t + hh * (VL / 2)));
-                        vd Q = d_mul(d_swap(xd), d_ld(swb + t + hh * (VL / 2)));
-                        r[hh] = d_subadd_neg(P, Q);
-                    }
-                    st_q(y + (nope + t) * es, dt, 0, d_pack(r[0], r[1]), nt);
-                }
+                for (; t < rd; t += VL)
+                    st_q(y + (nope + t) * es, dt, 0,
+                         rot_wide(ld_t(xr + t * es, dt), cwb + t, swb + t, 1), nt);
             } else {
                 for (; t + VL <= rd; t += VL)
                     f_st(v + t, ld_t(xr + t * es, dt));
@@ -1153,7 +1173,7 @@ static void RK_SUFFIX(regroup)(const rk_regroup_plan *p) {
              (p->os[1] * es) % w == 0 && (p->head_dim * es) % w == 0 && (p->nope * es) % w == 0;
 #ifdef RK_HAVE_NT
     /* otherwise through staged rows (rk_sw) */
-    const int stg = !nt && large && p->head_dim * es <= RK_STAGE;
+    const int stg = !nt && large && p->head_dim * es <= RK_STAGE && !RK_NOSTG;
 #else
     const int stg = 0;
 #endif
