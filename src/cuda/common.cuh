@@ -238,6 +238,10 @@ inline bool aligned(const void *p, long long elems_ok) { return ((uintptr_t)p % 
  * ROPEKIT_CUDA_QKNORM_ITEMS=0..64 (qknorm.cu: qknorm_reg_variant, qknorm_items). The rotary kernels' only override is
  * ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile|bulk (ropekit_cuda.h; src/cuda/rotary.cu forced_kernel). */
 int env_int(const char *name, int lo, int hi, int dflt);
+/* The index i of names[i] (n entries; a null entry never matches) equal to the variable's
+ * value, dflt when it is unset or names none of them (the kernel overrides: rotary.cu
+ * forced_kernel, mrope_pipe.cuh mrope_env_kernel). */
+int env_choice(const char *name, const char *const *names, int n, int dflt);
 int flat_hints();
 
 } // namespace rk_cuda

@@ -184,14 +184,8 @@ __global__ void __launch_bounds__(1024) rotary_pipe_kernel_free(const RotArgs a)
  * float32 74.3 -> 74.8-75.5). ROPEKIT_CUDA_MROPE=tile|pipe|pipe56 (tests and benchmarks, read
  * once) overrides it for every MRoPE call that the tile kernel would take. */
 int mrope_env_kernel() {
-    static const int m = [] {
-        const char *e = getenv("ROPEKIT_CUDA_MROPE");
-        if (!e) return -1;
-        if (!strcmp(e, "tile")) return 0;
-        if (!strcmp(e, "pipe")) return 1;
-        if (!strcmp(e, "pipe56")) return 2;
-        return -1;
-    }();
+    static const char *const names[] = {"tile", "pipe", "pipe56"}; /* the values 0, 1, 2 */
+    static const int m = env_choice("ROPEKIT_CUDA_MROPE", names, 3, -1);
     return m;
 }
 int mrope_kernel(const rk_rotary_plan *p) {

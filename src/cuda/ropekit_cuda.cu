@@ -10,6 +10,7 @@
  * common.cuh the shared device helpers; rotary.cu (+ mrope.cuh) the rotary kernels of
  * RotaryEmbedding (both flavours) and MRotaryEmbedding, one plan -> launch path (run_rotary);
  * qknorm.cu QKNormRotaryEmbedding; regroup.cu InverseRotaryRegroup. */
+#include <cstring>
 #include "common.cuh"
 
 namespace rk_cuda {
@@ -37,6 +38,13 @@ int env_int(const char *name, int lo, int hi, int dflt) {
     char *end = nullptr;
     const long v = strtol(e, &end, 10);
     return *end == 0 && v >= lo && v <= hi ? (int)v : dflt;
+}
+int env_choice(const char *name, const char *const *names, int n, int dflt) {
+    const char *e = getenv(name);
+    if (!e) return dflt;
+    for (int i = 0; i < n; ++i)
+        if (names[i] && !strcmp(e, names[i])) return i;
+    return dflt;
 }
 int flat_hints() {
     static const int h = env_int("ROPEKIT_CUDA_HINTS", 0, 7, 5);

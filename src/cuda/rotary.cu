@@ -904,14 +904,10 @@ ropekit_status launch_rotary_t(const RotArgs &a, unsigned blocks, size_t shm, cu
  * choice. Read once. */
 enum { FORCE_NONE = 0, FORCE_FLAT = 1, FORCE_TILE = 2, FORCE_BULK = 3 };
 int forced_kernel() {
-    static const int k = [] {
-        const char *e = getenv("ROPEKIT_CUDA_ROTARY_KERNEL");
-        if (!e) return (int)FORCE_NONE;
-        if (!strcmp(e, "flat")) return (int)FORCE_FLAT;
-        if (!strcmp(e, "tile")) return (int)FORCE_TILE;
-        if (!strcmp(e, "bulk")) return (int)FORCE_BULK;
-        return (int)FORCE_NONE;
-    }();
+    /* indexed by FORCE_*: a new choice is one more name here and one more FORCE_ value */
+    static const char *const names[] = {nullptr, "flat", "tile", "bulk"};
+    static const int k = env_choice("ROPEKIT_CUDA_ROTARY_KERNEL", names,
+                                    (int)(sizeof names / sizeof names[0]), FORCE_NONE);
     return k;
 }
 
