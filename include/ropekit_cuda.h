@@ -47,10 +47,11 @@
  *   of a float16 NaN output, and of a bfloat16 NaN output of RotaryEmbedding with bfloat16
  *   tables, may differ from the CPU's (ropekit.h section 5 leaves them unspecified).
  *
- * Kernel override (tests and benchmarks): ROPEKIT_CUDA_ROTARY_KERNEL=flat, =tile or =bulk in the
- *   environment (read once per process) makes the three rotary operators use that kernel on every
- *   call it can take (contiguous, 16-byte-aligned channels; tile: a token's threads fit one
- *   block; bulk: sm_90 or newer, not MRotaryEmbedding); same bits. Unset or any other value: the
+ * Kernel override (tests and benchmarks): ROPEKIT_CUDA_ROTARY_KERNEL=flat, =tile, =bulk or =decode
+ *   in the environment (read once per process) makes the three rotary operators use that kernel
+ *   on every call it can take (contiguous, 16-byte-aligned channels; tile: a token's threads fit
+ *   one block; bulk: sm_90 or newer, not MRotaryEmbedding; decode: not MRotaryEmbedding); same
+ *   bits. Unset or any other value: the
  *   library chooses per call. ROPEKIT_CUDA_MROPE=tile, =pipe or =pipe56 picks MRotaryEmbedding's
  *   kernel (the tile kernel or the pipelined one, uncapped or capped at 56 registers) on every
  *   call that the tile kernel would take; same bits.

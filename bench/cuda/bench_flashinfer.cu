@@ -4,7 +4,7 @@
 // Build: bench/cuda/build_flashinfer.sh (downloads the flashinfer-python wheel from PyPI, builds
 // fi_rope.cu with FlashInfer's own JIT flags and links this file with libropekit_cuda).
 //
-// Timing as bench_cuda.cu: GPU time between CUDA events while a one-thread kernel holds the
+// Timing as bench_cuda.cu (one copy: bench_timing.cuh): GPU time between CUDA events while a one-thread kernel holds the
 // stream (the host's launch cost stays out), median of 30 calls after 3 warm-ups; a
 // device-to-device cudaMemcpyAsync of the activation bytes timed the same way; "vs copy" =
 // (MB moved / time) / (copy bandwidth), MB moved = x read + y written + a cache row (R float32)
@@ -34,18 +34,11 @@
 #include <cstring>
 #include <vector>
 
+#include "bench_timing.cuh"
 #include "fi_rope.h"
 #include "ropekit.h"
 #include "ropekit_cuda.h"
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));            \
-            exit(2);                                                                               \
-        }                                                                                          \
-    } while (0)
 #define RK(call)                                                                                   \
     do {                                                                                           \
         ropekit_status s_ = (call);                                                                \
@@ -64,7 +57,6 @@
     } while (0)
 
 static const long long TABLE_ROWS = 131072;
-static cudaStream_t g_st;
 static ropekit_cuda_error_state *g_err;
 
 __device__ unsigned hash32(unsigned long long i, unsigned seed) {
@@ -97,66 +89,6 @@ __global__ void table_kernel(float *c, float *s, long long rows, int h, double t
         c[i] = (float)cos(a);
         s[i] = (float)sin(a);
     }
-}
-__global__ void hold_stream(unsigned long long ns) {
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    } while (t - t0 < ns);
-}
-
-static double wall_us() {
-    return std::chrono::duration<double, std::micro>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-// bench_cuda.cu's median_us (queued: the stream is held while f is enqueued; GPU time alone)
-template <typename F>
-static double median_us(F f, int reps, bool queued, double *host_us = nullptr) {
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    double host_max = 0;
-    for (int i = 0; i < 3; ++i) {
-        const double h0 = wall_us();
-        f();
-        host_max = std::max(host_max, wall_us() - h0);
-    }
-    const unsigned long long hold_ns = (unsigned long long)(1000.0 * (30.0 + 4.0 * host_max));
-    std::vector<float> t;
-    std::vector<double> h;
-    for (int i = 0; i < reps; ++i) {
-        if (queued) hold_stream<<<1, 1, 0, g_st>>>(hold_ns);
-        CK(cudaEventRecord(a, g_st));
-        const double h0 = wall_us();
-        f();
-        h.push_back(wall_us() - h0);
-        CK(cudaEventRecord(b, g_st));
-        CK(cudaEventSynchronize(b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        t.push_back(ms * 1000.0f);
-    }
-    std::sort(t.begin(), t.end());
-    std::sort(h.begin(), h.end());
-    if (host_us) *host_us = h[h.size() / 2];
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    return t[t.size() / 2];
-}
-template <typename F> static double graph_us(F f, int k, int reps) {
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(g_st, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < k; ++i)
-        f();
-    CK(cudaStreamEndCapture(g_st, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    double us = median_us([&] { CK(cudaGraphLaunch(ge, g_st)); }, reps, false) / k;
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
-    return us;
 }
 static void *dalloc(size_t bytes) {
     void *p;

@@ -518,6 +518,8 @@ __global__ void __launch_bounds__(256, 4) rotary_flat_kernel(const RotArgs a) {
     rotary_flat_body<DT, TDT, IL, G>(a);
 }
 
+#include "rotary_decode.cuh"
+
 /* Tile kernel (16-byte chunks, contiguous channels, as the flat kernel): a block takes `tpb`
  * tokens and one thread per (token, group of G = TILE_G heads, chunk). Each
  * thread issues its x loads first; meanwhile the block's first threads look up the tokens'
@@ -899,13 +901,13 @@ ropekit_status launch_rotary_t(const RotArgs &a, unsigned blocks, size_t shm, cu
     return launched("rotary kernel launch");
 }
 
-/* ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile|bulk (ropekit_cuda.h, for tests and benchmarks): that
+/* ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile|bulk|decode (ropekit_cuda.h, for tests and benchmarks): that
  * kernel on every call it can take; unset (or any other value): run_rotary's
  * choice. Read once. */
-enum { FORCE_NONE = 0, FORCE_FLAT = 1, FORCE_TILE = 2, FORCE_BULK = 3 };
+enum { FORCE_NONE = 0, FORCE_FLAT = 1, FORCE_TILE = 2, FORCE_BULK = 3, FORCE_DECODE = 4 };
 int forced_kernel() {
     /* indexed by FORCE_*: a new choice is one more name here and one more FORCE_ value */
-    static const char *const names[] = {nullptr, "flat", "tile", "bulk"};
+    static const char *const names[] = {nullptr, "flat", "tile", "bulk", "decode"};
     static const int k = env_choice("ROPEKIT_CUDA_ROTARY_KERNEL", names,
                                     (int)(sizeof names / sizeof names[0]), FORCE_NONE);
     return k;
@@ -1167,8 +1169,23 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
     const int mk = tile && p->rows == RK_ROWS_MROPE ? mrope_kernel(p) : 0;
     const bool pipe = mk > 0 && !p->interleaved && p->R == p->H && a.small && tile_per_tok >= h &&
                       mrope_pipe_shm(a) <= 48 * 1024;
+    /* the decode kernel (src/cuda/rotary_decode.cuh) when forced (not yet the default for
+     * one-wave calls: waiting for its device measurement) */
+    int dec_hy = 0;
+    if (vec && !tile && !bulk && p->rows != RK_ROWS_MROPE && a.T < (1ll << 31) &&
+        forced_kernel() == FORCE_DECODE) {
+        int rot = 0;
+        const int items = decode_items(p, decode_piece(), &rot);
+        if (items > 0 && items <= 1024) {
+            a.rot_items = rot, a.items = items;
+            dec_hy = items >= 128 ? 1 : 128 / items;
+            if (dec_hy > a.N) dec_hy = a.N;
+            if ((a.N + dec_hy - 1) / dec_hy > 65535) dec_hy = 0;
+        }
+    }
 #define RK_ROT(DT_, TDT_)                                                                        \
-    return bulk && bulk_built<DT_, TDT_>(a) ? launch_rotary_bulk<DT_, TDT_>(a, st)              \
+    return dec_hy ? launch_rotary_decode<DT_, TDT_>(a, dec_hy, st)                              \
+           : bulk && bulk_built<DT_, TDT_>(a) ? launch_rotary_bulk<DT_, TDT_>(a, st)            \
            : pipe ? launch_rotary_pipe<DT_, TDT_>(a, tile_thr, mk, st)                           \
            : tile ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)         \
            : vec ? launch_rotary_flat<DT_, TDT_>(a, flat_total, st)                              \
