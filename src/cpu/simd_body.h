@@ -209,22 +209,16 @@ RK_INLINE void sw_init(rk_sw *w) {
 RK_INLINE char *sw_line(char *a) {
     return (char *)((uintptr_t)a & ~(uintptr_t)63);
 }
-/* One window line out as four 16-byte loads and streaming stores. The rows' stores into the
- * window keep the destination's offset in its line (numpy's +16 B: every store 16 bytes past a
- * 16-byte boundary), so a vector-wide load of a line spans two of them and cannot be forwarded
- * from the store buffer: it waits until both reach L1, behind the streaming stores queued to
- * memory. A 16-byte load at a 16-byte offset lies inside one store (outputs at other offsets
- * are no worse off than with wide loads). */
 RK_INLINE void wr_line_nt(char *dst, const char *src) { /* both 64-byte aligned */
-#if defined(RK_SWNORMAL) /* diagnostic: the window's lines out with normal stores */
-    for (int i = 0; i < 64; i += 4 * VL)
-        f_st((float *)(dst + i), f_ld((const float *)(src + i)));
-#elif defined(RK_SWWIDE) /* diagnostic: the vector-wide loads of 84825c0 */
-    for (int i = 0; i < 64; i += 4 * VL)
-        f_st_nt((float *)(dst + i), f_ld((const float *)(src + i)));
-#else
+#if defined(RK_SWLD16) /* diagnostic: 16-byte loads (each inside one earlier store) */
     for (int i = 0; i < 64; i += 16)
         _mm_stream_si128((__m128i *)(dst + i), _mm_load_si128((const __m128i *)(src + i)));
+#elif defined(RK_SWNORMAL) /* diagnostic: the window's lines out with normal stores */
+    for (int i = 0; i < 64; i += 4 * VL)
+        f_st((float *)(dst + i), f_ld((const float *)(src + i)));
+#else
+    for (int i = 0; i < 64; i += 4 * VL)
+        f_st_nt((float *)(dst + i), f_ld((const float *)(src + i)));
 #endif
 }
 /* The run's bytes [fp, lim) out (lim a line address; whole lines streamed, the run's first line
