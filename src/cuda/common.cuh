@@ -49,6 +49,23 @@ template <int DT> __device__ __forceinline__ float round_to(float f) {
     return Elt<DT>::ld(Elt<DT>::st(f));
 }
 
+/* NC table columns (cos cf, sin sf, as loaded) made the values the rotation uses, as ref.c's
+ * gather_columns does: times `scale` rounded back to the table type TDT when apply_scale
+ * (com.microsoft's scale != 1), sin negated for the inverse rotation (the flat kernel, the
+ * decode kernel). */
+template <int TDT, int NC>
+__device__ __forceinline__ void scale_invert_cols(float *cf, float *sf, bool apply_scale, float scale,
+                                                  bool inverse) {
+#pragma unroll
+    for (int j = 0; j < NC; ++j) {
+        if (apply_scale) {
+            cf[j] = round_to<TDT>(__fmul_rn(cf[j], scale));
+            sf[j] = round_to<TDT>(__fmul_rn(sf[j], scale));
+        }
+        if (inverse) sf[j] = -sf[j];
+    }
+}
+
 /* V elements of T at p (16-byte vector when V * sizeof(T) == 16, else V loads at stride st). */
 template <int DT, int V>
 __device__ __forceinline__ void load_raw(const typename Elt<DT>::raw *p, long long st,

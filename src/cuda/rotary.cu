@@ -493,14 +493,7 @@ __device__ __forceinline__ void rotary_flat_body(const RotArgs &a) {
             for (int j = 0; j < NC; ++j) cf[j] = 1.0f, sf[j] = 0.0f;
         }
     }
-#pragma unroll
-    for (int j = 0; j < NC; ++j) {
-        if (a.apply_scale) {
-            cf[j] = round_to<TDT>(__fmul_rn(cf[j], a.scale));
-            sf[j] = round_to<TDT>(__fmul_rn(sf[j], a.scale));
-        }
-        if (a.inverse) sf[j] = -sf[j];
-    }
+    scale_invert_cols<TDT, NC>(cf, sf, a.apply_scale, a.scale, a.inverse);
     rotate_chunk<DT, TDT, IL, G, DT == ROPEKIT_FLOAT16>(va, vb, cf, sf, good);
 #pragma unroll
     for (int g = 0; g < G; ++g) {
@@ -1028,6 +1021,32 @@ ropekit_status launch_rotary_scalar(const RotArgs &a, bool smem, unsigned blocks
                 : launch_rotary_t<DT, TDT, 1, false>(a, blocks, shm, st);
 }
 
+/* Whether a one-wave call (one_wave in run_rotary) takes the decode kernel rather than the flat
+ * one (R1 of session 9: provisional, measured by bench_cuda's decode sweep). */
+bool decode_preferred(const rk_rotary_plan *p) {
+    (void)p;
+    return true;
+}
+/* The decode kernel's piece in bytes: 16 for float32 x (8-byte pieces of 2 float32 pairs were
+ * slower than the flat kernel: B=256 graph of 20 4.25 vs 3.77 µs, session 8), else 8. */
+int decode_piece_of(const rk_rotary_plan *p) { return p->dtype == ROPEKIT_FLOAT32 ? 16 : 8; }
+/* Every element offset the decode kernel forms fits in 32 bits (and the rest of LEAN's terms). */
+bool decode_lean(const rk_rotary_plan *p, const RotArgs &a) {
+    if (!a.tab_vec || p->apply_scale || a.hints != DEC_LEAN_HINTS) return false;
+    auto span = [](long long n, long long st) { return n > 1 ? (n - 1) * (st < 0 ? -st : st) : 0ll; };
+    const long long lim = INT_MAX;
+    if (span(p->B, p->xs[0]) + span(p->S, p->xs[1]) + span(p->N, p->xs[2]) + p->H > lim) return false;
+    if (span(p->B, p->ys[0]) + span(p->S, p->ys[1]) + span(p->N, p->ys[2]) + p->H > lim) return false;
+    const long long h = p->R / 2;
+    if (p->rows == RK_ROWS_TABLE_3D)
+        return span(p->B, p->cos_bs) + span(p->S, p->cos_ss) + h <= lim &&
+               span(p->B, p->sin_bs) + span(p->S, p->sin_ss) + h <= lim;
+    if (p->rows == RK_ROWS_PER_TOKEN && span(p->B, p->pos_bs) + span(p->S, p->pos_ss) + 1 > lim) return false;
+    const long long cr = p->cos_rs < 0 ? -p->cos_rs : p->cos_rs, sr = p->sin_rs < 0 ? -p->sin_rs : p->sin_rs;
+    const long long rs = cr > sr ? cr : sr, rows = p->table_rows > 1 ? p->table_rows : 1;
+    return p->table_rows <= lim && rs <= lim / rows && rows * rs + h <= lim;
+}
+
 } // namespace
 
 ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_error_state *errors) {
@@ -1169,22 +1188,28 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
     const int mk = tile && p->rows == RK_ROWS_MROPE ? mrope_kernel(p) : 0;
     const bool pipe = mk > 0 && !p->interleaved && p->R == p->H && a.small && tile_per_tok >= h &&
                       mrope_pipe_shm(a) <= 48 * 1024;
-    /* the decode kernel (src/cuda/rotary_decode.cuh) when forced (not yet the default for
-     * one-wave calls: waiting for its device measurement) */
-    int dec_hy = 0;
+    /* the decode kernel (src/cuda/rotary_decode.cuh) on one-wave calls (decode_preferred), or
+     * forced: pieces of dec_pb bytes, dec_g heads per thread, dec_hy head groups per block of
+     * about 128 threads; its LEAN version when every offset fits in 32 bits (decode_lean) */
+    int dec_hy = 0, dec_pb = 0, dec_g = 1;
+    bool dec_lean = false;
     if (vec && !tile && !bulk && p->rows != RK_ROWS_MROPE && a.T < (1ll << 31) &&
-        forced_kernel() == FORCE_DECODE) {
+        (forced_kernel() == FORCE_DECODE || (forced_kernel() == FORCE_NONE && one_wave && decode_preferred(p)))) {
         int rot = 0;
-        const int items = decode_items(p, decode_piece(), &rot);
+        dec_pb = decode_piece_env() ? decode_piece_env() : decode_piece_of(p);
+        const int items = decode_items(p, dec_pb, &rot);
         if (items > 0 && items <= 1024) {
+            dec_lean = decode_lean(p, a);
+            dec_g = dec_lean && dec_pb == 8 ? (decode_heads_env() ? decode_heads_env() : 1) : 1;
             a.rot_items = rot, a.items = items;
+            const int groups = (int)((p->N + dec_g - 1) / dec_g);
             dec_hy = items >= 128 ? 1 : 128 / items;
-            if (dec_hy > a.N) dec_hy = a.N;
-            if ((a.N + dec_hy - 1) / dec_hy > 65535) dec_hy = 0;
+            if (dec_hy > groups) dec_hy = groups;
+            if ((groups + dec_hy - 1) / dec_hy > 65535) dec_hy = 0;
         }
     }
 #define RK_ROT(DT_, TDT_)                                                                        \
-    return dec_hy ? launch_rotary_decode<DT_, TDT_>(a, dec_hy, st)                              \
+    return dec_hy ? launch_rotary_decode<DT_, TDT_>(a, dec_pb, dec_g, dec_hy, dec_lean, st)     \
            : bulk && bulk_built<DT_, TDT_>(a) ? launch_rotary_bulk<DT_, TDT_>(a, st)            \
            : pipe ? launch_rotary_pipe<DT_, TDT_>(a, tile_thr, mk, st)                           \
            : tile ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)         \
