@@ -11,17 +11,19 @@
  * row (one L1 line per warp, no shared memory, no barrier). Pieces of [R, H) are copied bit for
  * bit.
  *
- * LEAN (run_rotary's dec_lean: every element offset of x, y, the ids and the tables fits in 32
- * bits, vector table loads, no scale, the default cache hints): the same kernel with 32-bit
- * offsets and compile-time hints, no per-column fallback loads, and the error record only on a
- * bad id's path. That is the per-thread arithmetic of the general version without most of its
- * overhead (H200 ncu, session 8: 251 executed instructions per thread, of which about 64 are the
- * rotation of 4 pairs). Other calls take the general version (LEAN false).
+ * LEAN (run_rotary's decode_lean: every element offset of x, y, the ids and the tables fits in
+ * 32 bits, vector table loads, no scale, the default cache hints): the same kernel with 32-bit
+ * offsets (one wide multiply-add per address), the cache hints and the kind of table rows
+ * (per-token ids, an offset, 3D tables) known at compile time, no per-column fallback loads,
+ * and the error record only on a bad id's path. (H200 ncu, session 8: the general version ran
+ * 251 instructions per thread on decode B=256 float16 x / float32 tables, about 60 of them the
+ * rotation of its 4 pairs.) Other calls take the general version (MODE -1).
  *
  * Arithmetic: the flat kernel's, pair by pair (rotate<WIDE>, pack2, scale_invert_cols): 0 ulp
  * from ref.c. A G-head thread converts each column's cos/sin to the wide type once for its G
- * heads. A bad id's token keeps x's bits (all its columns read one row) and is recorded by one
- * thread of the token.
+ * heads; 16-bit x goes to double in one conversion (lo_f64 / hi_f64, sm_90); bfloat16 x with
+ * bfloat16 tables rounds with pack2_finite (as the tile and bulk kernels). A bad id's token
+ * keeps x's bits (all its columns read one row) and is recorded by one thread of the token.
  *
  * ROPEKIT_CUDA_ROTARY_KERNEL=decode forces it on every call it can take; benchmark knobs:
  * ROPEKIT_CUDA_DECODE_PIECE=8|16 sets PB, ROPEKIT_CUDA_DECODE_HEADS=1|2 sets G (G = 2 with
@@ -67,6 +69,45 @@ __device__ __forceinline__ void dec_cols(const char *base, long long off, long l
     for (int i = 0; i < NC; ++i) out[i] = Elt<TDT>::ld(__ldg(p + i * cs));
 }
 
+/* The low / high 16-bit element of a word as a double, by one conversion instruction (sm_90:
+ * F2F.F64.F16 / F2F.F64.BF16 on the half register; exact, as (double)lo_of) instead of a
+ * conversion to float and then to double. */
+template <int DT> __device__ __forceinline__ double lo_f64(unsigned w) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    double d;
+    if constexpr (DT == ROPEKIT_FLOAT16)
+        asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f64.f16 %0, l; }" : "=d"(d) : "r"(w));
+    else
+        asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f64.bf16 %0, l; }" : "=d"(d) : "r"(w));
+    return d;
+#else
+    return (double)lo_of<DT>(w);
+#endif
+}
+template <int DT> __device__ __forceinline__ double hi_f64(unsigned w) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    double d;
+    if constexpr (DT == ROPEKIT_FLOAT16)
+        asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f64.f16 %0, h; }" : "=d"(d) : "r"(w));
+    else
+        asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f64.bf16 %0, h; }" : "=d"(d) : "r"(w));
+    return d;
+#else
+    return (double)hi_of<DT>(w);
+#endif
+}
+/* rotate<true> of x values already in double */
+__device__ __forceinline__ void rotate_d(double a, double b, double c, double s, float *y0, float *y1) {
+    *y0 = (float)(c * a - s * b);
+    *y1 = (float)(s * a + c * b);
+}
+/* A 16-bit pair word: pack2, or pack2_finite for bfloat16 x with bfloat16 tables (a NaN result
+ * then has the hardware's sign and payload, which ropekit_cuda.h leaves unspecified there, as
+ * the tile and bulk kernels do: FIN in rotary.cu). */
+template <int DT, int TDT> __device__ __forceinline__ unsigned dec_pack(float lo, float hi) {
+    return pack2_fin<DT, DT == ROPEKIT_BFLOAT16 && TDT == ROPEKIT_BFLOAT16>(lo, hi);
+}
+
 /* The rotation of a piece of G heads: va/vb as loaded (half-split: columns [k0, k0+NC) and
  * [k0+h, ...); adjacent pairs: va alone), cf/sf the NC columns as the rotation uses them. Each
  * column's cos/sin is converted to W once, for all G heads. */
@@ -97,8 +138,9 @@ __device__ __forceinline__ void dec_rotate(DecVec<PB> (&va)[G], DecVec<PB> (&vb)
 #pragma unroll
             for (int g = 0; g < G; ++g) {
                 float y0, y1;
-                rotate<WIDE>(lo_of<DT>(va[g].w[j]), hi_of<DT>(va[g].w[j]), c, s, &y0, &y1);
-                va[g].w[j] = pack2<DT>(y0, y1);
+                if constexpr (WIDE) rotate_d(lo_f64<DT>(va[g].w[j]), hi_f64<DT>(va[g].w[j]), c, s, &y0, &y1);
+                else rotate<false>(lo_of<DT>(va[g].w[j]), hi_of<DT>(va[g].w[j]), c, s, &y0, &y1);
+                va[g].w[j] = dec_pack<DT, TDT>(y0, y1);
             }
         }
     } else { /* 16-bit half-split: word q of va/vb holds columns 2q and 2q+1 */
@@ -108,9 +150,14 @@ __device__ __forceinline__ void dec_rotate(DecVec<PB> (&va)[G], DecVec<PB> (&vb)
 #pragma unroll
             for (int g = 0; g < G; ++g) {
                 float ya0, yb0, ya1, yb1;
-                rotate<WIDE>(lo_of<DT>(va[g].w[q]), lo_of<DT>(vb[g].w[q]), c0, s0, &ya0, &yb0);
-                rotate<WIDE>(hi_of<DT>(va[g].w[q]), hi_of<DT>(vb[g].w[q]), c1, s1, &ya1, &yb1);
-                va[g].w[q] = pack2<DT>(ya0, ya1), vb[g].w[q] = pack2<DT>(yb0, yb1);
+                if constexpr (WIDE) {
+                    rotate_d(lo_f64<DT>(va[g].w[q]), lo_f64<DT>(vb[g].w[q]), c0, s0, &ya0, &yb0);
+                    rotate_d(hi_f64<DT>(va[g].w[q]), hi_f64<DT>(vb[g].w[q]), c1, s1, &ya1, &yb1);
+                } else {
+                    rotate<false>(lo_of<DT>(va[g].w[q]), lo_of<DT>(vb[g].w[q]), c0, s0, &ya0, &yb0);
+                    rotate<false>(hi_of<DT>(va[g].w[q]), hi_of<DT>(vb[g].w[q]), c1, s1, &ya1, &yb1);
+                }
+                va[g].w[q] = dec_pack<DT, TDT>(ya0, ya1), vb[g].w[q] = dec_pack<DT, TDT>(yb0, yb1);
             }
         }
     }
@@ -119,8 +166,12 @@ __device__ __forceinline__ void dec_rotate(DecVec<PB> (&va)[G], DecVec<PB> (&vb)
 /* The default cache hints (flat_hints' default): the LEAN kernel's, at compile time. */
 constexpr int DEC_LEAN_HINTS = RK_HINT_X_NOALLOC | RK_HINT_Y_STREAM;
 
-template <int DT, int TDT, bool IL, int PB, int G, bool LEAN>
+/* MODE: -1 the general version (a.rows at run time, 64-bit offsets); else LEAN with rows of
+ * kind MODE (RK_ROWS_PER_TOKEN, RK_ROWS_OFFSET or RK_ROWS_TABLE_3D) at compile time. */
+template <int DT, int TDT, bool IL, int PB, int G, int MODE>
 __global__ void __launch_bounds__(1024) rotary_decode_kernel(const RotArgs a) {
+    constexpr bool LEAN = MODE >= 0;
+    const int rows = LEAN ? MODE : a.rows;
     typedef typename Elt<DT>::raw raw;
     typedef typename std::conditional<LEAN, int, long long>::type I; /* offsets */
     constexpr int E = PB / (int)sizeof(raw); /* x elements per piece */
@@ -155,15 +206,15 @@ __global__ void __launch_bounds__(1024) rotary_decode_kernel(const RotArgs a) {
             va[g] = dec_ld<PB>(xp + (xo + g * xs2 + (IL ? 2 * k0 : k0)), hints);
             if (!IL) vb[g] = dec_ld<PB>(xp + (xo + g * xs2 + k0 + a.h), hints);
         }
-    if (!LEAN && a.err && n0 == 0 && u == 0 && a.rows != RK_ROWS_TABLE_3D) record_if_bad(a, b, s, 0);
+    if (!LEAN && a.err && n0 == 0 && u == 0 && rows != RK_ROWS_TABLE_3D) record_if_bad(a, b, s, 0);
     I co, so;
     bool good = true;
-    if (a.rows == RK_ROWS_TABLE_3D) {
+    if (rows == RK_ROWS_TABLE_3D) {
         co = b * (I)a.cos_bs + s * (I)a.cos_ss + k0 * (I)a.cos_cs;
         so = b * (I)a.sin_bs + s * (I)a.sin_ss + k0 * (I)a.sin_cs;
     } else if constexpr (LEAN) { /* token_row in 32 bits; tab_vec: column stride 1 */
         long long row;
-        if (a.rows == RK_ROWS_OFFSET) {
+        if (rows == RK_ROWS_OFFSET) {
             const long long off = a.pos[0];
             row = off + s;
             good = !(off < 0 || a.S > a.table_rows || off > a.table_rows - a.S);
@@ -193,7 +244,7 @@ __global__ void __launch_bounds__(1024) rotary_decode_kernel(const RotArgs a) {
         }
 }
 
-/* Piece size in bytes (ROPEKIT_CUDA_DECODE_PIECE=8|16; 0 = unset: decode_choice decides). */
+/* Piece size in bytes (ROPEKIT_CUDA_DECODE_PIECE=8|16; 0 = unset: decode_piece_of decides). */
 int decode_piece_env() {
     static const int p = env_int("ROPEKIT_CUDA_DECODE_PIECE", 0, 16, 0);
     return p == 0 ? 0 : p >= 16 ? 16 : 8;
@@ -211,18 +262,24 @@ inline int decode_items(const rk_rotary_plan *p, int pb, int *rot) {
     return *rot + (int)((p->H - p->R) / e);
 }
 
+template <int DT, int TDT, bool IL, int PB, int G>
+void launch_dec_lean(const RotArgs &a, dim3 grid, dim3 block, cudaStream_t st) {
+    if (a.rows == RK_ROWS_TABLE_3D) rotary_decode_kernel<DT, TDT, IL, PB, G, RK_ROWS_TABLE_3D><<<grid, block, 0, st>>>(a);
+    else if (a.rows == RK_ROWS_OFFSET) rotary_decode_kernel<DT, TDT, IL, PB, G, RK_ROWS_OFFSET><<<grid, block, 0, st>>>(a);
+    else rotary_decode_kernel<DT, TDT, IL, PB, G, RK_ROWS_PER_TOKEN><<<grid, block, 0, st>>>(a);
+}
 template <int DT, int TDT, bool IL, int PB>
 void launch_dec_pb(const RotArgs &a, dim3 grid, dim3 block, int g, bool lean, cudaStream_t st) {
     if (!lean) {
-        rotary_decode_kernel<DT, TDT, IL, PB, 1, false><<<grid, block, 0, st>>>(a);
+        rotary_decode_kernel<DT, TDT, IL, PB, 1, -1><<<grid, block, 0, st>>>(a);
         return;
     }
     if constexpr (PB == 8)
         if (g == 2) {
-            rotary_decode_kernel<DT, TDT, IL, 8, 2, true><<<grid, block, 0, st>>>(a);
+            launch_dec_lean<DT, TDT, IL, 8, 2>(a, grid, block, st);
             return;
         }
-    rotary_decode_kernel<DT, TDT, IL, PB, 1, true><<<grid, block, 0, st>>>(a);
+    launch_dec_lean<DT, TDT, IL, PB, 1>(a, grid, block, st);
 }
 /* pb: piece bytes, g: heads per thread (2 only with pb 8 and lean), hy: head groups per block */
 template <int DT, int TDT>
