@@ -252,8 +252,10 @@ inline bool aligned(const void *p, long long elems_ok) { return ((uintptr_t)p % 
 /* Benchmark knobs, read once (not for users): ROPEKIT_CUDA_HINTS=<RK_HINT_* bits> (cache hints
  * on x and y in the flat and QKNorm kernels, default 5: x L1::no_allocate, y .cs),
  * ROPEKIT_CUDA_QKNORM_PIECE=8|16 (qknorm_piece), ROPEKIT_CUDA_QKNORM_KERNEL=0..5 and
- * ROPEKIT_CUDA_QKNORM_ITEMS=0..64 (qknorm.cu: qknorm_reg_variant, qknorm_items). The rotary kernels' only override is
- * ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile|bulk (ropekit_cuda.h; src/cuda/rotary.cu forced_kernel). */
+ * ROPEKIT_CUDA_QKNORM_ITEMS=0..64 (qknorm.cu: qknorm_reg_variant, qknorm_items),
+ * ROPEKIT_CUDA_DECODE_PIECE=8|16 and ROPEKIT_CUDA_DECODE_HEADS=1|2 (the decode kernel's piece
+ * and heads per thread: rotary.cu decode_shape). The rotary kernels' override is
+ * ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile|bulk|decode (ropekit_cuda.h; src/cuda/rotary.cu forced_kernel). */
 int env_int(const char *name, int lo, int hi, int dflt);
 /* The index i of names[i] (n entries; a null entry never matches) equal to the variable's
  * value, dflt when it is unset or names none of them (the kernel overrides: rotary.cu

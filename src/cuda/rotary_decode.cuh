@@ -176,7 +176,21 @@ __global__ void __launch_bounds__(1024) rotary_decode_kernel(const RotArgs a) {
     typedef typename std::conditional<LEAN, int, long long>::type I; /* offsets */
     constexpr int E = PB / (int)sizeof(raw); /* x elements per piece */
     constexpr int NC = IL ? E / 2 : E;       /* table columns per piece */
-    const int n0 = (int)(blockIdx.y * blockDim.y + threadIdx.y) * G, u = (int)threadIdx.x;
+    /* the thread's head group in the block (hg) and piece of the head (u): with partial rotary
+     * (copy_items > 0) by its linear index, the block's rotation pieces first, so that a warp
+     * is all rotation or all copy (as the flat kernel's layout; a warp of 2 heads x 16 pieces
+     * of Phi-2's 4 rotation and 12 copy pieces per head rotated with a quarter of its lanes) */
+    int hg = (int)threadIdx.y, u = (int)threadIdx.x;
+    if (a.copy_items > 0) {
+        const unsigned t = threadIdx.y * blockDim.x + threadIdx.x, rb = blockDim.y * (unsigned)a.rot_items;
+        if (t < rb) {
+            hg = (int)fdiv(t, a.d_rot_items), u = (int)t - hg * a.rot_items;
+        } else {
+            const unsigned t2 = t - rb;
+            hg = (int)fdiv(t2, a.d_copy_items), u = a.rot_items + ((int)t2 - hg * a.copy_items);
+        }
+    }
+    const int n0 = (int)(blockIdx.y * blockDim.y + hg) * G;
     if (n0 >= a.N) return;
     const unsigned tok = blockIdx.x, b32 = fdiv(tok, a.d_S);
     const I b = (I)b32, s = (I)(tok - b32 * a.d_S.d);
@@ -187,7 +201,18 @@ __global__ void __launch_bounds__(1024) rotary_decode_kernel(const RotArgs a) {
     const raw *xp = reinterpret_cast<const raw *>(a.x);
     raw *yp = reinterpret_cast<raw *>(a.y);
     const I xo = b * (I)a.xs[0] + s * (I)a.xs[1] + n0 * xs2, yo = b * (I)a.ys[0] + s * (I)a.ys[1] + n0 * ys2;
-    if (u >= a.rot_items) { /* channels [R, H): copied bit for bit */
+    if (u >= a.rot_items) { /* channels [R, H): copied bit for bit, in 16-byte pieces (copy16) */
+        if (PB < 16 && a.dec_copy16) {
+            const int c0 = a.R + (u - a.rot_items) * (16 / (int)sizeof(raw));
+            DecVec<16> v[G];
+#pragma unroll
+            for (int g = 0; g < G; ++g)
+                if (g == 0 || n0 + g < a.N) v[g] = dec_ld<16>(xp + (xo + g * xs2 + c0), hints);
+#pragma unroll
+            for (int g = 0; g < G; ++g)
+                if (g == 0 || n0 + g < a.N) dec_st<16>(yp + (yo + g * ys2 + c0), v[g], hints);
+            return;
+        }
         const int c0 = a.R + (u - a.rot_items) * E;
         DecVec<PB> v[G];
 #pragma unroll
@@ -244,7 +269,7 @@ __global__ void __launch_bounds__(1024) rotary_decode_kernel(const RotArgs a) {
         }
 }
 
-/* Piece size in bytes (ROPEKIT_CUDA_DECODE_PIECE=8|16; 0 = unset: decode_piece_of decides). */
+/* Piece size in bytes (ROPEKIT_CUDA_DECODE_PIECE=8|16; 0 = unset: decode_shape decides). */
 int decode_piece_env() {
     static const int p = env_int("ROPEKIT_CUDA_DECODE_PIECE", 0, 16, 0);
     return p == 0 ? 0 : p >= 16 ? 16 : 8;
