@@ -258,14 +258,15 @@ int main(int argc, char **argv) {
         }
     /* the decode sweep (kernel choice on one-wave calls): B tokens of S=1, graph of 20 only,
      * tables in float32 and in x's dtype; Llama (32+8 x128), Qwen3 (16+8 x128), Phi-2 partial
-     * rotary (32+32 x80 R32), adjacent pairs (the Llama shape, interleaved) */
+     * rotary (32+32 x80 R32), adjacent pairs (the Llama shape, interleaved); B=1024 and 2048 are
+     * more than one wave (the default there is the flat, tile or bulk kernel) */
     struct DecShape { const char *name; long long N, H, R; int op; };
     const DecShape dshapes[] = {{"dsweep Llama 32+8 x128", 40, 128, 0, 0},
                                 {"dsweep Qwen3 16+8 x128", 24, 128, 0, 0},
                                 {"dsweep Phi-2 32+32 x80 R32", 64, 80, 32, 0},
                                 {"dsweep interleaved 32+8 x128", 40, 128, 0, 1}};
     for (const DecShape &d : dshapes)
-        for (long long B : {1LL, 8LL, 32LL, 64LL, 128LL, 256LL, 512LL})
+        for (long long B : {1LL, 8LL, 32LL, 64LL, 128LL, 256LL, 512LL, 1024LL, 2048LL})
             for (ropekit_dtype T : dts)
                 for (int tx = 0; tx < (T == F32 ? 1 : 2); ++tx) {
                     char nm[96];
