@@ -1224,12 +1224,14 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
         a.dec_copy16 = copy > 0 && dec_pb < 16 && p->R % v16 == 0 && (p->H - p->R) % v16 == 0;
         if (a.dec_copy16) copy = (int)((p->H - p->R) / v16);
         if (items > 0 && rot + copy <= 1024) {
+            const int groups = (int)((p->N + dec_g - 1) / dec_g);
+            dec_hy = rot + copy >= 128 ? 1 : 128 / (rot + copy);
+            if (dec_hy > groups) dec_hy = groups;
+            if ((groups + dec_hy - 1) / dec_hy > 65535) dec_hy = 0; /* grid.y: the flat kernel */
+        }
+        if (dec_hy) { /* (the flat kernel's items stay as they are otherwise) */
             a.rot_items = rot, a.copy_items = copy, a.items = rot + copy;
             a.d_rot_items = make_div(rot), a.d_copy_items = make_div(copy > 0 ? copy : 1);
-            const int groups = (int)((p->N + dec_g - 1) / dec_g);
-            dec_hy = a.items >= 128 ? 1 : 128 / a.items;
-            if (dec_hy > groups) dec_hy = groups;
-            if ((groups + dec_hy - 1) / dec_hy > 65535) dec_hy = 0;
         }
     }
 #define RK_ROT(DT_, TDT_)                                                                        \
