@@ -137,9 +137,9 @@ static void bench_rotary(const char *name, ropekit_dtype T, ropekit_dtype TT, lo
             if (op == 3) a.mrope_section[0] = 24, a.mrope_section[1] = 20, a.mrope_section[2] = 20, a.mrope_layout = 1;
             a.num_heads = N;
             RK(ropekit_cuda_mrotary_embedding(&xt, &it, &ct, &st, &a, &yt, g_st, g_err));
-        } else {
+        } else { /* 1: adjacent pairs (interleaved, GPT-J style) */
             ropekit_rotary_embedding_attrs a = ROPEKIT_ROTARY_EMBEDDING_ATTRS_INIT;
-            a.num_heads = N, a.rotary_embedding_dim = R;
+            a.num_heads = N, a.rotary_embedding_dim = R, a.interleaved = op == 1;
             RK(ropekit_cuda_rotary_embedding(&xt, &ct, &st, &it, &a, &yt, g_st, g_err));
         }
     };
@@ -147,7 +147,11 @@ static void bench_rotary(const char *name, ropekit_dtype T, ropekit_dtype TT, lo
     const double streams = op >= 2 ? 3 : 1;
     const double bytes = 2.0 * xbytes + tokens * (2.0 * h * tes + 8 * streams);
     double cus = copy_us(xbytes);
-    if (decode_graph) {
+    if (decode_graph == 2) { /* the decode sweep: graph of 20 only */
+        char nm[160];
+        snprintf(nm, sizeof nm, "%s, graph of 20", name);
+        row(nm, T, TT, graph_us(call, 20, 100), bytes, cus, xbytes, -1);
+    } else if (decode_graph) {
         double us1 = graph_us(call, 1, 200), us20 = graph_us(call, 20, 100);
         double plain_host, plain = median_us(call, 200, false, &plain_host);
         char nm[160];
@@ -252,6 +256,23 @@ int main(int argc, char **argv) {
             snprintf(nm, sizeof nm, "decode B=%lld S=1 32+8 x128", B);
             bench_rotary(nm, T, F32, B, 1, 40, 128, 0, 0, 1, 0);
         }
+    /* the decode sweep (kernel choice on one-wave calls): B tokens of S=1, graph of 20 only,
+     * tables in float32 and in x's dtype; Llama (32+8 x128), Qwen3 (16+8 x128), Phi-2 partial
+     * rotary (32+32 x80 R32), adjacent pairs (the Llama shape, interleaved); B=1024 and 2048 are
+     * more than one wave (the default there is the flat, tile or bulk kernel) */
+    struct DecShape { const char *name; long long N, H, R; int op; };
+    const DecShape dshapes[] = {{"dsweep Llama 32+8 x128", 40, 128, 0, 0},
+                                {"dsweep Qwen3 16+8 x128", 24, 128, 0, 0},
+                                {"dsweep Phi-2 32+32 x80 R32", 64, 80, 32, 0},
+                                {"dsweep interleaved 32+8 x128", 40, 128, 0, 1}};
+    for (const DecShape &d : dshapes)
+        for (long long B : {1LL, 8LL, 32LL, 64LL, 128LL, 256LL, 512LL, 1024LL, 2048LL})
+            for (ropekit_dtype T : dts)
+                for (int tx = 0; tx < (T == F32 ? 1 : 2); ++tx) {
+                    char nm[96];
+                    snprintf(nm, sizeof nm, "%s B=%lld", d.name, B);
+                    bench_rotary(nm, T, tx ? T : F32, B, 1, d.N, d.H, d.R, d.op, 2, 0);
+                }
     for (ropekit_dtype T : dts) bench_qknorm("QKNorm DS-V4 2048 tok 128x512 rope64 fp8", T, 1, 2048, 0);
     for (ropekit_dtype T : dts) bench_qknorm("QKNorm DS-V4 2048 tok 128x512 rope64 no fp8", T, 1, 2048, 0, 0);
     for (ropekit_dtype T : dts) bench_qknorm("QKNorm DS-V4 decode 64 tok (graph of 20)", T, 64, 1, 1);

@@ -338,6 +338,14 @@ int main(int argc, char **argv) {
          true},
         {"decode B=256 S=1 32+8 x128 (graph of 20)", 256, 1, 32, 8, 128, 0, 500000.0, true, false},
         {"decode B=64 S=1 32+8 x128 (graph of 20)", 64, 1, 32, 8, 128, 0, 500000.0, true, false},
+        /* the decode sweep (session 9): more batch sizes, Qwen3's 16+8 heads */
+        {"decode B=1 S=1 32+8 x128 (graph of 20)", 1, 1, 32, 8, 128, 0, 500000.0, true, false},
+        {"decode B=8 S=1 32+8 x128 (graph of 20)", 8, 1, 32, 8, 128, 0, 500000.0, true, false},
+        {"decode B=32 S=1 32+8 x128 (graph of 20)", 32, 1, 32, 8, 128, 0, 500000.0, true, false},
+        {"decode B=128 S=1 32+8 x128 (graph of 20)", 128, 1, 32, 8, 128, 0, 500000.0, true, false},
+        {"decode B=512 S=1 32+8 x128 (graph of 20)", 512, 1, 32, 8, 128, 0, 500000.0, true, false},
+        {"decode Qwen3 B=256 S=1 16+8 x128 (graph of 20)", 256, 1, 16, 8, 128, 0, 1000000.0, true,
+         false},
     };
     std::vector<char> abuf(1 << 16);
     FILE *agree = fmemopen(abuf.data(), abuf.size(), "w");

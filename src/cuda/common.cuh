@@ -49,6 +49,23 @@ template <int DT> __device__ __forceinline__ float round_to(float f) {
     return Elt<DT>::ld(Elt<DT>::st(f));
 }
 
+/* NC table columns (cos cf, sin sf, as loaded) made the values the rotation uses, as ref.c's
+ * gather_columns does: times `scale` rounded back to the table type TDT when apply_scale
+ * (com.microsoft's scale != 1), sin negated for the inverse rotation (the flat kernel, the
+ * decode kernel). */
+template <int TDT, int NC>
+__device__ __forceinline__ void scale_invert_cols(float *cf, float *sf, bool apply_scale, float scale,
+                                                  bool inverse) {
+#pragma unroll
+    for (int j = 0; j < NC; ++j) {
+        if (apply_scale) {
+            cf[j] = round_to<TDT>(__fmul_rn(cf[j], scale));
+            sf[j] = round_to<TDT>(__fmul_rn(sf[j], scale));
+        }
+        if (inverse) sf[j] = -sf[j];
+    }
+}
+
 /* V elements of T at p (16-byte vector when V * sizeof(T) == 16, else V loads at stride st). */
 template <int DT, int V>
 __device__ __forceinline__ void load_raw(const typename Elt<DT>::raw *p, long long st,
@@ -235,8 +252,10 @@ inline bool aligned(const void *p, long long elems_ok) { return ((uintptr_t)p % 
 /* Benchmark knobs, read once (not for users): ROPEKIT_CUDA_HINTS=<RK_HINT_* bits> (cache hints
  * on x and y in the flat and QKNorm kernels, default 5: x L1::no_allocate, y .cs),
  * ROPEKIT_CUDA_QKNORM_PIECE=8|16 (qknorm_piece), ROPEKIT_CUDA_QKNORM_KERNEL=0..5 and
- * ROPEKIT_CUDA_QKNORM_ITEMS=0..64 (qknorm.cu: qknorm_reg_variant, qknorm_items). The rotary kernels' only override is
- * ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile|bulk (ropekit_cuda.h; src/cuda/rotary.cu forced_kernel). */
+ * ROPEKIT_CUDA_QKNORM_ITEMS=0..64 (qknorm.cu: qknorm_reg_variant, qknorm_items),
+ * ROPEKIT_CUDA_DECODE_PIECE=8|16 and ROPEKIT_CUDA_DECODE_HEADS=1|2 (the decode kernel's piece
+ * and heads per thread: rotary.cu decode_shape). The rotary kernels' override is
+ * ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile|bulk|decode (ropekit_cuda.h; src/cuda/rotary.cu forced_kernel). */
 int env_int(const char *name, int lo, int hi, int dflt);
 /* The index i of names[i] (n entries; a null entry never matches) equal to the variable's
  * value, dflt when it is unset or names none of them (the kernel overrides: rotary.cu

@@ -18,6 +18,9 @@
  *                   dtype), measured faster there on an H200. Both share rotate_chunk
  *                   (branch-free arithmetic). ROPEKIT_CUDA_ROTARY_KERNEL=flat|tile forces one
  *                   (ropekit_cuda.h; tests and benchmarks).
+ *   rotary_decode_kernel  calls of at most one wave (decode steps; not MRoPE): one block row
+ *                   per token, 8- or 16-byte pieces, 1-2 heads per thread
+ *                   (src/cuda/rotary_decode.cuh; decode_preferred, decode_shape).
  *   rotary_kernel   the same for any strides (one element per lane): a block takes a few
  *                   tokens, gathers their columns into shared memory once, heads reuse them.
  * Position ids are checked in the kernel: a bad id's row is never read, its pairs are copied,
@@ -79,6 +82,7 @@ struct RotArgs {
     int bulk_nh, bulk_groups; /* bulk kernel: heads per item, items per token */
     int bulk_stage;           /* bulk kernel: bytes of one stage (bulk_nh head rows) */
     int flat_g1;              /* flat kernel with one head per thread (one-wave calls) */
+    int dec_copy16;           /* decode kernel: pieces of [R, H) are 16 bytes (rotary_decode.cuh) */
 };
 
 #include "mrope.cuh"
@@ -493,14 +497,7 @@ __device__ __forceinline__ void rotary_flat_body(const RotArgs &a) {
             for (int j = 0; j < NC; ++j) cf[j] = 1.0f, sf[j] = 0.0f;
         }
     }
-#pragma unroll
-    for (int j = 0; j < NC; ++j) {
-        if (a.apply_scale) {
-            cf[j] = round_to<TDT>(__fmul_rn(cf[j], a.scale));
-            sf[j] = round_to<TDT>(__fmul_rn(sf[j], a.scale));
-        }
-        if (a.inverse) sf[j] = -sf[j];
-    }
+    scale_invert_cols<TDT, NC>(cf, sf, a.apply_scale, a.scale, a.inverse);
     rotate_chunk<DT, TDT, IL, G, DT == ROPEKIT_FLOAT16>(va, vb, cf, sf, good);
 #pragma unroll
     for (int g = 0; g < G; ++g) {
@@ -1028,6 +1025,48 @@ ropekit_status launch_rotary_scalar(const RotArgs &a, bool smem, unsigned blocks
                 : launch_rotary_t<DT, TDT, 1, false>(a, blocks, shm, st);
 }
 
+/* Whether a one-wave call (one_wave in run_rotary) takes the decode kernel rather than the flat
+ * one (the flat kernel, one head per thread, remains for MRoPE, layouts the decode pieces do not
+ * fit, and ROPEKIT_CUDA_ROTARY_KERNEL=flat). H200, session 9, bench_cuda decode sweep (B=1..512,
+ * Llama / Qwen3 / Phi-2 partial / adjacent pairs, 5 dtype pairs; graph of 20, same-run A/B):
+ * bench/results-cuda.md "Decode". */
+bool decode_preferred(const rk_rotary_plan *p) {
+    (void)p;
+    return true;
+}
+/* The decode kernel's piece (bytes) and heads per thread: 4 pairs per thread where LEAN allows
+ * 2 heads (H200, R1 of session 9, bench_cuda decode sweep, graph of 20, against 2-pair threads:
+ * float32 half-split PB 8 x 2 heads vs PB 16 x 1: Llama B=256 3.46 vs 3.60 µs, B=64 2.23 vs
+ * 2.37; 16-bit adjacent pairs PB 8 x 2 heads vs PB 8 x 1: B=256 f16/f32 2.79 vs 3.18, B=512
+ * 3.79 vs 4.84; 16-bit half-split 4 pairs in one head (PB 8) level with 2 x 2 (B=256 2.92 /
+ * 2.92) and faster at B <= 128), else 16-byte pieces for float32 x (8-byte pieces of 2 float32
+ * pairs: B=256 4.25 vs 3.77 µs of the flat kernel, session 8). ROPEKIT_CUDA_DECODE_PIECE /
+ * _HEADS override (benchmarks). */
+void decode_shape(const rk_rotary_plan *p, bool lean, int *pb, int *g) {
+    const bool f32 = p->dtype == ROPEKIT_FLOAT32;
+    if (lean && (f32 ? !p->interleaved : p->interleaved)) *pb = 8, *g = 2;
+    else *pb = f32 ? 16 : 8, *g = 1;
+    if (decode_piece_env()) *pb = decode_piece_env();
+    if (decode_heads_env()) *g = decode_heads_env();
+    if (!lean || *pb != 8) *g = 1;
+}
+/* Every element offset the decode kernel forms fits in 32 bits (and the rest of LEAN's terms). */
+bool decode_lean(const rk_rotary_plan *p, const RotArgs &a) {
+    if (!a.tab_vec || p->apply_scale || a.hints != DEC_LEAN_HINTS) return false;
+    auto span = [](long long n, long long st) { return n > 1 ? (n - 1) * (st < 0 ? -st : st) : 0ll; };
+    const long long lim = INT_MAX;
+    if (span(p->B, p->xs[0]) + span(p->S, p->xs[1]) + span(p->N, p->xs[2]) + p->H > lim) return false;
+    if (span(p->B, p->ys[0]) + span(p->S, p->ys[1]) + span(p->N, p->ys[2]) + p->H > lim) return false;
+    const long long h = p->R / 2;
+    if (p->rows == RK_ROWS_TABLE_3D)
+        return span(p->B, p->cos_bs) + span(p->S, p->cos_ss) + h <= lim &&
+               span(p->B, p->sin_bs) + span(p->S, p->sin_ss) + h <= lim;
+    if (p->rows == RK_ROWS_PER_TOKEN && span(p->B, p->pos_bs) + span(p->S, p->pos_ss) + 1 > lim) return false;
+    const long long cr = p->cos_rs < 0 ? -p->cos_rs : p->cos_rs, sr = p->sin_rs < 0 ? -p->sin_rs : p->sin_rs;
+    const long long rs = cr > sr ? cr : sr, rows = p->table_rows > 1 ? p->table_rows : 1;
+    return p->table_rows <= lim && rs <= lim / rows && rows * rs + h <= lim;
+}
+
 } // namespace
 
 ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_error_state *errors) {
@@ -1169,22 +1208,34 @@ ropekit_status run_rotary(const rk_rotary_plan *p, void *stream, ropekit_cuda_er
     const int mk = tile && p->rows == RK_ROWS_MROPE ? mrope_kernel(p) : 0;
     const bool pipe = mk > 0 && !p->interleaved && p->R == p->H && a.small && tile_per_tok >= h &&
                       mrope_pipe_shm(a) <= 48 * 1024;
-    /* the decode kernel (src/cuda/rotary_decode.cuh) when forced (not yet the default for
-     * one-wave calls: waiting for its device measurement) */
-    int dec_hy = 0;
+    /* the decode kernel (src/cuda/rotary_decode.cuh) on one-wave calls (decode_preferred), or
+     * forced: pieces of dec_pb bytes, dec_g heads per thread, dec_hy head groups per block of
+     * about 128 threads; its LEAN version when every offset fits in 32 bits (decode_lean) */
+    int dec_hy = 0, dec_pb = 0, dec_g = 1;
+    bool dec_lean = false;
     if (vec && !tile && !bulk && p->rows != RK_ROWS_MROPE && a.T < (1ll << 31) &&
-        forced_kernel() == FORCE_DECODE) {
+        (forced_kernel() == FORCE_DECODE || (forced_kernel() == FORCE_NONE && one_wave && decode_preferred(p)))) {
+        dec_lean = decode_lean(p, a);
+        decode_shape(p, dec_lean, &dec_pb, &dec_g);
         int rot = 0;
-        const int items = decode_items(p, decode_piece(), &rot);
-        if (items > 0 && items <= 1024) {
-            a.rot_items = rot, a.items = items;
-            dec_hy = items >= 128 ? 1 : 128 / items;
-            if (dec_hy > a.N) dec_hy = a.N;
-            if ((a.N + dec_hy - 1) / dec_hy > 65535) dec_hy = 0;
+        const int items = decode_items(p, dec_pb, &rot);
+        int copy = items - rot;
+        const long long v16 = 16 / es; /* [R, H) in 16-byte pieces where they fit */
+        a.dec_copy16 = copy > 0 && dec_pb < 16 && p->R % v16 == 0 && (p->H - p->R) % v16 == 0;
+        if (a.dec_copy16) copy = (int)((p->H - p->R) / v16);
+        if (items > 0 && rot + copy <= 1024) {
+            const int groups = (int)((p->N + dec_g - 1) / dec_g);
+            dec_hy = rot + copy >= 128 ? 1 : 128 / (rot + copy);
+            if (dec_hy > groups) dec_hy = groups;
+            if ((groups + dec_hy - 1) / dec_hy > 65535) dec_hy = 0; /* grid.y: the flat kernel */
+        }
+        if (dec_hy) { /* (the flat kernel's items stay as they are otherwise) */
+            a.rot_items = rot, a.copy_items = copy, a.items = rot + copy;
+            a.d_rot_items = make_div(rot), a.d_copy_items = make_div(copy > 0 ? copy : 1);
         }
     }
 #define RK_ROT(DT_, TDT_)                                                                        \
-    return dec_hy ? launch_rotary_decode<DT_, TDT_>(a, dec_hy, st)                              \
+    return dec_hy ? launch_rotary_decode<DT_, TDT_>(a, dec_pb, dec_g, dec_hy, dec_lean, st)     \
            : bulk && bulk_built<DT_, TDT_>(a) ? launch_rotary_bulk<DT_, TDT_>(a, st)            \
            : pipe ? launch_rotary_pipe<DT_, TDT_>(a, tile_thr, mk, st)                           \
            : tile ? launch_rotary_tile<DT_, TDT_>(a, tile_blocks, tile_thr, tile_shm, st)         \

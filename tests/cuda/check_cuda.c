@@ -367,6 +367,9 @@ static void rotary_suite(ropekit_cuda_error_state *err) {
                 c.op = OP_MS, c.N = 4, c.H = 64, c.R = 0, c.ids = IDS_OFFSET, c.scale = 0.75f;
                 c.name = "ms offset scale=0.75";
                 run_rotary_case(&c, err);
+                c.scale = 1.0f, c.B = 7, c.S = 1, c.N = 12, c.name = "ms offset decode B7 S1 (no scale)";
+                run_rotary_case(&c, err);
+                c.B = 2, c.S = 19, c.N = 4;
                 c.ids = IDS_TOKEN, c.scale = 1.0f, c.inverse = 1, c.rank = 4, c.tpad = 1;
                 c.name = "ms per-token rank4 inverse, table rows+1";
                 run_rotary_case(&c, err);
