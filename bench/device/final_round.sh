@@ -27,9 +27,22 @@ done
 python3 $D/ab_summary.py /tmp/ab > $L/cuda-ab.md 2>&1; tar -C /tmp -czf $L/cuda-ab-logs.tgz ab
 echo "t=$(( $(date +%s) - t0 ))s cuda ab done"
 ROWS="llama:f32 llama:f16 llama:bf16 bnsh:f32 bnsh:f16 bnsh:bf16 phi:f16 mrope:f32 mrope:bf16 qk:f16 qk:bf16 rg:f16 rg:bf16 dec:f32 dec:bf16 dec64:f32"
+LIBS=base=$BASE/libropekit.so.0,final=$NEW/libropekit.so.0
+[ -f $D/EXTRA ] && LIBS=$(cat $D/EXTRA)=$D/lib-extra/libropekit.so.0,$LIBS
 for v in avx512 avx2; do
-  taskset -c 2,3 timeout 60 $B/ropekit_bench_ab base=$BASE/libropekit.so.0,final=$NEW/libropekit.so.0 $v 0.6 16 16 1 $ROWS > $L/cpu-ab-$v.log 2>&1
+  taskset -c 2,3 timeout 60 $B/ropekit_bench_ab $LIBS $v 0.6 16 16 1 $ROWS qwen3:bf16 > $L/cpu-ab-$v.log 2>&1
   echo "cpu ab $v rc=$?"
 done
+echo "t=$(( $(date +%s) - t0 ))s cpu ab done"
+if [ -d $D/models ]; then   # the CPU tables of the final build (bench_ort.py: ropekit beside onnxruntime)
+  CPU="Intel Xeon, 5th gen Scalable (Emerald Rapids: CPUID family 6 model 207), 16 vCPUs of a KVM guest"
+  for v in avx512 avx2; do
+    ROPEKIT_LIB=$NEW/libropekit.so.0 ROPEKIT_CPU_VARIANT=$v timeout 60 taskset -c 2,3 python3 bench/bench_ort.py \
+      --bench $B/ropekit_bench --time 0.3 --threads 1 --quick --commit "$(cat $D/FINAL)" --models $D/models \
+      --cpu-name "$CPU" --array-offset 16 --out $L/table-$v-16.md > $L/table-$v-16.log 2>&1
+    echo "table $v rc=$?"; sed -n '/^## Targets/,$p' $L/table-$v-16.md
+  done
+  echo "t=$(( $(date +%s) - t0 ))s tables done"
+fi
 cat $L/cuda-ab.md
 cat $L/cpu-ab-*.log
