@@ -110,10 +110,9 @@ int main(int argc, char **argv) {
     const int hot = hot_env && *hot_env == '1';
     pthread_t ct;
     pthread_create(&ct, NULL, cworker, NULL);
-    printf(
-        "variant %s, %s; us per call: the fastest; t1/t2 = the round's 1-thread / 2-thread time "
-        "(min, median over the rounds); copy1/2 the same for the copy\n",
-        argv[2], hot ? "buffers reused (ROPEKIT_BENCH_HOT)" : "cold buffers");
+    printf("variant %s, %s; us per call: the fastest; t1/t2 = the round's 1-thread / 2-thread time "
+           "(min, median over the rounds); copy1/2 the same for the copy\n",
+           argv[2], hot ? "buffers reused (ROPEKIT_BENCH_HOT)" : "cold buffers");
     printf("%-14s %8s %7s %9s %13s", "row", "MB", "copy1", "copy2", "copy1/2");
     for (int l = 0; l < nl; ++l)
         printf(" | %-6s %9s %9s %11s", names[l], "1thr", "2thr", "t1/t2");

@@ -47,7 +47,8 @@ static void nt_piece(char *d, const char *s, size_t n) {
 }
 
 /* block order: pieces of tb rows of rowb bytes, n heads of s rows; pf: prefetch the next piece */
-static void copy_blocks(char *y, const char *x, size_t n, size_t s, size_t rowb, size_t tb, int pf) {
+static void copy_blocks(char *y, const char *x, size_t n, size_t s, size_t rowb, size_t tb,
+                        int pf) {
     const size_t hs = s * rowb; /* a head's run */
     for (size_t s0 = 0; s0 < s; s0 += tb) {
         const size_t nb = s - s0 < tb ? s - s0 : tb;
