@@ -486,6 +486,30 @@ RK_INLINE void prefetch_row(uintptr_t a, int64_t n, int w) {
             __builtin_prefetch((const void *)(a + (uintptr_t)o), 0);
 }
 
+/* The head-major (BNSH) loop's x prefetch: the next head's piece, row by row, one piece ahead,
+ * into the L2 (prefetcht1: locality 2) rather than the L1, where the block's laid-out tables
+ * (32 KiB float, 64 KiB double for 64 tokens), read again for every head, live: a likely reason,
+ * not shown (the guest has no PMU); the same order as plain copies costs nothing
+ * (bench/diag_bnsh.c). Xeon EMR, session 9 R1, ropekit_bench_ab one process, +16 B, base =
+ * prefetcht0, median of per-round ratios: avx512 bnsh f16 1.014, f32 1.048, no ids bf16 1.022;
+ * avx2 1.041, 1.053, 1.018 (rank-3 rows do not take this path). -D for diagnostic builds:
+ * RK_HM_PFL the locality (3: prefetcht0), RK_HM_PFD how many pieces ahead (1; 2 was level:
+ * 0.976-0.999), RK_HM_NOPF none (the hardware prefetchers alone: 0.74-0.85). */
+#ifndef RK_HM_PFL
+#define RK_HM_PFL 2
+#endif
+#ifndef RK_HM_PFD
+#define RK_HM_PFD 1
+#endif
+RK_INLINE void prefetch_row_hm(uintptr_t a, int64_t n) {
+#ifndef RK_HM_NOPF
+    for (int64_t o = 0; o < n; o += 64)
+        __builtin_prefetch((const void *)(a + (uintptr_t)o), 0, RK_HM_PFL);
+#else
+    (void)a, (void)n;
+#endif
+}
+
 /* Tables of a block of tokens laid out for their rows (lay_tables), as floats or doubles. */
 typedef union rk_tab {
     float f[2][RK_TABE];
@@ -592,11 +616,11 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
                         for (int64_t j = 0; j < nb; ++j) {
                             const int64_t s = s0 + j;
                             if (k0 == 0) { /* the row one block ahead: the next head's */
-                                int64_t bn = b, sn_ = s, hn = hd + 1;
-                                if (hn == N) hn = 0, sn_ = s + TB;
+                                int64_t bn = b, sn_ = s, hn = hd + RK_HM_PFD;
+                                while (hn >= N) hn -= N, sn_ += TB;
                                 if (sn_ >= S) sn_ -= S, ++bn;
                                 if (bn < B) {
-                                    prefetch_row(RK_XADDR(bn, sn_, hn), rowb, 0);
+                                    prefetch_row_hm(RK_XADDR(bn, sn_, hn), rowb);
                                     if (pfy) prefetch_row(RK_YADDR(bn, sn_, hn), rowb, 1);
                                 }
                             }
