@@ -356,8 +356,9 @@ static ropekit_status check_ids_and_run(rk_rotary_plan *p) {
  * and builds the same plan (tests/test_views.c compares them on random mutations). Any other call
  * goes the full way, which reports every error as before. */
 #define RK_FAST_MAX_NUMEL ((int64_t)1 << 40)
-static inline int fast_view(const ropekit_tensor *t, int rank, size_t es, rk_span *span) {
-    if (t->rank != rank || t->data == NULL || (uintptr_t)t->data % es) return 0;
+static inline __attribute__((always_inline)) int fast_view(const ropekit_tensor *t, int rank,
+                                                           size_t es, rk_span *span) {
+    if (t->rank != rank || t->data == NULL || ((uintptr_t)t->data & (es - 1))) return 0; /* es: 2^k */
     int64_t numel = 1;
     for (int i = rank - 1; i >= 0; --i) {
         if (t->shape[i] <= 0 || t->strides[i] != numel || !rk_mul(numel, t->shape[i], &numel) ||
@@ -390,8 +391,15 @@ static int rotary_plan_fast(const ropekit_tensor *x, const ropekit_tensor *c,
         if (y->shape[i] != x->shape[i]) return 0;
     int64_t B = x->shape[0], S, N, H;
     if (rank == 3) {
-        if (a->num_heads == 0 || x->shape[2] % a->num_heads) return 0;
-        S = x->shape[1], N = a->num_heads, H = x->shape[2] / N;
+        N = a->num_heads, S = x->shape[1];
+        if (N == 0) return 0;
+        if ((N & (N - 1)) == 0) { /* a power of two (32 heads...): no division */
+            if (x->shape[2] & (N - 1)) return 0;
+            H = x->shape[2] >> __builtin_ctzll((unsigned long long)N);
+        } else {
+            if (x->shape[2] % N) return 0;
+            H = x->shape[2] / N;
+        }
     } else {
         if (a->num_heads != 0 && a->num_heads != x->shape[1]) return 0;
         N = x->shape[1], S = x->shape[2], H = x->shape[3];
@@ -407,8 +415,16 @@ static int rotary_plan_fast(const ropekit_tensor *x, const ropekit_tensor *c,
     if ((!in_place && spans_overlap(ys, xs)) || spans_overlap(ys, cs) || spans_overlap(ys, ss) ||
         spans_overlap(ys, ps))
         return 0;
+    /* every field written (no memset: for a struct this size it is a `rep stos`, whose start-up
+     * alone is tens of cycles); a field added to the plan must be added here */
+#if UINTPTR_MAX == 0xffffffffffffffffu && !defined(_WIN32)
+    _Static_assert(sizeof(rk_rotary_plan) == 312, "rotary_plan_fast sets every plan field");
+#endif
     rk_rotary_plan *p = plan;
-    memset(p, 0, sizeof *p);
+    p->apply_scale = 0, p->scale = 0.0f;
+    p->cos_bs = p->cos_ss = p->sin_bs = p->sin_ss = 0;
+    p->pos_as = 0, p->offset = 0;
+    p->mrope_section[0] = p->mrope_section[1] = p->mrope_section[2] = 0, p->mrope_layout = 0;
     p->dtype = T;
     p->table_dtype = TT;
     p->B = B, p->S = S, p->N = N, p->H = H, p->R = R;

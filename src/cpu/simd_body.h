@@ -724,6 +724,15 @@ static int use_tokens(const rk_rotary_plan *p) {
            p->sin_cs == 1 && !p->apply_scale && p->R / 2 <= RK_CHUNK;
 }
 
+#ifndef RK_TOK_PF /* -D for diagnostic builds: tokens ahead of the software prefetch (0: none) */
+#define RK_TOK_PF 1
+#endif
+#ifndef RK_TOK_PFX /* -D0 for diagnostic builds: no prefetch of the x rows */
+#define RK_TOK_PFX 1
+#endif
+#ifndef RK_TOK_PFY /* -D0 for diagnostic builds: no prefetch of the y rows */
+#define RK_TOK_PFY 1
+#endif
 RK_INLINE void rotary_tokens(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dtype tdt, int wide,
                              int hw) {
     const int64_t h = p->R / 2, es = (int64_t)esz(dt), tes = (int64_t)esz(tdt), rowb = p->H * es;
@@ -742,8 +751,9 @@ RK_INLINE void rotary_tokens(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_
             const char *cp = p->cos + rk_table_offset(p, 0, b, s, 0) * tes;
             const char *sp = p->sin + rk_table_offset(p, 1, b, s, 0) * tes;
             lay_row(cp, sp, tdt, inv, il, eo, wide, h, &tab);
-            const int64_t bn = s + 1 < S ? b : b + 1, sn_ = s + 1 < S ? s + 1 : 0;
-            const int pf = bn < B;
+            int64_t bn = b, sn_ = s + RK_TOK_PF;
+            while (sn_ >= S && bn < B) sn_ -= S, ++bn;
+            const int pf = RK_TOK_PF > 0 && bn < B;
             uintptr_t xn = 0, yn = 0;
             if (pf) { /* the next token's table rows, and its rows head by head below */
                 prefetch_row((uintptr_t)p->cos + (uintptr_t)(rk_table_offset(p, 0, bn, sn_, 0) * tes),
@@ -757,8 +767,8 @@ RK_INLINE void rotary_tokens(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_
             char *yr = Y + b * yb + s * yt;
             for (int64_t hd = 0; hd < N; ++hd) {
                 if (pf) {
-                    prefetch_row(xn + (uintptr_t)(hd * xh), rowb, 0);
-                    if (!in_place) prefetch_row(yn + (uintptr_t)(hd * yh), rowb, 1);
+                    if (RK_TOK_PFX) prefetch_row(xn + (uintptr_t)(hd * xh), rowb, 0);
+                    if (RK_TOK_PFY && !in_place) prefetch_row(yn + (uintptr_t)(hd * yh), rowb, 1);
                 }
                 rotate_row(xr + hd * xh, yr + hd * yh, dt, wide, 0, hw, il, eo, h, 0, h, tab.f[0],
                            tab.f[1], tab.d[0], tab.d[1]);
