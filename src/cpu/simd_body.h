@@ -765,15 +765,25 @@ RK_INLINE void rotary_tokens(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_
             }
             const char *xr = X + b * xb + s * xt;
             char *yr = Y + b * yb + s * yt;
-            for (int64_t hd = 0; hd < N; ++hd) {
-                if (pf) {
-                    if (RK_TOK_PFX) prefetch_row(xn + (uintptr_t)(hd * xh), rowb, 0);
-                    if (RK_TOK_PFY && !in_place) prefetch_row(yn + (uintptr_t)(hd * yh), rowb, 1);
-                }
-                rotate_row(xr + hd * xh, yr + hd * yh, dt, wide, 0, hw, il, eo, h, 0, h, tab.f[0],
-                           tab.f[1], tab.d[0], tab.d[1]);
-                if (tail) copy_bytes(yr + hd * yh + toff, xr + hd * xh + toff, tail, 0);
+            /* rotary width 128 (most models) with the width as a constant: the row loop's
+             * bounds and offsets fold (a decode token's kernel, avx2, Xeon dev VM: float32
+             * 842 -> 767 ns, float16 449 -> 381 ns, min of 7000 rounds) */
+#define RK_TOK_HEADS(hh)                                                                           \
+    for (int64_t hd = 0; hd < N; ++hd) {                                                           \
+        if (pf) {                                                                                  \
+            if (RK_TOK_PFX) prefetch_row(xn + (uintptr_t)(hd * xh), rowb, 0);                      \
+            if (RK_TOK_PFY && !in_place) prefetch_row(yn + (uintptr_t)(hd * yh), rowb, 1);         \
+        }                                                                                          \
+        rotate_row(xr + hd * xh, yr + hd * yh, dt, wide, 0, hw, il, eo, hh, 0, hh, tab.f[0],       \
+                   tab.f[1], tab.d[0], tab.d[1]);                                                  \
+        if (tail) copy_bytes(yr + hd * yh + toff, xr + hd * xh + toff, tail, 0);                   \
+    }
+            if (h == 64) {
+                RK_TOK_HEADS(64)
+            } else {
+                RK_TOK_HEADS(h)
             }
+#undef RK_TOK_HEADS
         }
 }
 
