@@ -18,6 +18,7 @@
  *   B64     decode B = 64, 40 x 128 (random ids): full call; "hot": the kernel on a plan whose
  *           64 tokens all read token 0's x, table row and write its y (arithmetic alone, in L1);
  *           memcpy: x to y, the same bytes (1.3 MB f32, 0.66 MB 16-bit). Only with DEC_B64=1.
+ * DEC_VARIANT=avx512: the public calls on that variant (the kern parts stay avx2).
  * Linked with libropekit.a (internal symbols). Built with -mavx2 -mfma -mf16c. */
 
 #include <immintrin.h>
@@ -300,10 +301,14 @@ static int cmpd(const void *a, const void *b) {
 int main(int argc, char **argv) {
     double budget = argc > 1 ? atof(argv[1]) : 1.0;
     if (argc > 2 && strcmp(argv[1], "count")) g_yd = atol(argv[2]);
-    if (ropekit_set_cpu_variant("avx2")) {
-        fprintf(stderr, "no avx2\n");
+    /* DEC_VARIANT=avx512: the public calls ("full", "plan", "rk_cpu_rotary") on that variant; the
+     * "kern" parts are the avx2 kernel always */
+    const char *var = getenv("DEC_VARIANT") && *getenv("DEC_VARIANT") ? getenv("DEC_VARIANT") : "avx2";
+    if (ropekit_set_cpu_variant(var)) {
+        fprintf(stderr, "no %s\n", var);
         return 1;
     }
+    printf("variant of the public calls: %s\n", ropekit_cpu_variant());
     for (int i = 0; i < NT; ++i)
         xs[i] = (float)(i % 97) * 0.01f - 0.5f, xd[i % (NT / 2)] = xs[i];
     for (int i = 0; i < H2; ++i)
