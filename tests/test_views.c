@@ -268,7 +268,7 @@ static void mutate_view(ropekit_tensor *t, char *arena, size_t an) {
     case 3: t->data = rnd(3) ? arena + rnd((uint32_t)an / 2) : NULL; break;
     case 4: t->data = (char *)t->data + rnd(8); break;
     case 5: t->dtype = (ropekit_dtype)rnd(6); break;
-    case 6: t->shape[rnd(4)] = (int64_t)1 << (20 + rnd(44)); break;
+    case 6: t->shape[rnd(4)] = (int64_t)1 << (20 + rnd(43)); break;
     case 7: t->strides[rnd(4)] = -t->strides[rnd(4)]; break;
     default: break;
     }
