@@ -729,8 +729,9 @@ static int use_tokens(const rk_rotary_plan *p) {
 #endif
 /* The next token's x and y rows are prefetched only where they do not continue the rows just
  * done (packed QKV, strided views): a contiguous run of rows is what the hardware prefetchers
- * follow, and prefetching it too was slower (decode B = 64 x 40 heads float32, avx2, Xeon dev
- * VM, one-process A/B: 121 us with x and y prefetched, 98 us with only the table rows). The
+ * follow, and prefetching it too was slower (decode B = 64 x 40 heads float32, avx2, one-process
+ * A/B, min: benchmark Xeon, R1 of session 9, 130 us with x and y prefetched, 110 us with only
+ * the table rows, 107 with none; dev VM 121 / 98 us). The
  * table rows (at random positions) always are. Diagnostic builds: -DRK_TOK_PFX / -DRK_TOK_PFY =
  * 0 never, 1 always, 2 (default) where not contiguous. */
 #ifndef RK_TOK_PFX
