@@ -15,6 +15,10 @@
  *   cpu     rk_cpu_rotary (dispatch, cost model, kernel)
  *   full    ropekit_rotary_embedding (everything)
  *   f16/bf16 full and kern for the 16-bit dtypes (16-bit tables)
+ *   B64     decode B = 64, 40 x 128 (random ids): full call; "hot": the kernel on a plan whose
+ *           64 tokens all read token 0's x, table row and write its y (arithmetic alone, in L1);
+ *           memcpy: x to y, the same bytes (1.3 MB f32, 0.66 MB 16-bit). Only with DEC_B64=1.
+ * DEC_VARIANT=avx512: the public calls on that variant (the kern parts stay avx2).
  * Linked with libropekit.a (internal symbols). Built with -mavx2 -mfma -mf16c. */
 
 #include <immintrin.h>
@@ -147,23 +151,28 @@ typedef struct dj {
     ropekit_rotary_embedding_attrs a;
     rk_rotary_plan plan;
 } dj;
-static void setup_n(dj *j, ropekit_dtype T, int64_t P, int64_t nh, int64_t nt);
+static void setup_b(dj *j, ropekit_dtype T, int64_t P, int64_t nh, int64_t nt, int64_t B);
+static void setup_n(dj *j, ropekit_dtype T, int64_t P, int64_t nh, int64_t nt) {
+    setup_b(j, T, P, nh, nt, 1);
+}
 static void setup(dj *j, ropekit_dtype T, int64_t P) {
     setup_n(j, T, P, 32, NT);
 }
 static long g_yd = -1; /* >= 0: y = x + 16 KiB + g_yd bytes (one buffer) */
-static void setup_n(dj *j, ropekit_dtype T, int64_t P, int64_t nh, int64_t NTT) {
+/* B tokens of NTT elements (nh heads), random position ids */
+static void setup_b(dj *j, ropekit_dtype T, int64_t P, int64_t nh, int64_t NTT, int64_t B) {
     size_t es = T == ROPEKIT_FLOAT32 ? 4 : 2;
-    void *x = aligned_alloc(64, NT * es), *y = aligned_alloc(64, NT * es); /* NTT <= NT used */
-    if (g_yd >= 0) {
+    const size_t xn = (size_t)(B * NTT > NT ? B * NTT : NT);
+    void *x = aligned_alloc(64, xn * es), *y = aligned_alloc(64, xn * es); /* NTT <= NT used */
+    if (g_yd >= 0 && B == 1) {
         char *b = aligned_alloc(4096, 3 * NT * es + 8192);
         x = b, y = b + NT * 4 + g_yd;
     }
     const int64_t hh = NTT / nh / 2;
     void *c = aligned_alloc(64, P * hh * es), *s = aligned_alloc(64, P * hh * es);
-    int64_t *pos = aligned_alloc(64, 64);
+    int64_t *pos = aligned_alloc(64, (size_t)(B * 8 + 64));
     uint32_t r = 12345;
-    for (int i = 0; i < NT; ++i) {
+    for (size_t i = 0; i < xn; ++i) {
         r = r * 1664525u + 1013904223u;
         float v = (float)((r >> 8) * (4.0 / 16777216.0) - 2.0);
         if (es == 4)
@@ -179,7 +188,9 @@ static void setup_n(dj *j, ropekit_dtype T, int64_t P, int64_t nh, int64_t NTT) 
             ((uint16_t *)c)[i] = to16(cv, T), ((uint16_t *)s)[i] = to16(sv, T);
     }
     pos[0] = 1234;
-    int64_t xsh[3] = {1, 1, NTT}, tsh[2] = {P, hh}, psh[2] = {1, 1};
+    for (int64_t b = 1; b < B; ++b)
+        r = r * 1664525u + 1013904223u, pos[b] = (int64_t)((r >> 8) % (uint32_t)P);
+    int64_t xsh[3] = {B, 1, NTT}, tsh[2] = {P, hh}, psh[2] = {B, 1};
     j->x = ropekit_tensor_contiguous(x, T, 3, xsh);
     j->y = ropekit_tensor_contiguous(y, T, 3, xsh);
     j->c = ropekit_tensor_contiguous(c, T, 2, tsh);
@@ -192,7 +203,8 @@ static void setup_n(dj *j, ropekit_dtype T, int64_t P, int64_t nh, int64_t NTT) 
         exit(1);
     }
 }
-static dj J[6];
+static dj J[10];
+static rk_rotary_plan g_hot[2]; /* B = 64 plans whose tokens all read token 0's x and write y's */
 static volatile int sink;
 static void do_plan(dj *j) {
     rk_rotary_plan p;
@@ -219,13 +231,22 @@ enum {
     I_K8,
     I_K16,
     I_K1,
+    I_D64,
+    I_D64H,
+    I_D64F16,
+    I_D64F16H,
+    I_D64BF16,
+    I_D64CP,
+    I_D64CP16,
     NI
 };
 static const char *iname[NI] = {
     "clock(8k imul)", "fma only",        "cvt only",      "bare flat", "bare 32x8",
     "bare stack8K",   "bare stack64",    "plan+ids",      "kern avx2", "rk_cpu_rotary",
     "full f32",       "full f16",        "kern f16",      "full bf16", "kern bf16",
-    "kern f32 8x512", "kern f32 16x256", "kern f32 1x128"};
+    "kern f32 8x512", "kern f32 16x256", "kern f32 1x128",
+    "B64 f32 full",   "B64 f32 hot",     "B64 f16 full",  "B64 f16 hot", "B64 bf16 full",
+    "B64 memcpy f32", "B64 memcpy 16"};
 static void run_item(int it) {
     switch (it) {
     case I_CLOCK: clock_chain(1000); break; /* 24000 cycles */
@@ -257,7 +278,20 @@ static void run_item(int it) {
     case I_BF16K: rk_kernels_avx2.rotary(&J[2].plan); break;
     case I_K8: rk_kernels_avx2.rotary(&J[3].plan); break;
     case I_K16: rk_kernels_avx2.rotary(&J[4].plan); break;
-    default: rk_kernels_avx2.rotary(&J[5].plan); break;
+    case I_K1: rk_kernels_avx2.rotary(&J[5].plan); break;
+    case I_D64:
+        sink += ropekit_rotary_embedding(&J[6].x, &J[6].c, &J[6].s, &J[6].pos, &J[6].a, &J[6].y);
+        break;
+    case I_D64H: rk_kernels_avx2.rotary(&g_hot[0]); break;
+    case I_D64F16:
+        sink += ropekit_rotary_embedding(&J[7].x, &J[7].c, &J[7].s, &J[7].pos, &J[7].a, &J[7].y);
+        break;
+    case I_D64F16H: rk_kernels_avx2.rotary(&g_hot[1]); break;
+    case I_D64BF16:
+        sink += ropekit_rotary_embedding(&J[8].x, &J[8].c, &J[8].s, &J[8].pos, &J[8].a, &J[8].y);
+        break;
+    case I_D64CP: memcpy(J[6].y.data, J[6].x.data, 64 * 5120 * 4); break;
+    default: memcpy(J[7].y.data, J[7].x.data, 64 * 5120 * 2); break;
     }
 }
 static int cmpd(const void *a, const void *b) {
@@ -267,10 +301,14 @@ static int cmpd(const void *a, const void *b) {
 int main(int argc, char **argv) {
     double budget = argc > 1 ? atof(argv[1]) : 1.0;
     if (argc > 2 && strcmp(argv[1], "count")) g_yd = atol(argv[2]);
-    if (ropekit_set_cpu_variant("avx2")) {
-        fprintf(stderr, "no avx2\n");
+    /* DEC_VARIANT=avx512: the public calls ("full", "plan", "rk_cpu_rotary") on that variant; the
+     * "kern" parts are the avx2 kernel always */
+    const char *var = getenv("DEC_VARIANT") && *getenv("DEC_VARIANT") ? getenv("DEC_VARIANT") : "avx2";
+    if (ropekit_set_cpu_variant(var)) {
+        fprintf(stderr, "no %s\n", var);
         return 1;
     }
+    printf("variant of the public calls: %s\n", ropekit_cpu_variant());
     for (int i = 0; i < NT; ++i)
         xs[i] = (float)(i % 97) * 0.01f - 0.5f, xd[i % (NT / 2)] = xs[i];
     for (int i = 0; i < H2; ++i)
@@ -279,22 +317,33 @@ int main(int argc, char **argv) {
         setup(&J[2], ROPEKIT_BFLOAT16, 4096);
     setup_n(&J[3], ROPEKIT_FLOAT32, 4096, 8, NT), setup_n(&J[4], ROPEKIT_FLOAT32, 4096, 16, NT);
     setup_n(&J[5], ROPEKIT_FLOAT32, 4096, 1, 128);
+    /* decode B = 64, 40 x 128 (bench_rows.h's dec64): full calls; "hot": the kernel with every
+     * token on token 0's x and y and table row (the arithmetic alone, all in L1) */
+    setup_b(&J[6], ROPEKIT_FLOAT32, 4096, 40, 5120, 64);
+    setup_b(&J[7], ROPEKIT_FLOAT16, 4096, 40, 5120, 64);
+    setup_b(&J[8], ROPEKIT_BFLOAT16, 4096, 40, 5120, 64);
+    for (int k = 0; k < 2; ++k) {
+        g_hot[k] = J[6 + k].plan;
+        g_hot[k].xs[0] = g_hot[k].ys[0] = 0, g_hot[k].pos_bs = 0;
+    }
     if (argc > 3 && !strcmp(argv[1], "count")) { /* dec count ITEM N: for instruction counts */
         int it = atoi(argv[2]), n = atoi(argv[3]);
         for (int k = 0; k < n; ++k)
             run_item(it);
         return 0;
     }
+    /* the B = 64 parts (100 us each) only with DEC_B64=1: they would take most rounds' time */
+    const int ni = getenv("DEC_B64") && atoi(getenv("DEC_B64")) ? NI : I_D64;
     enum { K = 20, MAXR = 20000 };
     static double t[NI][MAXR];
-    for (int it = 0; it < NI; ++it)
+    for (int it = 0; it < ni; ++it)
         for (int k = 0; k < 50; ++k)
             run_item(it);
     int n = 0;
     double end = now() + budget;
     while (n < MAXR && (now() < end || n < 10)) {
-        for (int k = 0; k < NI; ++k) {
-            int it = (k + n) % NI;
+        for (int k = 0; k < ni; ++k) {
+            int it = (k + n) % ni;
             double a = now();
             for (int r = 0; r < K; ++r)
                 run_item(it);
@@ -302,7 +351,7 @@ int main(int argc, char **argv) {
         }
         ++n;
     }
-    for (int it = 0; it < NI; ++it)
+    for (int it = 0; it < ni; ++it)
         qsort(t[it], n, sizeof(double), cmpd);
     double ghz = 24000.0 / (t[I_CLOCK][0] * 1e9);
     printf("x %p y %p (y - x = %ld, mod 4096 = %ld), tables %p\n", J[0].x.data, J[0].y.data,
@@ -311,7 +360,7 @@ int main(int argc, char **argv) {
     printf("rounds %d (x%d calls); clock %.3f GHz (min), %.3f (median)\n", n, K, ghz,
            24000.0 / (t[I_CLOCK][n / 2] * 1e9));
     printf("%-16s %9s %9s %9s\n", "part", "min ns", "med ns", "min cyc");
-    for (int it = 1; it < NI; ++it)
+    for (int it = 1; it < ni; ++it)
         printf("%-16s %9.1f %9.1f %9.0f\n", iname[it], t[it][0] * 1e9, t[it][n / 2] * 1e9,
                t[it][0] * 1e9 * ghz);
     return sink == 12345678 ? 1 : 0;

@@ -390,6 +390,27 @@ static void bnsh_cases(void) {
     g_align_out = 0;
 }
 
+/* Calls below the streaming threshold that go token by token (rotary_tokens: decode tokens, short
+ * rank-3 runs): every op, dtype, table type, pairing and layout, widths with the row loop's
+ * constant width (R = 128: h = 64) with and without copied channels, and others. */
+static void token_cases(void) {
+    static const int64_t hr[][2] = {{128, 128}, {160, 128}, {130, 128}, {128, 64}, {96, 96}, {66, 66}};
+    const int dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+    for (int d = 0; d < 3; ++d)
+        for (int hi = 0; hi < 6; ++hi)
+            for (int il = 0; il < 2; ++il)
+                for (int lay = 0; lay < 3; ++lay)
+                    for (int k = 0; k < 2; ++k) {
+                        g_force = g_random;
+                        g_force.layout = lay, g_force.rank = 3 + k;
+                        g_force.T = dts[d], g_force.TT = (hi + il + k) % 2 ? dts[d] : ROPEKIT_FLOAT32;
+                        g_force.H = hr[hi][0], g_force.R = hr[hi][1], g_force.il = il;
+                        g_force.S = k ? 1 : 1 + (hi % 3), g_force.N = 1 + (hi + lay) % 5;
+                        rotary_case(0);
+                    }
+    g_force = g_random;
+}
+
 /* ---- QKNorm ------------------------------------------------------------------------------ */
 
 typedef struct qk_case {
@@ -579,6 +600,7 @@ int main(int argc, char **argv) {
     test_api();
     rk_cpu_set_parallel_threshold(0); /* split even tiny calls over the threads */
     bnsh_cases();
+    token_cases();
     for (int i = 0; i < rounds; ++i) {
         int big = i % 10 == 9;
         rk_cpu_set_stream_threshold(i % 2 ? 0 : -1); /* streaming stores on every other round */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "internal.h"
 #include "ropekit.h"
 
 #define EXPECT_OK(call)                                                                        \
@@ -237,7 +238,109 @@ static void test_misaligned(void) {
     free(b.x), free(b.y), free(b.c), free(b.s), free(b.p);
 }
 
+
+/* ---- the small-call fast path of rk_plan_rotary_embedding ------------------------------------
+ * Random calls near the common decode call (one field changed at a time, sometimes two): the
+ * planner (fast path first) and rk_plan_rotary_embedding_full (rule by rule) must return the same
+ * status, the same message and, on success, the same plan. */
+static uint32_t g_fp_rng = 2463534242u;
+static uint32_t rnd(uint32_t n) {
+    g_fp_rng ^= g_fp_rng << 13, g_fp_rng ^= g_fp_rng >> 17, g_fp_rng ^= g_fp_rng << 5;
+    return n ? g_fp_rng % n : 0;
+}
+static int same_plan(const rk_rotary_plan *a, const rk_rotary_plan *b) {
+#define EQ(f) (a->f == b->f)
+    int ok = EQ(dtype) && EQ(table_dtype) && EQ(B) && EQ(S) && EQ(N) && EQ(H) && EQ(R) && EQ(x) &&
+             EQ(y) && EQ(interleaved) && EQ(inverse) && EQ(apply_scale) && EQ(scale) && EQ(cos) &&
+             EQ(sin) && EQ(cos_rs) && EQ(cos_cs) && EQ(sin_rs) && EQ(sin_cs) && EQ(cos_bs) &&
+             EQ(cos_ss) && EQ(sin_bs) && EQ(sin_ss) && EQ(rows) && EQ(table_rows) && EQ(pos) &&
+             EQ(pos_as) && EQ(pos_bs) && EQ(pos_ss) && EQ(offset) && EQ(mrope_layout);
+    for (int i = 0; i < 4; ++i) ok = ok && EQ(xs[i]) && EQ(ys[i]);
+    for (int i = 0; i < 3; ++i) ok = ok && EQ(mrope_section[i]);
+    return ok;
+#undef EQ
+}
+static void mutate_view(ropekit_tensor *t, char *arena, size_t an) {
+    switch (rnd(9)) {
+    case 0: t->rank = (int32_t)rnd(6); break;
+    case 1: t->shape[rnd(4)] = (int64_t)rnd(4) - (rnd(4) == 0); break;
+    case 2: t->strides[rnd(4)] += (int64_t)rnd(3) - 1; break;
+    case 3: t->data = rnd(3) ? arena + rnd((uint32_t)an / 2) : NULL; break;
+    case 4: t->data = (char *)t->data + rnd(8); break;
+    case 5: t->dtype = (ropekit_dtype)rnd(6); break;
+    case 6: t->shape[rnd(4)] = (int64_t)1 << (20 + rnd(43)); break;
+    case 7: t->strides[rnd(4)] = -t->strides[rnd(4)]; break;
+    default: break;
+    }
+}
+static void test_fast_plan(void) {
+    enum { AN = 1 << 20 };
+    char *arena = aligned_alloc(4096, AN);
+    int fast_ok = 0, n_ok = 0;
+    for (int it = 0; it < 200000; ++it) {
+        const ropekit_dtype dts[3] = {ROPEKIT_FLOAT32, ROPEKIT_FLOAT16, ROPEKIT_BFLOAT16};
+        ropekit_dtype T = dts[rnd(3)];
+        size_t es = T == ROPEKIT_FLOAT32 ? 4 : 2;
+        int64_t nB = 1 + rnd(3), nS = 1 + rnd(2), nN = 1 + rnd(4), nH = 2 * (1 + rnd(8)), nP = 1 + rnd(9);
+        int rank = 3 + (int)rnd(2);
+        int64_t h = nH / 2;
+        ropekit_rotary_embedding_attrs a = {(int64_t)rnd(2), rnd(4) ? 0 : 2 * (int64_t)(1 + rnd(4)),
+                                            rank == 3 || rnd(2) ? nN : 0, (int64_t)rnd(2)};
+        if (a.rotary_embedding_dim) h = a.rotary_embedding_dim / 2;
+        ropekit_dtype TT = rnd(3) ? T : ROPEKIT_FLOAT32;
+        size_t tes = TT == ROPEKIT_FLOAT32 ? 4 : 2;
+        /* x, y, cos, sin, pos in the arena, apart or (sometimes) overlapping */
+        size_t xb = (size_t)(nB * nS * nN * nH) * es, tb = (size_t)(nP * h) * tes;
+        size_t o = 64 * rnd(4);
+        char *xp = arena + o, *yp = rnd(8) == 0 ? xp : xp + xb + 64 * rnd(3);
+        if (rnd(20) == 0) yp = xp + es * rnd(4);
+        char *cp = yp + xb + 64, *sp = cp + tb + 64 * rnd(2);
+        char *pp = sp + tb + 64;
+        if (rnd(30) == 0) cp = yp;
+        if (rnd(30) == 0) pp = yp + 8 * rnd(4);
+        int64_t xsh3[3] = {nB, nS, nN * nH}, xsh4[4] = {nB, nN, nS, nH}, tsh[2] = {nP, h}, psh[2] = {nB, nS};
+        ropekit_tensor x = ropekit_tensor_contiguous(xp, T, rank, rank == 3 ? xsh3 : xsh4);
+        ropekit_tensor y = ropekit_tensor_contiguous(yp, T, rank, rank == 3 ? xsh3 : xsh4);
+        ropekit_tensor c = ropekit_tensor_contiguous(cp, TT, 2, tsh);
+        ropekit_tensor s = ropekit_tensor_contiguous(sp, TT, 2, tsh);
+        ropekit_tensor pos = ropekit_tensor_contiguous(pp, ROPEKIT_INT64, 2, psh);
+        ropekit_tensor *v[5] = {&x, &y, &c, &s, &pos};
+        for (int m = (int)rnd(3); m > 0; --m) {
+            int w = (int)rnd(7);
+            if (w < 5)
+                mutate_view(v[w], arena, AN);
+            else if (w == 5)
+                ((int64_t *)&a)[rnd(4)] = (int64_t)rnd(5) - 1;
+            else
+                ((int64_t *)&a)[rnd(4)] = 2 * (int64_t)rnd(9);
+        }
+        const ropekit_tensor *vx = rnd(50) ? &x : NULL, *vc = rnd(50) ? &c : NULL;
+        const ropekit_tensor *vp = rnd(50) ? &pos : NULL;
+        const ropekit_rotary_embedding_attrs *va = rnd(50) ? &a : NULL;
+        rk_rotary_plan p1, p2;
+        char m1[512];
+        memset(&p1, 0x5a, sizeof p1), memset(&p2, 0x5a, sizeof p2);
+        rk_clear_error();
+        ropekit_status s1 = rk_plan_rotary_embedding(vx, vc, &s, vp, va, &y, &p1);
+        snprintf(m1, sizeof m1, "%s", ropekit_last_error());
+        rk_clear_error();
+        ropekit_status s2 = rk_plan_rotary_embedding_full(vx, vc, &s, vp, va, &y, &p2);
+        CHECK(s1 == s2 && strcmp(m1, ropekit_last_error()) == 0,
+              "fast plan it %d: %s \"%s\" vs full %s \"%s\"", it, ropekit_status_str(s1), m1,
+              ropekit_status_str(s2), ropekit_last_error());
+        if (s1 == ROPEKIT_OK && s2 == ROPEKIT_OK) {
+            CHECK(same_plan(&p1, &p2), "fast plan it %d: plans differ", it);
+            ++n_ok;
+            fast_ok += p1.B == nB; /* (counted, not checked: how many valid calls there were) */
+        }
+    }
+    printf("fast plan: %d valid calls of 200000 compared\n", n_ok);
+    (void)fast_ok;
+    free(arena);
+}
+
 int main(void) {
+    test_fast_plan();
     test_empty_rotary();
     test_empty_qknorm_regroup();
     test_empty_tables();

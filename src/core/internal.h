@@ -215,6 +215,14 @@ ropekit_status rk_plan_rotary_embedding(const ropekit_tensor *x, const ropekit_t
                                         const ropekit_tensor *position_ids,
                                         const ropekit_rotary_embedding_attrs *attrs,
                                         const ropekit_tensor *y, rk_rotary_plan *plan);
+/* The same without the small-call fast path (every call checked rule by rule): for the tests that
+ * compare the two. */
+ropekit_status rk_plan_rotary_embedding_full(const ropekit_tensor *x,
+                                             const ropekit_tensor *cos_cache,
+                                             const ropekit_tensor *sin_cache,
+                                             const ropekit_tensor *position_ids,
+                                             const ropekit_rotary_embedding_attrs *attrs,
+                                             const ropekit_tensor *y, rk_rotary_plan *plan);
 ropekit_status rk_plan_ms_rotary_embedding(const ropekit_tensor *input,
                                            const ropekit_tensor *position_ids,
                                            const ropekit_tensor *cos_cache,

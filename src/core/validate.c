@@ -347,12 +347,123 @@ static ropekit_status check_ids_and_run(rk_rotary_plan *p) {
     return ROPEKIT_OK;
 }
 
+/* ---- the small-call fast path ----------------------------------------------------------
+ * The common call (a decode token, one batch of them): x and y contiguous rank 3 (B, S, N*H) or
+ * rank 4 (B, N, S, H), contiguous 2-D tables, contiguous (B, S) position ids. fast_view accepts
+ * only what rk_check_view accepts (a known float or int64 dtype checked by the caller, dims > 0,
+ * row-major strides, data present and aligned, no wrap-around) with numel <= 2^40, so nothing
+ * here overflows; rotary_plan_fast accepts only calls that rk_plan_rotary_embedding_full accepts
+ * and builds the same plan (tests/test_views.c compares them on random mutations). Any other call
+ * goes the full way, which reports every error as before. */
+#define RK_FAST_MAX_NUMEL ((int64_t)1 << 40)
+static inline __attribute__((always_inline)) int fast_view(const ropekit_tensor *t, int rank,
+                                                           size_t es, rk_span *span) {
+    if (t->rank != rank || t->data == NULL || ((uintptr_t)t->data & (es - 1))) return 0; /* es: 2^k */
+    int64_t numel = 1;
+    for (int i = rank - 1; i >= 0; --i) {
+        if (t->shape[i] <= 0 || t->strides[i] != numel || !rk_mul(numel, t->shape[i], &numel) ||
+            numel > RK_FAST_MAX_NUMEL)
+            return 0;
+    }
+    const uintptr_t base = (uintptr_t)t->data, bytes = (uintptr_t)numel * es;
+    if (bytes > UINTPTR_MAX - base) return 0;
+    span->lo = base, span->hi = base + bytes;
+    return 1;
+}
+static int spans_overlap(rk_span a, rk_span b);
+
+static int rotary_plan_fast(const ropekit_tensor *x, const ropekit_tensor *c,
+                            const ropekit_tensor *s, const ropekit_tensor *pos,
+                            const ropekit_rotary_embedding_attrs *a, const ropekit_tensor *y,
+                            rk_rotary_plan *plan) {
+    if (!a || !x || !y || !c || !s || !pos) return 0;
+    if ((a->inverse | a->interleaved) & ~(int64_t)1 || a->num_heads < 0) return 0;
+    const ropekit_dtype T = x->dtype, TT = c->dtype;
+    const size_t es = T == ROPEKIT_FLOAT32 ? 4 : T == ROPEKIT_FLOAT16 || T == ROPEKIT_BFLOAT16 ? 2 : 0;
+    if (!es || y->dtype != T || (TT != T && TT != ROPEKIT_FLOAT32) || s->dtype != TT ||
+        pos->dtype != ROPEKIT_INT64)
+        return 0;
+    const int rank = x->rank;
+    rk_span xs, ys, cs, ss, ps;
+    if ((rank != 3 && rank != 4) || !fast_view(x, rank, es, &xs) || !fast_view(y, rank, es, &ys))
+        return 0;
+    for (int i = 0; i < rank; ++i)
+        if (y->shape[i] != x->shape[i]) return 0;
+    int64_t B = x->shape[0], S, N, H;
+    if (rank == 3) {
+        N = a->num_heads, S = x->shape[1];
+        if (N == 0) return 0;
+        if ((N & (N - 1)) == 0) { /* a power of two (32 heads...): no division */
+            if (x->shape[2] & (N - 1)) return 0;
+            H = x->shape[2] >> __builtin_ctzll((unsigned long long)N);
+        } else {
+            if (x->shape[2] % N) return 0;
+            H = x->shape[2] / N;
+        }
+    } else {
+        if (a->num_heads != 0 && a->num_heads != x->shape[1]) return 0;
+        N = x->shape[1], S = x->shape[2], H = x->shape[3];
+    }
+    const int64_t R = a->rotary_embedding_dim ? a->rotary_embedding_dim : H;
+    if (R <= 0 || R > H || R % 2) return 0;
+    const size_t tes = TT == ROPEKIT_FLOAT32 ? 4 : 2;
+    if (!fast_view(c, 2, tes, &cs) || !fast_view(s, 2, tes, &ss) || c->shape[1] != R / 2 ||
+        s->shape[0] != c->shape[0] || s->shape[1] != R / 2)
+        return 0;
+    if (!fast_view(pos, 2, 8, &ps) || pos->shape[0] != B || pos->shape[1] != S) return 0;
+    const int in_place = x->data == y->data; /* same shape, both row-major: identical views */
+    if ((!in_place && spans_overlap(ys, xs)) || spans_overlap(ys, cs) || spans_overlap(ys, ss) ||
+        spans_overlap(ys, ps))
+        return 0;
+    /* every field written (no memset: for a struct this size it is a `rep stos`, whose start-up
+     * alone is tens of cycles); a field added to the plan must be added here */
+#if UINTPTR_MAX == 0xffffffffffffffffu && !defined(_WIN32)
+    _Static_assert(sizeof(rk_rotary_plan) == 312, "rotary_plan_fast sets every plan field");
+#endif
+    rk_rotary_plan *p = plan;
+    p->apply_scale = 0, p->scale = 0.0f;
+    p->cos_bs = p->cos_ss = p->sin_bs = p->sin_ss = 0;
+    p->pos_as = 0, p->offset = 0;
+    p->mrope_section[0] = p->mrope_section[1] = p->mrope_section[2] = 0, p->mrope_layout = 0;
+    p->dtype = T;
+    p->table_dtype = TT;
+    p->B = B, p->S = S, p->N = N, p->H = H, p->R = R;
+    p->x = (const char *)x->data;
+    p->y = (char *)y->data;
+    /* canonical (b, s, n, c) strides, as canonical_bsnh makes them */
+    if (rank == 3) {
+        p->xs[0] = p->ys[0] = x->strides[0], p->xs[1] = p->ys[1] = x->strides[1];
+        p->xs[2] = p->ys[2] = H, p->xs[3] = p->ys[3] = 1;
+    } else {
+        p->xs[0] = p->ys[0] = x->strides[0], p->xs[1] = p->ys[1] = x->strides[2];
+        p->xs[2] = p->ys[2] = x->strides[1], p->xs[3] = p->ys[3] = 1;
+    }
+    p->interleaved = (int)a->interleaved;
+    p->inverse = (int)a->inverse;
+    p->cos = (const char *)c->data, p->sin = (const char *)s->data;
+    p->cos_rs = c->strides[0], p->cos_cs = 1, p->sin_rs = s->strides[0], p->sin_cs = 1;
+    p->rows = RK_ROWS_PER_TOKEN;
+    p->pos = (const int64_t *)pos->data;
+    p->pos_bs = pos->strides[0], p->pos_ss = pos->strides[1];
+    p->table_rows = c->shape[0];
+    return 1;
+}
+
 ropekit_status rk_plan_rotary_embedding(const ropekit_tensor *x, const ropekit_tensor *cos_cache,
                                         const ropekit_tensor *sin_cache,
                                         const ropekit_tensor *position_ids,
                                         const ropekit_rotary_embedding_attrs *attrs,
-                                        const ropekit_tensor *y,
-    rk_rotary_plan *plan) {
+                                        const ropekit_tensor *y, rk_rotary_plan *plan) {
+    if (rotary_plan_fast(x, cos_cache, sin_cache, position_ids, attrs, y, plan)) return ROPEKIT_OK;
+    return rk_plan_rotary_embedding_full(x, cos_cache, sin_cache, position_ids, attrs, y, plan);
+}
+
+ropekit_status rk_plan_rotary_embedding_full(const ropekit_tensor *x,
+                                             const ropekit_tensor *cos_cache,
+                                             const ropekit_tensor *sin_cache,
+                                             const ropekit_tensor *position_ids,
+                                             const ropekit_rotary_embedding_attrs *attrs,
+                                             const ropekit_tensor *y, rk_rotary_plan *plan) {
     if (!attrs) return rk_fail(ROPEKIT_ERROR_NULL_POINTER, "attrs is NULL");
     if (attrs->inverse != 0 && attrs->inverse != 1)
         return rk_fail(ROPEKIT_ERROR_INVALID_ATTRIBUTE, "inverse = %lld, must be 0 or 1",

@@ -180,6 +180,17 @@ RK_V vd d_fmadd(vd a, vd b, vd c) {
 RK_V vd d_fmaddsub(vd a, vd b, vd c) {
     return _mm256_fmaddsub_pd(a, b, c);
 }
+/* float a*b -/+ c fused: only where a*b is exact in float (float16 x float16 products) */
+#define RK_HAVE_F_FMA 1
+RK_V vf f_fmsub(vf a, vf b, vf c) {
+    return _mm256_fmsub_ps(a, b, c);
+}
+RK_V vf f_fmadd(vf a, vf b, vf c) {
+    return _mm256_fmadd_ps(a, b, c);
+}
+RK_V vf f_fmaddsub(vf a, vf b, vf c) {
+    return _mm256_fmaddsub_ps(a, b, c);
+}
 
 /* ref.c's sixteen-lane sum, lanes j and j+8, j+4, j+2, j+1 added in that order: acc[i] holds
  * lanes 4i..4i+3. */

@@ -362,6 +362,15 @@ RK_INLINE int64_t lay_tables(int il, int eo, int wide, int64_t n, const float *c
 #undef RK_PUT
 }
 
+/* float16 x with float16 tables (the float path): every product of two float16 values is exact in
+ * float (at most 22 significant bits, magnitudes in [2^-48, 2^32]: no underflow, no overflow), so
+ * c*a - s*b fused as fmsub(c, a, s*b) is the same single rounding of the same exact value. */
+#ifdef RK_HAVE_F_FMA
+#define RK_F16_FMA(dt) ((dt) == ROPEKIT_FLOAT16)
+#else
+#define RK_F16_FMA(dt) 0
+#endif
+
 /* One head row (columns [k0, k0 + n) of its pairs) with the token's tables T1/T2. */
 RK_INLINE void rotate_row(const char *x, char *y, ropekit_dtype dt, int wide, int nt, int hw,
                           int il, int eo, int64_t h, int64_t k0, int64_t n, const float *t1f,
@@ -441,7 +450,14 @@ RK_INLINE void rotate_row(const char *x, char *y, ropekit_dtype dt, int wide, in
                       d_fmsub(ch, ah, d_mul(sh, bh)), nt);
                 st_d2(yb + i * es, dt, d_fmadd(sl, al, d_mul(cl, bl)),
                       d_fmadd(sh, ah, d_mul(ch, bh)), nt);
-            } else { /* products exact in float but may underflow: no FMA */
+            } else if (RK_F16_FMA(dt)) { /* float16: c*a is exact, fusing changes no bit */
+#ifdef RK_HAVE_F_FMA
+                vf a = ld_t(xa + i * es, dt), bb = ld_t(xb + i * es, dt);
+                vf cv = f_ld(t1f + i), sv = f_ld(t2f + i);
+                st_16(ya + i * es, dt, f_fmsub(cv, a, f_mul(sv, bb)), nt);
+                st_16(yb + i * es, dt, f_fmadd(sv, a, f_mul(cv, bb)), nt);
+#endif
+            } else { /* bfloat16 products are exact in float but may underflow: no FMA */
                 vf a = ld_t(xa + i * es, dt), bb = ld_t(xb + i * es, dt);
                 vf cv = f_ld(t1f + i), sv = f_ld(t2f + i);
                 st_16(ya + i * es, dt, f_sub(f_mul(cv, a), f_mul(sv, bb)), nt);
@@ -462,6 +478,12 @@ RK_INLINE void rotate_row(const char *x, char *y, ropekit_dtype dt, int wide, in
                 vd hi = d_fmaddsub(d_ld(t1d + i + VL / 2), d_dupe(xh),
                                    d_mul(d_ld(t2d + i + VL / 2), d_dupo(xh)));
                 st_d2(ya + i * es, dt, lo, hi, nt);
+            } else if (RK_F16_FMA(dt)) {
+#ifdef RK_HAVE_F_FMA
+                vf xv = ld_t(xa + i * es, dt);
+                st_16(ya + i * es, dt,
+                      f_fmaddsub(f_ld(t1f + i), f_dupe(xv), f_mul(f_ld(t2f + i), f_dupo(xv))), nt);
+#endif
             } else {
                 vf xv = ld_t(xa + i * es, dt);
                 st_16(ya + i * es, dt,
@@ -655,6 +677,176 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
     if (nt || stg) st_fence();
 }
 
+/* ---- calls that write less than the streaming threshold, token by token ------------------
+ * A decode token (32 heads x 128) is about 2000 cycles of arithmetic: the per-call work before
+ * the first row matters. rotary_tokens is rotary_fast for plans whose rows go token by token
+ * (token-major, TB = 1), one gather chunk (h <= RK_CHUNK), contiguous unscaled table rows, normal
+ * stores: the token's cos/sin rows are laid out for rotate_row straight from the table (no float
+ * staging row and no per-column loop where the layout allows: lay_row), in a frame of 8 KiB, and
+ * the next token's table rows are prefetched with its x rows. The same rotate_row: the same bits. */
+typedef union rk_tab1 {
+    float f[2][2 * RK_CHUNK];
+    double d[2][2 * RK_CHUNK];
+} __attribute__((aligned(64))) rk_tab1;
+
+/* One token's table rows cp/sp (n columns, table type tdt) laid out as lay_tables lays them. */
+RK_INLINE void lay_row(const char *cp, const char *sp, ropekit_dtype tdt, int inverse, int il,
+                       int eo, int wide, int64_t n, rk_tab1 *t) {
+    const int64_t tes = (int64_t)esz(tdt);
+    if ((il && !eo) || (eo && !il && wide)) { /* pair-interleaved layouts: by column */
+        float c[RK_CHUNK], sn[RK_CHUNK];
+        gather_run(cp, sp, tdt, inverse, 0, n, c, sn);
+        lay_tables(il, eo, wide, n, c, sn, t->f[0], t->f[1], t->d[0], t->d[1]);
+        return;
+    }
+    const vf neg = f_set1(inverse ? -0.0f : 0.0f); /* sign flip by xor, as C's unary - */
+    int64_t i = 0;
+    if (wide) { /* wide: the tables are float32 (a 16-bit x takes T or float32 tables) */
+        const float *cf = (const float *)cp, *sf = (const float *)sp;
+        double *t1 = t->d[0], *t2 = t->d[1];
+        if (!inverse)
+            for (; i + VL <= n; i += VL) {
+                d_st(t1 + i, d_ldf(cf + i)), d_st(t1 + i + VL / 2, d_ldf(cf + i + VL / 2));
+                d_st(t2 + i, d_ldf(sf + i)), d_st(t2 + i + VL / 2, d_ldf(sf + i + VL / 2));
+            }
+        else
+            for (; i + VL <= n; i += VL) {
+                vf sv = f_xor(f_ld(sf + i), neg);
+                d_st(t1 + i, d_ldf(cf + i)), d_st(t1 + i + VL / 2, d_ldf(cf + i + VL / 2));
+                d_st(t2 + i, d_lo(sv)), d_st(t2 + i + VL / 2, d_hi(sv));
+            }
+        for (; i < n; ++i) {
+            float sv = sf[i];
+            t1[i] = cf[i], t2[i] = inverse ? -sv : sv;
+        }
+        return;
+    }
+    float *t1 = t->f[0], *t2 = t->f[1];
+#ifdef RK_HAVE_BF16_EO
+    if (eo && !il) /* bfloat16 tables: each group of 2*VL columns as its even, then its odd */
+        for (; i + 2 * VL <= n; i += 2 * VL) {
+            vf e, o;
+            ld_bf16_eo(cp + i * tes, &e, &o);
+            f_st(t1 + i, e), f_st(t1 + i + VL, o);
+            ld_bf16_eo(sp + i * tes, &e, &o);
+            f_st(t2 + i, f_xor(e, neg)), f_st(t2 + i + VL, f_xor(o, neg));
+        }
+#endif
+    for (; i + VL <= n; i += VL) {
+        f_st(t1 + i, ld_t(cp + i * tes, tdt));
+        f_st(t2 + i, f_xor(ld_t(sp + i * tes, tdt), neg));
+    }
+    for (; i < n; ++i) {
+        float sv = rk_load(sp, tdt, i);
+        t1[i] = rk_load(cp, tdt, i), t2[i] = inverse ? -sv : sv;
+    }
+}
+
+/* Whether rotary_tokens runs the plan (the output is below the streaming threshold). */
+static int use_tokens(const rk_rotary_plan *p) {
+    return !(p->N > 1 && p->xs[2] > p->xs[1]) && p->rows != RK_ROWS_MROPE && p->cos_cs == 1 &&
+           p->sin_cs == 1 && !p->apply_scale && p->R / 2 <= RK_CHUNK;
+}
+
+#ifndef RK_TOK_PF /* -D for diagnostic builds: tokens ahead of the software prefetch (0: none) */
+#define RK_TOK_PF 1
+#endif
+/* The next token's x and y rows are prefetched only where they do not continue the rows just
+ * done (packed QKV, strided views): a contiguous run of rows is what the hardware prefetchers
+ * follow, and prefetching it too was slower (decode B = 64 x 40 heads float32, avx2, one-process
+ * A/B, min: benchmark Xeon, R1 of session 9, 130 us with x and y prefetched, 110 us with only
+ * the table rows, 107 with none; dev VM 121 / 98 us). The
+ * table rows (at random positions) always are. Diagnostic builds: -DRK_TOK_PFX / -DRK_TOK_PFY =
+ * 0 never, 1 always, 2 (default) where not contiguous. */
+#ifndef RK_TOK_PFX
+#define RK_TOK_PFX 2
+#endif
+#ifndef RK_TOK_PFY
+#define RK_TOK_PFY 2
+#endif
+RK_INLINE void rotary_tokens(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dtype tdt, int wide,
+                             int hw) {
+    const int64_t h = p->R / 2, es = (int64_t)esz(dt), tes = (int64_t)esz(tdt), rowb = p->H * es;
+    const int il = p->interleaved, eo = RK_EO(dt), inv = p->inverse;
+    rk_tab1 tab;
+    const char *const X = p->x;
+    char *const Y = p->y;
+    const int in_place = X == Y;
+    const int64_t tail = p->R < p->H && !in_place ? (p->H - p->R) * es : 0, toff = p->R * es;
+    const int64_t xb = p->xs[0] * es, xt = p->xs[1] * es, xh = p->xs[2] * es;
+    const int64_t yb = p->ys[0] * es, yt = p->ys[1] * es, yh = p->ys[2] * es;
+    const int64_t N = p->N, S = p->S, B = p->B;
+    const int64_t ct = h * tes; /* bytes of one table row */
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S; ++s) {
+            const char *cp = p->cos + rk_table_offset(p, 0, b, s, 0) * tes;
+            const char *sp = p->sin + rk_table_offset(p, 1, b, s, 0) * tes;
+            lay_row(cp, sp, tdt, inv, il, eo, wide, h, &tab);
+            int64_t bn = b, sn_ = s + RK_TOK_PF;
+            while (sn_ >= S && bn < B) sn_ -= S, ++bn;
+            const int pf = RK_TOK_PF > 0 && bn < B;
+            uintptr_t xn = 0, yn = 0;
+            if (pf) { /* the next token's table rows, and its rows head by head below */
+                prefetch_row((uintptr_t)p->cos + (uintptr_t)(rk_table_offset(p, 0, bn, sn_, 0) * tes),
+                             ct, 0);
+                prefetch_row((uintptr_t)p->sin + (uintptr_t)(rk_table_offset(p, 1, bn, sn_, 0) * tes),
+                             ct, 0);
+                xn = (uintptr_t)X + (uintptr_t)(bn * xb + sn_ * xt);
+                yn = (uintptr_t)Y + (uintptr_t)(bn * yb + sn_ * yt);
+            }
+            const char *xr = X + b * xb + s * xt;
+            char *yr = Y + b * yb + s * yt;
+            const uintptr_t run = (uintptr_t)(N * rowb); /* a token's rows, when adjacent */
+            const int pfx = pf && (RK_TOK_PFX == 1 ||
+                                   (RK_TOK_PFX == 2 && (xh != rowb || xn != (uintptr_t)xr + run)));
+            const int pfy = pf && !in_place &&
+                            (RK_TOK_PFY == 1 ||
+                             (RK_TOK_PFY == 2 && (yh != rowb || yn != (uintptr_t)yr + run)));
+            /* rotary width 128 (most models) with the width as a constant: the row loop's
+             * bounds and offsets fold (a decode token's kernel, avx2, Xeon dev VM: float32
+             * 842 -> 767 ns, float16 449 -> 381 ns, min of 7000 rounds) */
+#define RK_TOK_HEADS(hh)                                                                           \
+    for (int64_t hd = 0; hd < N; ++hd) {                                                           \
+        if (pfx) prefetch_row(xn + (uintptr_t)(hd * xh), rowb, 0);                                 \
+        if (pfy) prefetch_row(yn + (uintptr_t)(hd * yh), rowb, 1);                                 \
+        rotate_row(xr + hd * xh, yr + hd * yh, dt, wide, 0, hw, il, eo, hh, 0, hh, tab.f[0],       \
+                   tab.f[1], tab.d[0], tab.d[1]);                                                  \
+        if (tail) copy_bytes(yr + hd * yh + toff, xr + hd * xh + toff, tail, 0);                   \
+    }
+            if (h == 64) {
+                RK_TOK_HEADS(64)
+            } else {
+                RK_TOK_HEADS(h)
+            }
+#undef RK_TOK_HEADS
+        }
+}
+
+#define RK_TOKENS_BF16(hw)                                                                         \
+    if (tf)                                                                                        \
+        rotary_tokens(p, ROPEKIT_BFLOAT16, ROPEKIT_FLOAT32, 1, hw);                                \
+    else                                                                                           \
+        rotary_tokens(p, ROPEKIT_BFLOAT16, ROPEKIT_BFLOAT16, 0, hw);
+static __attribute__((noinline)) void RK_SUFFIX(rotary_tok)(const rk_rotary_plan *p) {
+    const int tf = p->table_dtype == ROPEKIT_FLOAT32;
+    switch (p->dtype) {
+    case ROPEKIT_FLOAT32: rotary_tokens(p, ROPEKIT_FLOAT32, ROPEKIT_FLOAT32, 1, 0); break;
+    case ROPEKIT_FLOAT16:
+        if (tf)
+            rotary_tokens(p, ROPEKIT_FLOAT16, ROPEKIT_FLOAT32, 1, 0);
+        else
+            rotary_tokens(p, ROPEKIT_FLOAT16, ROPEKIT_FLOAT16, 0, 0);
+        break;
+    default:
+        if (RK_EO(ROPEKIT_BFLOAT16) && RK_BF16_HW_OK()) {
+            RK_TOKENS_BF16(1)
+        } else {
+            RK_TOKENS_BF16(0)
+        }
+        break;
+    }
+}
+
 /* Streaming stores only where they write whole 64-byte lines and nothing else writes into those
  * lines (a line half streamed, half stored normally is far slower than either): the output is
  * 64-byte aligned, every head is rotated whole (R = H) by vector stores only (no scalar tail),
@@ -725,7 +917,13 @@ static void RK_SUFFIX(rotary)(const rk_rotary_plan *p) {
         return;
     }
     const int tf = p->table_dtype == ROPEKIT_FLOAT32;
-    if (use_streaming(p)) {
+    if (!large_output(p->B * p->S * p->N * p->H * (int64_t)esz(p->dtype))) {
+        if (use_tokens(p)) {
+            RK_SUFFIX(rotary_tok)(p);
+            return;
+        }
+        RK_ROTARY_CASES(0, 0)
+    } else if (use_streaming(p)) {
         RK_ROTARY_CASES(1, 0)
     } else if (use_staging(p)) {
         RK_SUFFIX(rotary_staged)(p);
