@@ -81,10 +81,17 @@ RK_INLINE void st_d2(char *p, ropekit_dtype dt, vd lo, vd hi, int nt) {
         st_t(p, dt, d_pack(lo, hi));
     }
 }
-/* A 16-bit store (nt: streaming, p aligned to 2*VL bytes). */
+/* A 16-bit store (nt: streaming, p aligned to 2*VL bytes; nt = 2: 16-byte streaming stores, p
+ * aligned to 16 bytes, RK_HAVE_NT16 only). */
 RK_INLINE void st_16(void *p, ropekit_dtype dt, vf v, int nt) {
     if (!nt)
         st_t(p, dt, v);
+#ifdef RK_HAVE_NT16
+    else if (nt == 2 && dt == ROPEKIT_FLOAT16)
+        nt16_f16(p, v);
+    else if (nt == 2)
+        nt16_bf16(p, v);
+#endif
     else if (dt == ROPEKIT_FLOAT16)
         st_f16_nt(p, v);
     else
@@ -166,6 +173,14 @@ RK_INLINE void wr_bytes(void *dst, const void *src, int n) {
  * pieces, not a memcpy call per row (partial rotary copies 96-byte tails: 64 + 32 on avx512) */
 RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
     int64_t i = 0;
+#ifdef RK_HAVE_NT16
+    if (nt == 2) { /* dst aligned to 16 bytes: 16-byte loads and streaming stores (bm_nt_copy's) */
+        for (; i + 16 <= n; i += 16)
+            _mm_stream_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(src + i)));
+        if (i < n) wr_bytes(dst + i, src + i, (int)(n - i));
+        return;
+    }
+#endif
     if (nt) /* dst aligned to 4*VL bytes */
         for (; i + 4 * VL <= n; i += 4 * VL)
             f_st_nt((float *)(dst + i), f_ld((const float *)(src + i)));
@@ -190,6 +205,9 @@ RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
 #define RK_STAGE 4096               /* bytes of one staged row at most */
 #ifndef RK_NOSTG /* -D1 for diagnostic builds: no staged rows (normal stores where unaligned) */
 #define RK_NOSTG 0
+#endif
+#ifndef RK_NONT16 /* -D1 for diagnostic builds: no 16-byte streaming stores (staged rows instead) */
+#define RK_NONT16 0
 #endif
 #ifndef RK_SWLAG /* -D for diagnostic builds: lines written out this many bytes behind the row */
 #define RK_SWLAG 0
@@ -718,6 +736,11 @@ static void RK_SUFFIX(rotary)(const rk_rotary_plan *p) {
 RK_INLINE void st_q(void *p, ropekit_dtype dt, int hw, vf v, int nt) {
 #ifdef RK_HAVE_BF16_HW
     if (hw && dt == ROPEKIT_BFLOAT16) {
+#ifdef RK_HAVE_NT16
+        if (nt == 2)
+            nt16_bf16_hw(p, v);
+        else
+#endif
         if (nt)
             st_bf16_hw_nt(p, v);
         else
@@ -726,6 +749,11 @@ RK_INLINE void st_q(void *p, ropekit_dtype dt, int hw, vf v, int nt) {
     }
 #else
     (void)hw;
+#endif
+#ifdef RK_HAVE_NT16
+    if (dt == ROPEKIT_FLOAT32 && nt == 2)
+        nt16_f32(p, v);
+    else
 #endif
     if (dt == ROPEKIT_FLOAT32 && nt)
         f_st_nt((float *)p, v);
@@ -1051,7 +1079,25 @@ static int qknorm_streaming(const rk_qknorm_plan *p) {
         return 0;
     return 1;
 }
-/* Where qknorm_streaming's direct streaming stores cannot be used: through staged rows. */
+/* Where qknorm_streaming's cannot be used but every vector store lands on a 16-byte boundary
+ * (numpy's arrays, 16 bytes into a line): 16-byte streaming stores straight from the registers
+ * (nt = 2), as bm_nt_copy writes the copy the call is compared with. The output's rows are
+ * adjacent, so every line but the call's first and last is written whole, in order. */
+static int qknorm_nt16(const rk_qknorm_plan *p) {
+#ifdef RK_HAVE_NT16
+    const int64_t es = (int64_t)esz(p->dtype);
+    if (RK_NONT16 || p->q == p->q_out ||
+        !large_output(p->B * p->S * p->num_heads * p->head_dim * es))
+        return 0;
+    if (p->nope % VL || p->rope_dim % VL || (p->head_dim * es) % 16) return 0;
+    return (uintptr_t)p->q_out % 16 == 0 && (p->qos[0] * es) % 16 == 0 &&
+           (p->qos[1] * es) % 16 == 0 && (p->qos[2] * es) % 16 == 0;
+#else
+    (void)p;
+    return 0;
+#endif
+}
+/* Where neither can be used: through staged rows. */
 static int qknorm_staging(const rk_qknorm_plan *p) {
 #ifdef RK_HAVE_NT
     const int64_t es = (int64_t)esz(p->dtype);
@@ -1089,6 +1135,8 @@ static void RK_SUFFIX(qknorm)(const rk_qknorm_plan *p) {
     }
     if (qknorm_streaming(p)) {
         RK_QKNORM_CASES(1, 0)
+    } else if (qknorm_nt16(p)) {
+        RK_QKNORM_CASES(2, 0)
     } else if (qknorm_staging(p)) {
         RK_SUFFIX(qknorm_staged)(p);
     } else {
@@ -1165,15 +1213,28 @@ static void RK_SUFFIX(regroup)(const rk_regroup_plan *p) {
     const int large = large_output(p->N * p->num_heads * p->head_dim * es);
     int nt = large && (uintptr_t)p->out % (uintptr_t)w == 0 && (p->os[0] * es) % w == 0 &&
              (p->os[1] * es) % w == 0 && (p->head_dim * es) % w == 0 && (p->nope * es) % w == 0;
+#ifdef RK_HAVE_NT16
+    /* every store on a 16-byte boundary (numpy's +16 B arrays): 16-byte streaming stores from
+     * the registers, no staging window (the lines where one group's run meets the next token's
+     * are written in two parts, at different times) */
+    const int nt16 = !nt && large && !RK_NONT16 && (uintptr_t)p->out % 16 == 0 &&
+                     (p->os[0] * es) % 16 == 0 && (p->os[1] * es) % 16 == 0 &&
+                     (p->head_dim * es) % 16 == 0 && (p->nope * es) % 16 == 0 &&
+                     p->rope_dim % VL == 0 && p->rope_dim <= RK_QTW;
+#else
+    const int nt16 = 0;
+#endif
 #ifdef RK_HAVE_NT
     /* otherwise through staged rows (rk_sw) */
-    const int stg = !nt && large && p->head_dim * es <= RK_STAGE && !RK_NOSTG;
+    const int stg = !nt && !nt16 && large && p->head_dim * es <= RK_STAGE && !RK_NOSTG;
 #else
     const int stg = 0;
 #endif
 #define RK_REGROUP_T(T)                                                                            \
     if (nt)                                                                                        \
         regroup_fast(p, T, 1, 0);                                                                  \
+    else if (nt16)                                                                                 \
+        regroup_fast(p, T, 2, 0);                                                                  \
     else if (stg)                                                                                  \
         regroup_fast(p, T, 0, 1);                                                                  \
     else                                                                                           \
