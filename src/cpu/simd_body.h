@@ -209,6 +209,12 @@ RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
 #ifndef RK_NONT16 /* -D1 for diagnostic builds: no 16-byte streaming stores (staged rows instead) */
 #define RK_NONT16 0
 #endif
+#ifndef RK_NT16F32 /* -D1 for diagnostic builds: avx512 float32 QKNorm with nt16 too */
+#define RK_NT16F32 0
+#endif
+#ifndef RK_RGPF /* -D for diagnostic builds: regroup rows prefetched this many heads ahead */
+#define RK_RGPF 0
+#endif
 #ifndef RK_SWLAG /* -D for diagnostic builds: lines written out this many bytes behind the row */
 #define RK_SWLAG 0
 #endif
@@ -228,10 +234,7 @@ RK_INLINE char *sw_line(char *a) {
     return (char *)((uintptr_t)a & ~(uintptr_t)63);
 }
 RK_INLINE void wr_line_nt(char *dst, const char *src) { /* both 64-byte aligned */
-#if defined(RK_SWLD16) /* diagnostic: 16-byte loads (each inside one earlier store) */
-    for (int i = 0; i < 64; i += 16)
-        _mm_stream_si128((__m128i *)(dst + i), _mm_load_si128((const __m128i *)(src + i)));
-#elif defined(RK_SWNORMAL) /* diagnostic: the window's lines out with normal stores */
+#if defined(RK_SWNORMAL) /* diagnostic: the window's lines out with normal stores */
     for (int i = 0; i < 64; i += 4 * VL)
         f_st((float *)(dst + i), f_ld((const float *)(src + i)));
 #else
@@ -974,7 +977,10 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
      * overlap). Large calls (streaming stores) and float32 rows: one at a time; they wait on
      * memory, and the prefetches of one row at a time keep it busier than bursts for RK_QG rows
      * (Xeon EMR, dsv4 S=256, one thread: avx512 f16 +6%, bf16 +15%, avx2 f16 +2%, bf16 +8%). */
-    const int G = dt == ROPEKIT_FLOAT32 || nt ? 1 : RK_QG;
+#ifndef RK_QGNT /* -D1 for diagnostic builds: RK_QG rows at a time with streaming stores too */
+#define RK_QGNT 0
+#endif
+    const int G = dt == ROPEKIT_FLOAT32 || (nt && !RK_QGNT) ? 1 : RK_QG;
     for (int64_t b = 0; b < p->B; ++b)
         for (int64_t s = 0; s < p->S; ++s) {
             const float *cs = rd ? p->cos + b * p->cos_s[0] + s * p->cos_s[1] : NULL;
@@ -1090,6 +1096,9 @@ static int qknorm_nt16(const rk_qknorm_plan *p) {
         !large_output(p->B * p->S * p->num_heads * p->head_dim * es))
         return 0;
     if (p->nope % VL || p->rope_dim % VL || (p->head_dim * es) % 16) return 0;
+    /* float32 with 16 lanes: staged rows are faster (four 16-byte pieces per vector store:
+     * avx512 qk f32 +16 B 0.885x of staged, R1 of session 9; avx2 1.32x of normal stores) */
+    if (p->dtype == ROPEKIT_FLOAT32 && VL >= 16 && !RK_NT16F32) return 0;
     return (uintptr_t)p->q_out % 16 == 0 && (p->qos[0] * es) % 16 == 0 &&
            (p->qos[1] * es) % 16 == 0 && (p->qos[2] * es) % 16 == 0;
 #else
@@ -1168,6 +1177,10 @@ RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt, 
             int64_t f0 = h * hd, g = f0 / p->group_dim, gc = f0 % p->group_dim;
             const char *x = xn + f0 * es;
             char *y = p->out + (g * p->os[0] + n * p->os[1] + gc) * es;
+#if RK_RGPF
+            for (int64_t o = 0; o < hd * es; o += 64) /* addresses as integers (see qknorm_fast) */
+                __builtin_prefetch((const void *)((uintptr_t)x + (uintptr_t)(RK_RGPF * hd * es + o)), 0);
+#endif
 #ifdef RK_HAVE_NT
             if (stg) y = sw_row(&sw, y, hd * es);
 #endif
