@@ -252,13 +252,6 @@ RK_V void d_unpair(vd *a, vd *b) {
 /* QKNorm's bfloat16 sums of squares take 2*VL values as even and odd elements (ld_bf16_eo) */
 #define RK_HAVE_BF16_PAIRS 1
 
-#ifdef RK_AVX2_D_LD_F16 /* diagnostic: float16 widened to doubles 4 at a time (no lane extract) */
-#define RK_HAVE_D_LD_F16 1
-RK_V vd d_ld_f16(const void *p) {
-    return _mm256_cvtps_pd(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)p)));
-}
-#endif
-
 #define RK_HAVE_NT 1 /* f_st_nt & co. are streaming stores (rk_sw) */
 #define RK_HAVE_NT16 1 /* nt16_*: 16-byte streaming stores (nt = 2) */
 #include "simd_body.h"

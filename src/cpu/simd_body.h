@@ -206,14 +206,8 @@ RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
 #ifndef RK_NOSTG /* -D1 for diagnostic builds: no staged rows (normal stores where unaligned) */
 #define RK_NOSTG 0
 #endif
-#ifndef RK_NONT16 /* -D1 for diagnostic builds: no 16-byte streaming stores (staged rows instead) */
+#ifndef RK_NONT16 /* -D1 for diagnostic builds: no 16-byte streaming stores (rows staged instead) */
 #define RK_NONT16 0
-#endif
-#ifndef RK_NT16F32 /* -D1 for diagnostic builds: avx512 float32 QKNorm with nt16 too */
-#define RK_NT16F32 0
-#endif
-#ifndef RK_RGPF /* -D for diagnostic builds: regroup rows prefetched this many heads ahead */
-#define RK_RGPF 0
 #endif
 #ifndef RK_SWLAG /* -D for diagnostic builds: lines written out this many bytes behind the row */
 #define RK_SWLAG 0
@@ -738,13 +732,10 @@ static void RK_SUFFIX(rotary)(const rk_rotary_plan *p) {
  * rt_bf16_hw, same bits as st_bf16 / rt_bf16), hw = 0 the integer rounding. */
 RK_INLINE void st_q(void *p, ropekit_dtype dt, int hw, vf v, int nt) {
 #ifdef RK_HAVE_BF16_HW
-    if (hw && dt == ROPEKIT_BFLOAT16) {
-#ifdef RK_HAVE_NT16
+    if (hw && dt == ROPEKIT_BFLOAT16) { /* (avx512 only: nt16_* there too) */
         if (nt == 2)
             nt16_bf16_hw(p, v);
-        else
-#endif
-        if (nt)
+        else if (nt)
             st_bf16_hw_nt(p, v);
         else
             st_bf16_hw(p, v);
@@ -754,9 +745,10 @@ RK_INLINE void st_q(void *p, ropekit_dtype dt, int hw, vf v, int nt) {
     (void)hw;
 #endif
 #ifdef RK_HAVE_NT16
-    if (dt == ROPEKIT_FLOAT32 && nt == 2)
+    if (dt == ROPEKIT_FLOAT32 && nt == 2) {
         nt16_f32(p, v);
-    else
+        return;
+    }
 #endif
     if (dt == ROPEKIT_FLOAT32 && nt)
         f_st_nt((float *)p, v);
@@ -977,10 +969,7 @@ RK_INLINE void qknorm_fast(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
      * overlap). Large calls (streaming stores) and float32 rows: one at a time; they wait on
      * memory, and the prefetches of one row at a time keep it busier than bursts for RK_QG rows
      * (Xeon EMR, dsv4 S=256, one thread: avx512 f16 +6%, bf16 +15%, avx2 f16 +2%, bf16 +8%). */
-#ifndef RK_QGNT /* -D1 for diagnostic builds: RK_QG rows at a time with streaming stores too */
-#define RK_QGNT 0
-#endif
-    const int G = dt == ROPEKIT_FLOAT32 || (nt && !RK_QGNT) ? 1 : RK_QG;
+    const int G = dt == ROPEKIT_FLOAT32 || nt ? 1 : RK_QG;
     for (int64_t b = 0; b < p->B; ++b)
         for (int64_t s = 0; s < p->S; ++s) {
             const float *cs = rd ? p->cos + b * p->cos_s[0] + s * p->cos_s[1] : NULL;
@@ -1098,7 +1087,7 @@ static int qknorm_nt16(const rk_qknorm_plan *p) {
     if (p->nope % VL || p->rope_dim % VL || (p->head_dim * es) % 16) return 0;
     /* float32 with 16 lanes: staged rows are faster (four 16-byte pieces per vector store:
      * avx512 qk f32 +16 B 0.885x of staged, R1 of session 9; avx2 1.32x of normal stores) */
-    if (p->dtype == ROPEKIT_FLOAT32 && VL >= 16 && !RK_NT16F32) return 0;
+    if (p->dtype == ROPEKIT_FLOAT32 && VL >= 16) return 0;
     return (uintptr_t)p->q_out % 16 == 0 && (p->qos[0] * es) % 16 == 0 &&
            (p->qos[1] * es) % 16 == 0 && (p->qos[2] * es) % 16 == 0;
 #else
@@ -1155,6 +1144,14 @@ static void RK_SUFFIX(qknorm)(const rk_qknorm_plan *p) {
 
 /* =================================== InverseRotaryRegroup =================================== */
 
+/* Large regroup calls prefetch their input rows this many heads ahead (-D0 for diagnostic builds:
+ * none): the hardware prefetchers alone leave the loop waiting on memory, as QKNorm's (RK_QPF).
+ * R2 of session 9 (Xeon EMR, one thread, one-process A/B, medians of the per-round ratios main /
+ * build), x and y +16 B: avx512 f16 1.20x (nt16 alone 1.14x), bf16 1.23x (1.07x), f32 1.08x
+ * (1.09x); avx2 1.42x (1.13x), 1.43x (1.07x), 1.12x (1.09x); aligned avx512 f16 1.15x (1.00x). */
+#ifndef RK_RGPF
+#define RK_RGPF 4
+#endif
 RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt, int stg) {
     const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
     float v[RK_MAXROPE] __attribute__((aligned(64)));
@@ -1177,10 +1174,10 @@ RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt, 
             int64_t f0 = h * hd, g = f0 / p->group_dim, gc = f0 % p->group_dim;
             const char *x = xn + f0 * es;
             char *y = p->out + (g * p->os[0] + n * p->os[1] + gc) * es;
-#if RK_RGPF
-            for (int64_t o = 0; o < hd * es; o += 64) /* addresses as integers (see qknorm_fast) */
-                __builtin_prefetch((const void *)((uintptr_t)x + (uintptr_t)(RK_RGPF * hd * es + o)), 0);
-#endif
+            if (RK_RGPF && (nt || stg)) /* addresses as integers (see qknorm_fast) */
+                for (int64_t o = 0; o < hd * es; o += 64)
+                    __builtin_prefetch(
+                        (const void *)((uintptr_t)x + (uintptr_t)(RK_RGPF * hd * es + o)), 0);
 #ifdef RK_HAVE_NT
             if (stg) y = sw_row(&sw, y, hd * es);
 #endif
