@@ -23,6 +23,9 @@
  *   RK_HAVE_BF16_PAIRS (VL = 8 or 16): ld_bf16_eo(p, &even, &odd) (2*VL bfloat16 as two vf of
  *      the even and odd elements), d_unpair(&a, &b) (even/odd lanes back in order)
  *   RK_HAVE_D_LD_F16: vd d_ld_f16(p) (VL/2 float16 widened to doubles)
+ *   RK_HAVE_NT16 (x86): nt16_f32/nt16_f16/nt16_bf16(p, v) (and nt16_bf16_hw with RK_HAVE_BF16_HW),
+ *      a vector's stores as 16-byte streaming stores in address order (p aligned to 16 bytes);
+ *      st_bf16_eo / st_bf16_hw_pair with nt = 2 likewise
  */
 #include <math.h>
 #include <string.h>
@@ -200,7 +203,9 @@ RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
  * load and a streaming store, once no row still being computed writes into it (one row later:
  * the loads then need not wait on the row's stores just issued); the partial lines at a run's two
  * ends as normal stores of exactly their bytes. Only out of place (the output overlaps no input:
- * validation), so holding a line's bytes back changes nothing that is read later. */
+ * validation), so holding a line's bytes back changes nothing that is read later. QKNorm and the
+ * regroup write outputs whose vector stores all land on 16-byte boundaries (numpy's +16 B) with
+ * 16-byte streaming stores from the registers instead (nt = 2: qknorm_nt16, regroup's nt16). */
 #ifdef RK_HAVE_NT
 #define RK_STAGE 4096               /* bytes of one staged row at most */
 #ifndef RK_NOSTG /* -D1 for diagnostic builds: no staged rows (normal stores where unaligned) */
