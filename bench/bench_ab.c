@@ -17,7 +17,7 @@
  *              regroup), dec (one decode token, 32 x 128), llama16k (llama at S = 16384: x and y
  *              larger than the Xeon's L3), llama64, bnsh64, bnshnp64, phi64, mrope64 (64 tokens:
  *              in the L2, the kernel's speed without the memory's), llama16, bnsh16 (16
- *              tokens: float32 in the L2 too)
+ *              tokens: float32 in the L2 too), qk4, rg4 (the DeepSeek-V4 rows at 4 tokens)
  *
  * Buffers (bench_mem.h, the method of bench/results-cpu.md): every call of a large row takes the
  * next of K copies of its large buffers and every copy the next of K source/destination pairs

@@ -48,6 +48,9 @@ static const shp g_shapes[] = {
      * 2.1 MB, beyond a 2 MiB L2) */
     {"llama16", NULL, ROT, 1, 16, 40, 128, 128, 0, 0, 0, 0},
     {"bnsh16", NULL, ROT, 1, 16, 32, 128, 128, 1, 0, 0, 0},
+    /* 4 tokens of the DeepSeek-V4 rows: 16-bit q and q_out 0.5 MB each (float32 1 MB), in the L2 */
+    {"qk4", NULL, QK, 1, 4, 128, 512, 64, 0, 0, 0, 0},
+    {"rg4", NULL, RG, 1, 4, 128, 512, 64, 0, 0, 0, 0},
 };
 #define N_SHAPES (sizeof g_shapes / sizeof g_shapes[0])
 

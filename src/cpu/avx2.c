@@ -162,6 +162,21 @@ RK_V void st_bf16_nt(void *p, vf v) {
     _mm_stream_si128((__m128i *)p, _mm256_castsi256_si128(
                                        _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08)));
 }
+/* The same stores as 16-byte streaming stores (nt16_*: p aligned to 16 bytes only), in address
+ * order: outputs 16 bytes into a line (numpy's arrays) streamed without the staging window. */
+RK_V void nt16_si256(void *p, __m256i v) {
+    _mm_stream_si128((__m128i *)p, _mm256_castsi256_si128(v));
+    _mm_stream_si128((__m128i *)p + 1, _mm256_extracti128_si256(v, 1));
+}
+RK_V void nt16_f32(void *p, vf v) {
+    nt16_si256(p, _mm256_castps_si256(v));
+}
+RK_V void nt16_f16(void *p, vf v) {
+    st_f16_nt(p, v);
+}
+RK_V void nt16_bf16(void *p, vf v) {
+    st_bf16_nt(p, v);
+}
 RK_V void st_fence(void) {
     _mm_sfence();
 }
@@ -231,7 +246,9 @@ RK_V void st_bf16_eo(void *p, vf e, vf o, int nt) {
     __m256i r = _mm256_blend_epi16(re, ro, 0xaa); /* low words from re, high words from ro */
     if (__builtin_expect(_mm256_movemask_ps(_mm256_cmp_ps(e, o, _CMP_UNORD_Q)) != 0, 0))
         r = _mm256_or_si256(bf16_bits(e), _mm256_slli_epi32(bf16_bits(o), 16)); /* a NaN */
-    if (nt)
+    if (nt == 2)
+        nt16_si256(p, r);
+    else if (nt)
         _mm256_stream_si256((__m256i *)p, r);
     else
         _mm256_storeu_si256((__m256i *)p, r);
@@ -247,6 +264,7 @@ RK_V void d_unpair(vd *a, vd *b) {
 #define RK_HAVE_BF16_PAIRS 1
 
 #define RK_HAVE_NT 1 /* f_st_nt & co. are streaming stores (rk_sw) */
+#define RK_HAVE_NT16 1 /* nt16_*: 16-byte streaming stores (nt = 2) */
 #include "simd_body.h"
 
 const rk_cpu_kernels rk_kernels_avx2 = {"avx2", rotary_avx2, qknorm_avx2, regroup_avx2};

@@ -160,6 +160,25 @@ RK_V void st_f16_nt(void *p, vf v) {
 RK_V void st_bf16_nt(void *p, vf v) {
     _mm256_stream_si256((__m256i *)p, _mm512_cvtepi32_epi16(bf16_bits(v)));
 }
+/* The same stores as 16-byte streaming stores (nt16_*: p aligned to 16 bytes only), in address
+ * order: outputs 16 bytes into a line (numpy's arrays) streamed without the staging window. */
+RK_V void nt16_si256(void *p, __m256i v) {
+    _mm_stream_si128((__m128i *)p, _mm256_castsi256_si128(v));
+    _mm_stream_si128((__m128i *)p + 1, _mm256_extracti128_si256(v, 1));
+}
+RK_V void nt16_si512(void *p, __m512i v) {
+    nt16_si256(p, _mm512_castsi512_si256(v));
+    nt16_si256((char *)p + 32, _mm512_extracti64x4_epi64(v, 1));
+}
+RK_V void nt16_f32(void *p, vf v) {
+    nt16_si512(p, _mm512_castps_si512(v));
+}
+RK_V void nt16_f16(void *p, vf v) {
+    nt16_si256(p, _mm512_cvtps_ph(v, 0));
+}
+RK_V void nt16_bf16(void *p, vf v) {
+    nt16_si256(p, _mm512_cvtepi32_epi16(bf16_bits(v)));
+}
 RK_V void st_fence(void) {
     _mm_sfence();
 }
@@ -226,6 +245,9 @@ RK_V void st_bf16_hw(void *p, vf v) {
 RK_V void st_bf16_hw_nt(void *p, vf v) {
     _mm256_stream_si256((__m256i *)p, bf16_hw_bits(v));
 }
+RK_V void nt16_bf16_hw(void *p, vf v) {
+    nt16_si256(p, bf16_hw_bits(v));
+}
 RK_V vf rt_bf16_hw(vf v) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bf16_hw_bits(v)), 16));
 }
@@ -242,7 +264,9 @@ RK_V void st_bf16_hw_pair(void *p, vf e, vf o, int nt) {
                                                       10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4,
                                                       19, 3, 18, 2, 17, 1, 16, 0),
                                      r);
-    if (nt)
+    if (nt == 2)
+        nt16_si512(p, r);
+    else if (nt)
         _mm512_stream_si512((__m512i *)p, r);
     else
         _mm512_storeu_si512(p, r);
@@ -279,7 +303,9 @@ RK_V void ld_bf16_eo(const void *p, vf *e, vf *o) {
 #define RK_HAVE_BF16_EO 1
 RK_V void st_bf16_eo(void *p, vf e, vf o, int nt) {
     __m512i r = _mm512_or_si512(bf16_bits(e), _mm512_slli_epi32(bf16_bits(o), 16));
-    if (nt)
+    if (nt == 2)
+        nt16_si512(p, r);
+    else if (nt)
         _mm512_stream_si512((__m512i *)p, r);
     else
         _mm512_storeu_si512(p, r);
@@ -299,6 +325,7 @@ RK_V vd d_ld_f16(const void *p) {
 }
 
 #define RK_HAVE_NT 1 /* f_st_nt & co. are streaming stores (rk_sw) */
+#define RK_HAVE_NT16 1 /* nt16_*: 16-byte streaming stores (nt = 2) */
 #include "simd_body.h"
 
 const rk_cpu_kernels rk_kernels_avx512 = {"avx512", rotary_avx512, qknorm_avx512, regroup_avx512};

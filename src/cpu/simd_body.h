@@ -23,6 +23,9 @@
  *   RK_HAVE_BF16_PAIRS (VL = 8 or 16): ld_bf16_eo(p, &even, &odd) (2*VL bfloat16 as two vf of
  *      the even and odd elements), d_unpair(&a, &b) (even/odd lanes back in order)
  *   RK_HAVE_D_LD_F16: vd d_ld_f16(p) (VL/2 float16 widened to doubles)
+ *   RK_HAVE_NT16 (x86): nt16_f32/nt16_f16/nt16_bf16(p, v) (and nt16_bf16_hw with RK_HAVE_BF16_HW),
+ *      a vector's stores as 16-byte streaming stores in address order (p aligned to 16 bytes);
+ *      st_bf16_eo / st_bf16_hw_pair with nt = 2 likewise
  */
 #include <math.h>
 #include <string.h>
@@ -81,10 +84,17 @@ RK_INLINE void st_d2(char *p, ropekit_dtype dt, vd lo, vd hi, int nt) {
         st_t(p, dt, d_pack(lo, hi));
     }
 }
-/* A 16-bit store (nt: streaming, p aligned to 2*VL bytes). */
+/* A 16-bit store (nt: streaming, p aligned to 2*VL bytes; nt = 2: 16-byte streaming stores, p
+ * aligned to 16 bytes, RK_HAVE_NT16 only). */
 RK_INLINE void st_16(void *p, ropekit_dtype dt, vf v, int nt) {
     if (!nt)
         st_t(p, dt, v);
+#ifdef RK_HAVE_NT16
+    else if (nt == 2 && dt == ROPEKIT_FLOAT16)
+        nt16_f16(p, v);
+    else if (nt == 2)
+        nt16_bf16(p, v);
+#endif
     else if (dt == ROPEKIT_FLOAT16)
         st_f16_nt(p, v);
     else
@@ -166,6 +176,14 @@ RK_INLINE void wr_bytes(void *dst, const void *src, int n) {
  * pieces, not a memcpy call per row (partial rotary copies 96-byte tails: 64 + 32 on avx512) */
 RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
     int64_t i = 0;
+#ifdef RK_HAVE_NT16
+    if (nt == 2) { /* dst aligned to 16 bytes: 16-byte loads and streaming stores (bm_nt_copy's) */
+        for (; i + 16 <= n; i += 16)
+            _mm_stream_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(src + i)));
+        if (i < n) wr_bytes(dst + i, src + i, (int)(n - i));
+        return;
+    }
+#endif
     if (nt) /* dst aligned to 4*VL bytes */
         for (; i + 4 * VL <= n; i += 4 * VL)
             f_st_nt((float *)(dst + i), f_ld((const float *)(src + i)));
@@ -185,11 +203,16 @@ RK_INLINE void copy_bytes(char *dst, const char *src, int64_t n, int nt) {
  * load and a streaming store, once no row still being computed writes into it (one row later:
  * the loads then need not wait on the row's stores just issued); the partial lines at a run's two
  * ends as normal stores of exactly their bytes. Only out of place (the output overlaps no input:
- * validation), so holding a line's bytes back changes nothing that is read later. */
+ * validation), so holding a line's bytes back changes nothing that is read later. QKNorm and the
+ * regroup write outputs whose vector stores all land on 16-byte boundaries (numpy's +16 B) with
+ * 16-byte streaming stores from the registers instead (nt = 2: qknorm_nt16, regroup's nt16). */
 #ifdef RK_HAVE_NT
 #define RK_STAGE 4096               /* bytes of one staged row at most */
 #ifndef RK_NOSTG /* -D1 for diagnostic builds: no staged rows (normal stores where unaligned) */
 #define RK_NOSTG 0
+#endif
+#ifndef RK_NONT16 /* -D1 for diagnostic builds: no 16-byte streaming stores (rows staged instead) */
+#define RK_NONT16 0
 #endif
 #ifndef RK_SWLAG /* -D for diagnostic builds: lines written out this many bytes behind the row */
 #define RK_SWLAG 0
@@ -210,10 +233,7 @@ RK_INLINE char *sw_line(char *a) {
     return (char *)((uintptr_t)a & ~(uintptr_t)63);
 }
 RK_INLINE void wr_line_nt(char *dst, const char *src) { /* both 64-byte aligned */
-#if defined(RK_SWLD16) /* diagnostic: 16-byte loads (each inside one earlier store) */
-    for (int i = 0; i < 64; i += 16)
-        _mm_stream_si128((__m128i *)(dst + i), _mm_load_si128((const __m128i *)(src + i)));
-#elif defined(RK_SWNORMAL) /* diagnostic: the window's lines out with normal stores */
+#if defined(RK_SWNORMAL) /* diagnostic: the window's lines out with normal stores */
     for (int i = 0; i < 64; i += 4 * VL)
         f_st((float *)(dst + i), f_ld((const float *)(src + i)));
 #else
@@ -939,8 +959,10 @@ static void RK_SUFFIX(rotary)(const rk_rotary_plan *p) {
  * rt_bf16_hw, same bits as st_bf16 / rt_bf16), hw = 0 the integer rounding. */
 RK_INLINE void st_q(void *p, ropekit_dtype dt, int hw, vf v, int nt) {
 #ifdef RK_HAVE_BF16_HW
-    if (hw && dt == ROPEKIT_BFLOAT16) {
-        if (nt)
+    if (hw && dt == ROPEKIT_BFLOAT16) { /* (avx512 only: nt16_* there too) */
+        if (nt == 2)
+            nt16_bf16_hw(p, v);
+        else if (nt)
             st_bf16_hw_nt(p, v);
         else
             st_bf16_hw(p, v);
@@ -948,6 +970,12 @@ RK_INLINE void st_q(void *p, ropekit_dtype dt, int hw, vf v, int nt) {
     }
 #else
     (void)hw;
+#endif
+#ifdef RK_HAVE_NT16
+    if (dt == ROPEKIT_FLOAT32 && nt == 2) {
+        nt16_f32(p, v);
+        return;
+    }
 #endif
     if (dt == ROPEKIT_FLOAT32 && nt)
         f_st_nt((float *)p, v);
@@ -1273,7 +1301,28 @@ static int qknorm_streaming(const rk_qknorm_plan *p) {
         return 0;
     return 1;
 }
-/* Where qknorm_streaming's direct streaming stores cannot be used: through staged rows. */
+/* Where qknorm_streaming's cannot be used but every vector store lands on a 16-byte boundary
+ * (numpy's arrays, 16 bytes into a line): 16-byte streaming stores straight from the registers
+ * (nt = 2), as bm_nt_copy writes the copy the call is compared with. The output's rows are
+ * adjacent, so every line but the call's first and last is written whole, in order. */
+static int qknorm_nt16(const rk_qknorm_plan *p) {
+#ifdef RK_HAVE_NT16
+    const int64_t es = (int64_t)esz(p->dtype);
+    if (RK_NONT16 || p->q == p->q_out ||
+        !large_output(p->B * p->S * p->num_heads * p->head_dim * es))
+        return 0;
+    if (p->nope % VL || p->rope_dim % VL || (p->head_dim * es) % 16) return 0;
+    /* float32 with 16 lanes: staged rows are faster (four 16-byte pieces per vector store:
+     * avx512 qk f32 +16 B 0.885x of staged, R1 of session 9; avx2 1.32x of normal stores) */
+    if (p->dtype == ROPEKIT_FLOAT32 && VL >= 16) return 0;
+    return (uintptr_t)p->q_out % 16 == 0 && (p->qos[0] * es) % 16 == 0 &&
+           (p->qos[1] * es) % 16 == 0 && (p->qos[2] * es) % 16 == 0;
+#else
+    (void)p;
+    return 0;
+#endif
+}
+/* Where neither can be used: through staged rows. */
 static int qknorm_staging(const rk_qknorm_plan *p) {
 #ifdef RK_HAVE_NT
     const int64_t es = (int64_t)esz(p->dtype);
@@ -1311,6 +1360,8 @@ static void RK_SUFFIX(qknorm)(const rk_qknorm_plan *p) {
     }
     if (qknorm_streaming(p)) {
         RK_QKNORM_CASES(1, 0)
+    } else if (qknorm_nt16(p)) {
+        RK_QKNORM_CASES(2, 0)
     } else if (qknorm_staging(p)) {
         RK_SUFFIX(qknorm_staged)(p);
     } else {
@@ -1320,6 +1371,14 @@ static void RK_SUFFIX(qknorm)(const rk_qknorm_plan *p) {
 
 /* =================================== InverseRotaryRegroup =================================== */
 
+/* Large regroup calls prefetch their input rows this many heads ahead (-D0 for diagnostic builds:
+ * none): the hardware prefetchers alone leave the loop waiting on memory, as QKNorm's (RK_QPF).
+ * R2 of session 9 (Xeon EMR, one thread, one-process A/B, medians of the per-round ratios main /
+ * build), x and y +16 B: avx512 f16 1.20x (nt16 alone 1.14x), bf16 1.23x (1.07x), f32 1.08x
+ * (1.09x); avx2 1.42x (1.13x), 1.43x (1.07x), 1.12x (1.09x); aligned avx512 f16 1.15x (1.00x). */
+#ifndef RK_RGPF
+#define RK_RGPF 4
+#endif
 RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt, int stg) {
     const int64_t es = (int64_t)esz(dt), hd = p->head_dim, nope = p->nope, rd = p->rope_dim;
     float v[RK_MAXROPE] __attribute__((aligned(64)));
@@ -1342,6 +1401,10 @@ RK_INLINE void regroup_fast(const rk_regroup_plan *p, ropekit_dtype dt, int nt, 
             int64_t f0 = h * hd, g = f0 / p->group_dim, gc = f0 % p->group_dim;
             const char *x = xn + f0 * es;
             char *y = p->out + (g * p->os[0] + n * p->os[1] + gc) * es;
+            if (RK_RGPF && (nt || stg)) /* addresses as integers (see qknorm_fast) */
+                for (int64_t o = 0; o < hd * es; o += 64)
+                    __builtin_prefetch(
+                        (const void *)((uintptr_t)x + (uintptr_t)(RK_RGPF * hd * es + o)), 0);
 #ifdef RK_HAVE_NT
             if (stg) y = sw_row(&sw, y, hd * es);
 #endif
@@ -1387,15 +1450,28 @@ static void RK_SUFFIX(regroup)(const rk_regroup_plan *p) {
     const int large = large_output(p->N * p->num_heads * p->head_dim * es);
     int nt = large && (uintptr_t)p->out % (uintptr_t)w == 0 && (p->os[0] * es) % w == 0 &&
              (p->os[1] * es) % w == 0 && (p->head_dim * es) % w == 0 && (p->nope * es) % w == 0;
+#ifdef RK_HAVE_NT16
+    /* every store on a 16-byte boundary (numpy's +16 B arrays): 16-byte streaming stores from
+     * the registers, no staging window (the lines where one group's run meets the next token's
+     * are written in two parts, at different times) */
+    const int nt16 = !nt && large && !RK_NONT16 && (uintptr_t)p->out % 16 == 0 &&
+                     (p->os[0] * es) % 16 == 0 && (p->os[1] * es) % 16 == 0 &&
+                     (p->head_dim * es) % 16 == 0 && (p->nope * es) % 16 == 0 &&
+                     p->rope_dim % VL == 0 && p->rope_dim <= RK_QTW;
+#else
+    const int nt16 = 0;
+#endif
 #ifdef RK_HAVE_NT
     /* otherwise through staged rows (rk_sw) */
-    const int stg = !nt && large && p->head_dim * es <= RK_STAGE && !RK_NOSTG;
+    const int stg = !nt && !nt16 && large && p->head_dim * es <= RK_STAGE && !RK_NOSTG;
 #else
     const int stg = 0;
 #endif
 #define RK_REGROUP_T(T)                                                                            \
     if (nt)                                                                                        \
         regroup_fast(p, T, 1, 0);                                                                  \
+    else if (nt16)                                                                                 \
+        regroup_fast(p, T, 2, 0);                                                                  \
     else if (stg)                                                                                  \
         regroup_fast(p, T, 0, 1);                                                                  \
     else                                                                                           \
