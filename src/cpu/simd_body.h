@@ -70,17 +70,6 @@ RK_INLINE void ld_d2(const char *p, ropekit_dtype dt, vd *lo, vd *hi) {
     }
 }
 RK_INLINE void st_d2(char *p, ropekit_dtype dt, vd lo, vd hi, int nt) {
-#ifdef RK_HAVE_NT16
-    if (nt == 2) { /* 16-byte streaming stores, p aligned to 16 bytes */
-        if (dt == ROPEKIT_FLOAT32)
-            nt16_f32(p, d_pack(lo, hi));
-        else if (dt == ROPEKIT_FLOAT16)
-            nt16_f16(p, d_pack(lo, hi));
-        else
-            nt16_bf16(p, d_pack(lo, hi));
-        return;
-    }
-#endif
     if (dt == ROPEKIT_FLOAT32) {
         if (nt)
             f_st_nt((float *)p, d_pack(lo, hi));
@@ -587,7 +576,7 @@ RK_INLINE void rotary_row(const char *x, char *y, int64_t rowb, rk_sw *sw, ropek
 #endif
     rotate_row(x, y, dt, wide, nt, hw, il, eo, h, k0, n, t->f[0] + o, t->f[1] + o, t->d[0] + o,
                t->d[1] + o);
-    if (tn) copy_bytes(y + toff, x + toff, tn, nt == 2 ? 2 : 0); /* nt = 2: 16-byte streamed */
+    if (tn) copy_bytes(y + toff, x + toff, tn, 0);
 #ifdef RK_HAVE_NT
     if (sw) sw_done(sw, rowb);
 #else
@@ -910,28 +899,6 @@ static int use_staging(const rk_rotary_plan *p) {
 #endif
 }
 
-/* Where use_streaming fails but every vector store of a row lands on a 16-byte boundary (numpy's
- * arrays, 16 bytes into a line): 16-byte streaming stores straight from the registers (nt = 2),
- * no staging window, as QKNorm and the regroup do. Large, out of place, one gather chunk (each
- * row written once, in address order), no scalar pair tail (vector stores only), y, its strides,
- * the half offset h and the copied tail [R, H) on 16-byte boundaries. Every store rotate_row
- * reaches with nt = 2 (st_16, st_d2, st_eo: st_bf16_eo / st_bf16_hw_pair, copy_bytes) writes
- * 16-byte pieces. RK_NONT16=1 (-D): the staging window instead. */
-static int use_nt16(const rk_rotary_plan *p) {
-#if defined(RK_HAVE_NT16) && !defined(RK_DIAG_NO_NT)
-    const int64_t es = (int64_t)esz(p->dtype), h = p->R / 2;
-    if (RK_NONT16 || p->x == p->y || !large_output(p->B * p->S * p->N * p->H * es)) return 0;
-    if (h > RK_CHUNK || (p->interleaved ? 2 * h : h) % VL != 0) return 0;
-    if (RK_EO(p->dtype) && (p->interleaved ? h % VL : h % (2 * VL)) != 0) return 0;
-    if ((h * es) % 16 || ((p->H - p->R) * es) % 16 || (p->H * es) % 16) return 0;
-    return (uintptr_t)p->y % 16 == 0 && (p->ys[0] * es) % 16 == 0 && (p->ys[1] * es) % 16 == 0 &&
-           (p->ys[2] * es) % 16 == 0;
-#else
-    (void)p;
-    return 0;
-#endif
-}
-
 /* bfloat16 rows: hw = 1 rounds with the CPU's conversion instruction where the vocabulary has
  * one (st_eo; avx512 with AVX512_BF16: bnsh bf16 rows 4.9-5.4 -> 4.1 ms on the Xeon, neutral on
  * the AMD dev VM) */
@@ -978,8 +945,6 @@ static void RK_SUFFIX(rotary)(const rk_rotary_plan *p) {
         RK_ROTARY_CASES(0, 0)
     } else if (use_streaming(p)) {
         RK_ROTARY_CASES(1, 0)
-    } else if (use_nt16(p)) {
-        RK_ROTARY_CASES(2, 0)
     } else if (use_staging(p)) {
         RK_SUFFIX(rotary_staged)(p);
     } else {
