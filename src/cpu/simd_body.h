@@ -931,24 +931,34 @@ static __attribute__((noinline)) void RK_SUFFIX(rotary_staged)(const rk_rotary_p
     const int tf = p->table_dtype == ROPEKIT_FLOAT32;
     RK_ROTARY_CASES(0, 1)
 }
+/* The direct kernels in two functions of their own too (normal stores; streaming stores): inlined
+ * into one frame, their instances' locals (tables of 64-token blocks) took 8.6 MB of stack in the
+ * ASan build (no stack-slot sharing there), over the 8 MiB default; one call more per large call. */
+static __attribute__((noinline)) void RK_SUFFIX(rotary_plain)(const rk_rotary_plan *p) {
+    const int tf = p->table_dtype == ROPEKIT_FLOAT32;
+    RK_ROTARY_CASES(0, 0)
+}
+static __attribute__((noinline)) void RK_SUFFIX(rotary_streamed)(const rk_rotary_plan *p) {
+    const int tf = p->table_dtype == ROPEKIT_FLOAT32;
+    RK_ROTARY_CASES(1, 0)
+}
 static void RK_SUFFIX(rotary)(const rk_rotary_plan *p) {
     if (p->xs[3] != 1 || p->ys[3] != 1) {
         rk_ref_rotary(p);
         return;
     }
-    const int tf = p->table_dtype == ROPEKIT_FLOAT32;
     if (!large_output(p->B * p->S * p->N * p->H * (int64_t)esz(p->dtype))) {
         if (use_tokens(p)) {
             RK_SUFFIX(rotary_tok)(p);
             return;
         }
-        RK_ROTARY_CASES(0, 0)
+        RK_SUFFIX(rotary_plain)(p);
     } else if (use_streaming(p)) {
-        RK_ROTARY_CASES(1, 0)
+        RK_SUFFIX(rotary_streamed)(p);
     } else if (use_staging(p)) {
         RK_SUFFIX(rotary_staged)(p);
     } else {
-        RK_ROTARY_CASES(0, 0)
+        RK_SUFFIX(rotary_plain)(p);
     }
 }
 
