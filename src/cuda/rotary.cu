@@ -141,14 +141,19 @@ __device__ __forceinline__ bool fetch_cs(const RotArgs &a, long long b, long lon
     return true;
 }
 
+/* The rotation in double of x values already widened (products exact in double: an fma gives the
+ * same bits), rounded once to float: rotate<true>'s and the decode kernel's. */
+__device__ __forceinline__ void rotate_d(double a, double b, double c, double s, float *y0, float *y1) {
+    *y0 = (float)(c * a - s * b);
+    *y1 = (float)(s * a + c * b);
+}
+
 template <bool WIDE>
 __device__ __forceinline__ void rotate(float x0, float x1, typename std::conditional<WIDE, double, float>::type c,
                                        typename std::conditional<WIDE, double, float>::type s,
                                        float *y0, float *y1) {
-    if constexpr (WIDE) { /* products exact in double: an fma gives the same bits */
-        double a = x0, b = x1;
-        *y0 = (float)(c * a - s * b);
-        *y1 = (float)(s * a + c * b);
+    if constexpr (WIDE) {
+        rotate_d(x0, x1, c, s, y0, y1);
     } else { /* 16-bit x and tables: products exact in float */
         *y0 = c * x0 - s * x1;
         *y1 = s * x0 + c * x1;

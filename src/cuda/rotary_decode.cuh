@@ -96,11 +96,6 @@ template <int DT> __device__ __forceinline__ double hi_f64(unsigned w) {
     return (double)hi_of<DT>(w);
 #endif
 }
-/* rotate<true> of x values already in double */
-__device__ __forceinline__ void rotate_d(double a, double b, double c, double s, float *y0, float *y1) {
-    *y0 = (float)(c * a - s * b);
-    *y1 = (float)(s * a + c * b);
-}
 /* A 16-bit pair word: pack2, or pack2_finite for bfloat16 x with bfloat16 tables (a NaN result
  * then has the hardware's sign and payload, which ropekit_cuda.h leaves unspecified there, as
  * the tile and bulk kernels do: FIN in rotary.cu). */
