@@ -113,8 +113,9 @@ static inline int bm_sets_for(size_t large_bytes) {
 
 /* ---- the copies ------------------------------------------------------------------------------ */
 /* n bytes with streaming stores (whole 16-byte pieces from d's first 16-byte boundary on), as
- * ropekit's large calls store */
-static inline void bm_nt_copy(char *d, const char *s, size_t n) {
+ * ropekit's large calls store; no fence (bm_nt_copy fences; a caller storing many pieces fences
+ * once) */
+static inline void bm_nt_pieces(char *d, const char *s, size_t n) {
     size_t i = 0;
 #if defined(__SSE2__)
     for (; i < n && ((uintptr_t)(d + i) & 15); ++i)
@@ -122,9 +123,14 @@ static inline void bm_nt_copy(char *d, const char *s, size_t n) {
     for (; i + 64 <= n; i += 64)
         for (int k = 0; k < 64; k += 16)
             _mm_stream_si128((__m128i *)(d + i + k), _mm_loadu_si128((const __m128i *)(s + i + k)));
-    _mm_sfence();
 #endif
     if (i < n) memcpy(d + i, s + i, n - i);
+}
+static inline void bm_nt_copy(char *d, const char *s, size_t n) {
+    bm_nt_pieces(d, s, n);
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
 }
 
 /* K source/destination pairs of n bytes at offsets (so, doff) past a 64-byte line */

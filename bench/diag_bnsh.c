@@ -32,20 +32,6 @@
 #define MAXR 2000
 static double g_t[MAXM][MAXR], g_r[MAXM][MAXR];
 
-/* n bytes with streaming stores, as bm_nt_copy but without its fence (the kernel fences once per
- * call) */
-static void nt_piece(char *d, const char *s, size_t n) {
-    size_t i = 0;
-#if defined(__SSE2__)
-    for (; i < n && ((uintptr_t)(d + i) & 15); ++i)
-        d[i] = s[i];
-    for (; i + 64 <= n; i += 64)
-        for (int k = 0; k < 64; k += 16)
-            _mm_stream_si128((__m128i *)(d + i + k), _mm_loadu_si128((const __m128i *)(s + i + k)));
-#endif
-    if (i < n) memcpy(d + i, s + i, n - i);
-}
-
 /* block order: pieces of tb rows of rowb bytes, n heads of s rows; pf: prefetch the next piece */
 static void copy_blocks(char *y, const char *x, size_t n, size_t s, size_t rowb, size_t tb,
                         int pf) {
@@ -55,7 +41,7 @@ static void copy_blocks(char *y, const char *x, size_t n, size_t s, size_t rowb,
         for (size_t h = 0; h < n; ++h) {
             const size_t off = h * hs + s0 * rowb;
             if (!pf) {
-                nt_piece(y + off, x + off, nb * rowb);
+                bm_nt_pieces(y + off, x + off, nb * rowb);
                 continue;
             }
             /* the next piece: the next head's, or head 0 of the next block */
@@ -64,7 +50,7 @@ static void copy_blocks(char *y, const char *x, size_t n, size_t s, size_t rowb,
                 const uintptr_t a = (uintptr_t)x + nxt + j * rowb;
                 for (size_t o = 0; o < rowb; o += 64)
                     __builtin_prefetch((const void *)(a + o), 0, 3);
-                nt_piece(y + off + j * rowb, x + off + j * rowb, rowb);
+                bm_nt_pieces(y + off + j * rowb, x + off + j * rowb, rowb);
             }
         }
     }
