@@ -266,7 +266,9 @@ static void mutate_view(ropekit_tensor *t, char *arena, size_t an) {
     case 1: t->shape[rnd(4)] = (int64_t)rnd(4) - (rnd(4) == 0); break;
     case 2: t->strides[rnd(4)] += (int64_t)rnd(3) - 1; break;
     case 3: t->data = rnd(3) ? arena + rnd((uint32_t)an / 2) : NULL; break;
-    case 4: t->data = (char *)t->data + rnd(8); break;
+    case 4: /* an odd offset (not on a NULL pointer: UB) */
+        if (t->data) t->data = (char *)t->data + rnd(8);
+        break;
     case 5: t->dtype = (ropekit_dtype)rnd(6); break;
     case 6: t->shape[rnd(4)] = (int64_t)1 << (20 + rnd(43)); break;
     case 7: t->strides[rnd(4)] = -t->strides[rnd(4)]; break;
