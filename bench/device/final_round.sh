@@ -33,6 +33,13 @@ for v in avx512 avx2; do
   taskset -c 2,3 timeout 60 $B/ropekit_bench_ab $LIBS $v 0.6 16 16 1 $ROWS qwen3:bf16 > $L/cpu-ab-$v.log 2>&1
   echo "cpu ab $v rc=$?"
 done
+# warm (buffers reused: the kernel's own speed, what small and in-cache calls see) and in-L2 rows
+HOT="llama:f32 llama:f16 llamanp:f16 qwen3:f16 phi:f16 phi:f32 bnsh:f16 bnsh:f32"
+L2="llama64:f16 bnsh64:f16 bnsh64:f32 bnsh64:bf16 phi64:f16 mrope64:f16"
+for v in avx512 avx2; do
+  ROPEKIT_BENCH_HOT=1 taskset -c 2,3 timeout 60 $B/ropekit_bench_ab $LIBS $v 0.6 16 16 1 $HOT $L2 > $L/cpu-ab-hot-$v.log 2>&1
+  echo "cpu ab hot $v rc=$?"
+done
 echo "t=$(( $(date +%s) - t0 ))s cpu ab done"
 if [ -d $D/models ]; then   # the CPU tables of the final build (bench_ort.py: ropekit beside onnxruntime)
   CPU="Intel Xeon, 5th gen Scalable (Emerald Rapids: CPUID family 6 model 207), 16 vCPUs of a KVM guest"

@@ -543,6 +543,9 @@ RK_INLINE void prefetch_row(uintptr_t a, int64_t n, int w) {
 #ifndef RK_HM_PFD
 #define RK_HM_PFD 1
 #endif
+#ifndef RK_WCONST /* -DRK_WCONST=0 for diagnostic builds: the generic row loop only */
+#define RK_WCONST 1
+#endif
 RK_INLINE void prefetch_row_hm(uintptr_t a, int64_t n) {
 #ifndef RK_HM_NOPF
     for (int64_t o = 0; o < n; o += 64)
@@ -653,37 +656,63 @@ RK_INLINE void rotary_fast(const rk_rotary_plan *p, ropekit_dtype dt, ropekit_dt
                 /* Two loops (as in 8c39a0b), not one with the order as a variable: with the
                  * merged loop of e6d5e33, rows stored the same way ran 0.82-0.96x of 8c39a0b on
                  * the Xeon (Phi-2 16-bit rows, 2026-12-01). */
+                /* The rows of a block in memory order (RK_HM_HEADS: head-major, RK_TM_HEADS:
+                 * token-major), instantiated with the rotated width as a constant for the
+                 * common ones (R = 128, 64, 32: rotate_row's loops, offsets and tails fold, as
+                 * rotary_tokens' RK_TOK_HEADS) and once for any width. Dev VM (Xeon EMR guest),
+                 * one-process A/B against the generic loop, median of per-round ratios: in the
+                 * L2 (64 tokens) BNSH f16 / f32 / bf16 1.09-1.17 / 1.12 / 1.47 (avx2 f16 1.21,
+                 * bf16 1.12), MRoPE f16 1.21; warm rank 3 (ROPEKIT_BENCH_HOT) Llama f16 / f32
+                 * 1.06 / 1.14 (avx2 1.25 / 1.24), Qwen3 f16 1.08, Phi-2 f16 1.08; cold avx512
+                 * rows level (0.97-1.00: memory-bound), cold avx2 bfloat16 rows 1.06-1.08. */
+#define RK_HM_HEADS(hh, kk, nn, swp, tnn)                                                          \
+    for (int64_t hd = 0; hd < N; ++hd)                                                             \
+        for (int64_t j = 0; j < nb; ++j) {                                                         \
+            const int64_t s = s0 + j;                                                              \
+            if ((kk) == 0) { /* the row one block ahead: the next head's */                        \
+                int64_t bn = b, sn_ = s, hn = hd + RK_HM_PFD;                                      \
+                while (hn >= N) hn -= N, sn_ += TB;                                                \
+                if (sn_ >= S) sn_ -= S, ++bn;                                                      \
+                if (bn < B) {                                                                      \
+                    prefetch_row_hm(RK_XADDR(bn, sn_, hn), rowb);                                  \
+                    if (pfy) prefetch_row(RK_YADDR(bn, sn_, hn), rowb, 1);                         \
+                }                                                                                  \
+            }                                                                                      \
+            rotary_row(RK_XROW(b, s, hd), RK_YROW(b, s, hd), rowb, swp, dt, wide, nt, hw, il, eo, \
+                       hh, kk, nn, toff, tnn, &tab, j * m0);                                       \
+        }
+#define RK_TM_HEADS(hh, kk, nn, swp, tnn)                                                          \
+    for (int64_t j = 0; j < nb; ++j) {                                                             \
+        const int64_t s = s0 + j;                                                                  \
+        int64_t bn = s + 1 < S ? b : b + 1, sn_ = s + 1 < S ? s + 1 : 0;                           \
+        const int pf = bn < B && (kk) == 0;                                                        \
+        for (int64_t hd = 0; hd < N; ++hd) {                                                       \
+            if (pf) { /* the next token's row of this head */                                     \
+                prefetch_row(RK_XADDR(bn, sn_, hd), rowb, 0);                                      \
+                if (pfy) prefetch_row(RK_YADDR(bn, sn_, hd), rowb, 1);                             \
+            }                                                                                      \
+            rotary_row(RK_XROW(b, s, hd), RK_YROW(b, s, hd), rowb, swp, dt, wide, nt, hw, il, eo, \
+                       hh, kk, nn, toff, tnn, &tab, j * m0);                                       \
+        }                                                                                          \
+    }
+#define RK_BY_WIDTH(M)                                                                             \
+    if (RK_WCONST && h == 64) {                                                                    \
+        M(64, 0, 64, RK_SWP, tn)                                                                   \
+    } else if (RK_WCONST && h == 32) {                                                             \
+        M(32, 0, 32, RK_SWP, tn)                                                                   \
+    } else if (RK_WCONST && h == 16) {                                                             \
+        M(16, 0, 16, RK_SWP, tn)                                                                   \
+    } else {                                                                                       \
+        M(h, k0, n, RK_SWP, tn)                                                                    \
+    }
                 if (head_major) {
-                    for (int64_t hd = 0; hd < N; ++hd)
-                        for (int64_t j = 0; j < nb; ++j) {
-                            const int64_t s = s0 + j;
-                            if (k0 == 0) { /* the row one block ahead: the next head's */
-                                int64_t bn = b, sn_ = s, hn = hd + RK_HM_PFD;
-                                while (hn >= N) hn -= N, sn_ += TB;
-                                if (sn_ >= S) sn_ -= S, ++bn;
-                                if (bn < B) {
-                                    prefetch_row_hm(RK_XADDR(bn, sn_, hn), rowb);
-                                    if (pfy) prefetch_row(RK_YADDR(bn, sn_, hn), rowb, 1);
-                                }
-                            }
-                            rotary_row(RK_XROW(b, s, hd), RK_YROW(b, s, hd), rowb, RK_SWP, dt, wide,
-                                       nt, hw, il, eo, h, k0, n, toff, tn, &tab, j * m0);
-                        }
+                    RK_BY_WIDTH(RK_HM_HEADS)
                 } else {
-                    for (int64_t j = 0; j < nb; ++j) {
-                        const int64_t s = s0 + j;
-                        int64_t bn = s + 1 < S ? b : b + 1, sn_ = s + 1 < S ? s + 1 : 0;
-                        const int pf = bn < B && k0 == 0;
-                        for (int64_t hd = 0; hd < N; ++hd) {
-                            if (pf) { /* the next token's row of this head */
-                                prefetch_row(RK_XADDR(bn, sn_, hd), rowb, 0);
-                                if (pfy) prefetch_row(RK_YADDR(bn, sn_, hd), rowb, 1);
-                            }
-                            rotary_row(RK_XROW(b, s, hd), RK_YROW(b, s, hd), rowb, RK_SWP, dt, wide,
-                                       nt, hw, il, eo, h, k0, n, toff, tn, &tab, j * m0);
-                        }
-                    }
+                    RK_BY_WIDTH(RK_TM_HEADS)
                 }
+#undef RK_BY_WIDTH
+#undef RK_HM_HEADS
+#undef RK_TM_HEADS
             }
         }
 #undef RK_XROW
@@ -764,6 +793,9 @@ RK_INLINE void lay_row(const char *cp, const char *sp, ropekit_dtype tdt, int in
 
 /* Whether rotary_tokens runs the plan (the output is below the streaming threshold). */
 static int use_tokens(const rk_rotary_plan *p) {
+#ifdef RK_DIAG_NO_TOK /* diagnostic builds: every call through rotary_fast (its in-L2 speed) */
+    if (p) return 0;
+#endif
     return !(p->N > 1 && p->xs[2] > p->xs[1]) && p->rows != RK_ROWS_MROPE && p->cos_cs == 1 &&
            p->sin_cs == 1 && !p->apply_scale && p->R / 2 <= RK_CHUNK;
 }
