@@ -7,7 +7,8 @@ typedef __m256 vf;
 typedef __m256d vd;
 #define VL 8
 #define RK_SUFFIX(name) name##_avx2
-#define RK_V static inline __attribute__((always_inline))
+#include "force_inline.h"
+#define RK_V RK_FORCE_INLINE
 
 RK_V vf f_ld(const float *p) {
     return _mm256_loadu_ps(p);

@@ -10,7 +10,8 @@ typedef __m512 vf;
 typedef __m512d vd;
 #define VL 16
 #define RK_SUFFIX(name) name##_avx512
-#define RK_V static inline __attribute__((always_inline))
+#include "force_inline.h"
+#define RK_V RK_FORCE_INLINE
 
 RK_V vf f_ld(const float *p) {
     return _mm512_loadu_ps(p);

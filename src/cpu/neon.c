@@ -13,7 +13,8 @@ typedef float32x4_t vf;
 typedef float64x2_t vd;
 #define VL 4
 #define RK_SUFFIX(name) name##_neon
-#define RK_V static inline __attribute__((always_inline))
+#include "force_inline.h"
+#define RK_V RK_FORCE_INLINE
 
 RK_V vf f_ld(const float *p) {
     return vld1q_f32(p);

@@ -32,7 +32,8 @@
 
 #include "../core/internal.h"
 
-#define RK_INLINE static inline __attribute__((always_inline))
+#include "force_inline.h"
+#define RK_INLINE RK_FORCE_INLINE
 
 /* src/cpu/dispatch.c: output bytes of the whole call this thread is running a part of (0
  * outside a call). Streaming stores are chosen for the call, not for one chunk of it. */
