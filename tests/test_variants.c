@@ -20,7 +20,8 @@
 #include "ropekit.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
-void rk_avx512_force_bf16_sw(int on); /* src/cpu/avx512.c: test hook */
+void rk_avx512_force_bf16_sw(int on); /* src/cpu/avx512.c: test hooks */
+void rk_avx512_force_f16_sw(int on);
 #endif
 int rk_cpu_feature_probes(void); /* src/cpu/dispatch.c: test hook */
 
@@ -608,8 +609,10 @@ int main(int argc, char **argv) {
         rotary_case(big);
         rotary_case(0);
 #if defined(__x86_64__) || defined(_M_X64)
-        /* avx512 bfloat16 QKNorm: the integer rounding (CPUs without AVX512_BF16) half the time */
+        /* avx512 QKNorm half the time as on CPUs without AVX512_BF16 / AVX512_FP16: bfloat16
+         * rounded with integers, float16 through float32 */
         rk_avx512_force_bf16_sw(i % 4 >= 2);
+        rk_avx512_force_f16_sw(i % 4 >= 2);
 #endif
         qknorm_case(big, 0);
         qknorm_case(big, 1);
@@ -619,6 +622,7 @@ int main(int argc, char **argv) {
     rk_cpu_set_stream_threshold(-1);
 #if defined(__x86_64__) || defined(_M_X64)
     rk_avx512_force_bf16_sw(0);
+    rk_avx512_force_f16_sw(0);
 #endif
     printf("%d cases\n", g_cases);
     return REPORT();

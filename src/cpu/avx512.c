@@ -325,6 +325,59 @@ RK_V vd d_ld_f16(const void *p) {
     return _mm512_cvtps_pd(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
 }
 
+/* AVX512_FP16 (CPUID.(EAX=7,ECX=0):EDX bit 23: Sapphire Rapids and later Xeons), for float16
+ * QKNorm only, written in assembly as VCVTNEPS2BF16 above (no -mavx512fp16 for this file).
+ * VMULPH multiplies float16 values with one rounding to float16. The float product of two
+ * float16 values is exact (at most 22 significant bits), so ref.c's Rt(x * r) for a float16 x and
+ * a factor r already rounded to float16 (the query heads' r) is that product rounded once to
+ * float16: VMULPH's result, subnormal results included (MXCSR's DAZ and FTZ do not apply to
+ * float16 operations; ropekit leaves MXCSR as it finds it). A NaN may differ in payload. Not
+ * used for the sums of squares: VCVTPH2PD (8 float16 to doubles) made them slower than
+ * VCVTPH2PS + VCVTPS2PD (dev VM, Xeon EMR guest, qk4:f16 hot: 0.71x). rk_avx512_force_f16_sw(1)
+ * turns VMULPH off (tests: the code CPUs without it run). */
+#define RK_HAVE_F16_HW 1
+static int g_f16_hw = -1, g_f16_sw;
+void rk_avx512_force_f16_sw(int on);
+void rk_avx512_force_f16_sw(int on) {
+    __atomic_store_n(&g_f16_sw, on, __ATOMIC_RELAXED);
+}
+static int rk_avx512_f16_hw(void) {
+    int hw = __atomic_load_n(&g_f16_hw, __ATOMIC_RELAXED);
+    if (hw < 0) {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        if (__get_cpuid_max(0, NULL) >= 7) __cpuid_count(7, 0, a, b, c, d);
+        hw = (int)((d >> 23) & 1u);
+        __atomic_store_n(&g_f16_hw, hw, __ATOMIC_RELAXED);
+    }
+    return hw && !__atomic_load_n(&g_f16_sw, __ATOMIC_RELAXED);
+}
+#define RK_F16_HW_OK() rk_avx512_f16_hw()
+typedef __m512i vh; /* 2*VL float16 values */
+/* r (a float16 value, as a float in every lane) in every float16 lane */
+RK_V vh h_set1(vf r) {
+    __m256i h = _mm512_cvtps_ph(r, 0);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+}
+/* y = Rt(x * r) of 2*VL float16 values (nt: as st_f16's nt; y aligned to 64 bytes for nt = 1) */
+RK_V void h_mul_st(void *y, const void *x, vh r, int nt) {
+    __m512i v;
+    __asm__("vmulph %2, %1, %0" : "=v"(v) : "v"(_mm512_loadu_si512(x)), "v"(r));
+    if (nt == 2)
+        nt16_si512(y, v);
+    else if (nt)
+        _mm512_stream_si512((__m512i *)y, v);
+    else
+        _mm512_storeu_si512(y, v);
+}
+/* Rt(x * r) of VL float16 values, as floats */
+RK_V vf h_mul_ld(const void *x, vh r) {
+    __m256i v;
+    __asm__("vmulph %2, %1, %0"
+            : "=v"(v)
+            : "v"(_mm256_loadu_si256((const __m256i *)x)), "v"(_mm512_castsi512_si256(r)));
+    return _mm512_cvtph_ps(v);
+}
+
 #define RK_HAVE_NT 1 /* f_st_nt & co. are streaming stores (rk_sw) */
 #define RK_HAVE_NT16 1 /* nt16_*: 16-byte streaming stores (nt = 2) */
 #include "simd_body.h"

@@ -23,6 +23,10 @@
  *   RK_HAVE_BF16_PAIRS (VL = 8 or 16): ld_bf16_eo(p, &even, &odd) (2*VL bfloat16 as two vf of
  *      the even and odd elements), d_unpair(&a, &b) (even/odd lanes back in order)
  *   RK_HAVE_D_LD_F16: vd d_ld_f16(p) (VL/2 float16 widened to doubles)
+ *   RK_HAVE_F16_HW: float16 multiplication (same bits), RK_F16_HW_OK() (whether this CPU may run
+ *      it): a type vh of 2*VL float16 values, vh h_set1(vf r) (a float16 value in every lane),
+ *      h_mul_st(y, x, r, nt) (y = Rt(x * r), 2*VL float16 values; nt as st_f16's), vf
+ *      h_mul_ld(x, r) (Rt(x * r) of VL float16 values, as floats)
  *   RK_HAVE_NT16 (x86): nt16_f32/nt16_f16/nt16_bf16(p, v) (and nt16_bf16_hw with RK_HAVE_BF16_HW),
  *      a vector's stores as 16-byte streaming stores in address order (p aligned to 16 bytes);
  *      st_bf16_eo / st_bf16_hw_pair with nt = 2 likewise
@@ -328,6 +332,9 @@ RK_INLINE void pair_scalar(int wide, const char *x, char *y, ropekit_dtype dt, i
 #endif
 #ifndef RK_HAVE_BF16_HW
 #define RK_BF16_HW_OK() 0
+#endif
+#ifndef RK_HAVE_F16_HW
+#define RK_F16_HW_OK() 0
 #endif
 
 /* 2*VL bfloat16 outputs from their even (e) and odd (o) elements (nt: a streaming store, p
@@ -1187,6 +1194,17 @@ RK_INLINE void qknorm_head(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
     float r = f_lane0(rv); /* rounded to T (vector conversions: same bits) */
     int64_t c = 0;
 #define RK_X(c) ld_t(x + (c)*es, dt)
+#ifdef RK_HAVE_F16_HW
+    /* float16 x and r: Rt(x * r) is one float16 multiplication (RK_HAVE_F16_HW) */
+    const int h16 = hw && dt == ROPEKIT_FLOAT16;
+    const vh rh = h16 ? h_set1(rv) : (vh){0};
+    if (h16)
+        for (; c + 2 * VL <= nope; c += 2 * VL)
+            h_mul_st(y + c * es, x + c * es, rh, nt);
+#define RK_XR(c) (h16 ? h_mul_ld(x + (c)*es, rh) : rt_q(f_mul(RK_X(c), rv), dt, hw))
+#else
+#define RK_XR(c) rt_q(f_mul(RK_X(c), rv), dt, hw)
+#endif
 #ifdef RK_HAVE_BF16_EO
     if (dt == ROPEKIT_BFLOAT16) /* 2*VL at a time, even and odd channels apart (st_eo) */
         for (; c + 2 * VL <= nope; c += 2 * VL) {
@@ -1209,15 +1227,15 @@ RK_INLINE void qknorm_head(const rk_qknorm_plan *p, ropekit_dtype dt, int nt, in
     if (cw) { /* the token's tables as doubles (rd a multiple of VL): tail_rotate's operations,
                * on the rounded values in registers, without the widening of cos/sin per head */
         for (; t < rd; t += VL)
-            st_q(y + (nope + t) * es, dt, hw,
-                 rot_wide(rt_q(f_mul(RK_X(nope + t), rv), dt, hw), cw + t, sw + t, 0), nt);
+            st_q(y + (nope + t) * es, dt, hw, rot_wide(RK_XR(nope + t), cw + t, sw + t, 0), nt);
         return;
     }
     for (; t + VL <= rd; t += VL)
-        f_st(v + t, rt_q(f_mul(RK_X(nope + t), rv), dt, hw));
+        f_st(v + t, RK_XR(nope + t));
     for (; t < rd; ++t)
         v[t] = rk_round_to(dt, rk_load(x, dt, nope + t) * r);
 #undef RK_X
+#undef RK_XR
     tail_rotate(v, cs, sn, rd, 0, y + nope * es, dt, nt, hw);
 }
 
@@ -1383,7 +1401,12 @@ static int qknorm_staging(const rk_qknorm_plan *p) {
 #define RK_QKNORM_CASES(nt, stg)                                                                   \
     switch (p->dtype) {                                                                            \
     case ROPEKIT_FLOAT32: qknorm_fast(p, ROPEKIT_FLOAT32, nt, 0, stg); break;                      \
-    case ROPEKIT_FLOAT16: qknorm_fast(p, ROPEKIT_FLOAT16, nt, 0, stg); break;                      \
+    case ROPEKIT_FLOAT16:                                                                          \
+        if (RK_F16_HW_OK())                                                                        \
+            qknorm_fast(p, ROPEKIT_FLOAT16, nt, 1, stg);                                           \
+        else                                                                                       \
+            qknorm_fast(p, ROPEKIT_FLOAT16, nt, 0, stg);                                           \
+        break;                                                                                     \
     default:                                                                                       \
         if (RK_BF16_HW_OK())                                                                       \
             qknorm_fast(p, ROPEKIT_BFLOAT16, nt, 1, stg);                                          \
