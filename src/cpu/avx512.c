@@ -273,23 +273,30 @@ RK_V void st_bf16_hw_pair(void *p, vf e, vf o, int nt) {
         _mm512_storeu_si512(p, r);
 }
 
+/* A CPU feature the QKNorm kernels use when present, unless a test turns it off: the CPUID
+ * leaf 7 bit (subleaf, register word: 0 EAX .. 3 EDX, bit) read once into *cached (-1 until
+ * then), and *sw set by the feature's test hook. */
+#include <cpuid.h>
+static int rk_leaf7_feature(int *cached, const int *sw, unsigned subleaf, int word, int bit) {
+    int hw = __atomic_load_n(cached, __ATOMIC_RELAXED);
+    if (hw < 0) {
+        unsigned r[4] = {0, 0, 0, 0};
+        if (__get_cpuid_max(0, NULL) >= 7) __cpuid_count(7, subleaf, r[0], r[1], r[2], r[3]);
+        hw = (int)((r[word] >> bit) & 1u);
+        __atomic_store_n(cached, hw, __ATOMIC_RELAXED);
+    }
+    return hw && !__atomic_load_n(sw, __ATOMIC_RELAXED);
+}
+
 /* AVX512_BF16 (CPUID.(EAX=7,ECX=1):EAX bit 5); rk_avx512_force_bf16_sw(1) turns its use off
  * (tests: the integer path of CPUs without it). */
-#include <cpuid.h>
 static int g_bf16_hw = -1, g_bf16_sw;
 void rk_avx512_force_bf16_sw(int on);
 void rk_avx512_force_bf16_sw(int on) {
     __atomic_store_n(&g_bf16_sw, on, __ATOMIC_RELAXED);
 }
 static int rk_avx512_bf16_hw(void) {
-    int hw = __atomic_load_n(&g_bf16_hw, __ATOMIC_RELAXED);
-    if (hw < 0) {
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        if (__get_cpuid_max(0, NULL) >= 7) __cpuid_count(7, 1, a, b, c, d);
-        hw = (int)((a >> 5) & 1u);
-        __atomic_store_n(&g_bf16_hw, hw, __ATOMIC_RELAXED);
-    }
-    return hw && !__atomic_load_n(&g_bf16_sw, __ATOMIC_RELAXED);
+    return rk_leaf7_feature(&g_bf16_hw, &g_bf16_sw, 1, 0, 5);
 }
 #define RK_BF16_HW_OK() rk_avx512_bf16_hw()
 
@@ -342,14 +349,7 @@ void rk_avx512_force_f16_sw(int on) {
     __atomic_store_n(&g_f16_sw, on, __ATOMIC_RELAXED);
 }
 static int rk_avx512_f16_hw(void) {
-    int hw = __atomic_load_n(&g_f16_hw, __ATOMIC_RELAXED);
-    if (hw < 0) {
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        if (__get_cpuid_max(0, NULL) >= 7) __cpuid_count(7, 0, a, b, c, d);
-        hw = (int)((d >> 23) & 1u);
-        __atomic_store_n(&g_f16_hw, hw, __ATOMIC_RELAXED);
-    }
-    return hw && !__atomic_load_n(&g_f16_sw, __ATOMIC_RELAXED);
+    return rk_leaf7_feature(&g_f16_hw, &g_f16_sw, 0, 3, 23);
 }
 #define RK_F16_HW_OK() rk_avx512_f16_hw()
 typedef __m512i vh; /* 2*VL float16 values */
